@@ -1,0 +1,52 @@
+# ILNPv6 host-mobility stack. `make demo` runs a handoff in the lab, `make test` runs all tests.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+GO    ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+# Parsers fuzzed in `make test` (briefly) and `make fuzz` (longer).
+FUZZTIME ?= 10s
+
+.PHONY: all deps generate build test unit fuzz bench lint demo clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+# bpf2go: compiles bpf/*.c with clang and writes the Go bindings next to the loader.
+generate: deps
+	$(GO) generate ./...
+
+build: generate
+	$(GO) build -o bin/ ./cmd/...
+
+lint: generate
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# Unit, BPF_PROG_TEST_RUN and network-namespace tests, then every fuzz target briefly.
+test: lint
+	@bash scripts/test.sh
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
+	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg | tail -n 2; \
+	  done; \
+	done
+
+bench: generate
+	@mkdir -p bench/out
+	$(GO) test -run='^$$' -bench=. -benchtime=2s ./...
+
+demo: build
+	$(GO) run ./cmd/ilnp-lab demo
+
+clean:
+	rm -rf bin bench/out lab/out
+	find . -name '*_bpfe[lb].*' -delete

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every Go test (unit, BPF_PROG_TEST_RUN, network namespaces) verbosely into out/test.log,
+# prints the package verdicts and any failure, and ends with "tests: N passed, N failed".
+# Fails when a test fails or when no test ran at all.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p out
+log=out/test.log
+go test -count=1 -p 2 -timeout 25m -v ./... >"$log" 2>&1
+status=$?
+
+grep -E '^(ok|FAIL|\?)\s' "$log"
+grep -E -e '^\s*--- SKIP' "$log" | sed 's/^\s*/skipped: /' || true
+if [ $status -ne 0 ]; then
+  echo "---- failures (full log: $log) ----"
+  grep -E -B2 -A30 -e '^\s*--- FAIL' -e '^panic:' "$log" | head -400
+fi
+
+passed=$(grep -cE '^\s*--- PASS' "$log")
+failed=$(grep -cE '^\s*--- FAIL' "$log")
+echo "tests: $passed passed, $failed failed"
+if [ "$passed" -eq 0 ]; then
+  echo "no test ran" >&2
+  exit 1
+fi
+exit $status

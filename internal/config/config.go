@@ -1,0 +1,499 @@
+// Package config reads the ilnpd configuration file.
+//
+// The format is line-oriented: one `key value...` per line, `#` starts a comment (at the start
+// of a line or after white space), blank lines are ignored. Every key may appear at most once.
+// Errors name the file and line: "ilnpd.conf:7: nonce-size: want 4 or 12, got 8".
+//
+// Keys and defaults (see dist/ilnpd.conf.example):
+//
+//	node NAME                    name used in events and logs        default: "" (daemon uses the hostname)
+//	interfaces IF...             ILNP interfaces                     required, at least one
+//	nid XXXX:XXXX:XXXX:XXXX      node identifier (RFC 6742 form)     default: modified EUI-64 of the first interface's MAC
+//	nid-mode stable|ephemeral                                        default: stable
+//	handoff soft|hard                                                default: soft
+//	policy NAME                  handoff decision policy             default: newest
+//	state-dir DIR                absolute path; bpffs at DIR/bpf,    default: /run/ilnpd
+//	                             control socket at DIR/ctl.sock
+//	events FILE                  event timeline (JSON lines)         default: none
+//	hosts FILE                   ILNP hosts file                     default: none
+//	dns-listen ADDR[:PORT]       stub resolver                       default: off (port 53 when omitted)
+//	dns-upstream ADDR[:PORT]     forwarder for non-ILNP names        default: none (port 53 when omitted)
+//	lu-initial-timeout DURATION  first LU retransmission timeout     default: 1s
+//	lu-max-timeout DURATION      backoff ceiling                     default: 8s
+//	lu-max-attempts N            1..100                              default: 7
+//	session-idle-timeout DURATION                                    default: 10m
+//	nonce-size 4|12              bytes                               default: 4
+//	nonce every|first N          RFC 6744 s.6: nonce on every packet,
+//	                             or only on the first N of a session default: every
+//	echo-nonce off|on            thesis Linux code compatibility     default: off
+//	mtu-headroom BYTES           MTU reduction for ILNP peers        default: size of the nonce
+//	                                                                 option (8 for a 4-byte nonce,
+//	                                                                 16 for 12); smaller is an error
+//	log-level debug|info|warn|error                                  default: info
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Handoff is the handoff mode (issue 4): soft keeps the old locator valid until it is gone,
+// hard ages it at once.
+type Handoff string
+
+const (
+	HandoffSoft Handoff = "soft"
+	HandoffHard Handoff = "hard"
+)
+
+// ParseHandoff accepts "soft" or "hard".
+func ParseHandoff(s string) (Handoff, error) {
+	switch Handoff(s) {
+	case HandoffSoft, HandoffHard:
+		return Handoff(s), nil
+	}
+	return "", fmt.Errorf("want soft or hard, got %q", s)
+}
+
+// NIDMode chooses between one stable NID per node and ephemeral per-session NIDs.
+type NIDMode string
+
+const (
+	NIDStable    NIDMode = "stable"
+	NIDEphemeral NIDMode = "ephemeral"
+)
+
+// NonceMode says which packets of a session carry the nonce option (RFC 6744 s.6).
+type NonceMode string
+
+const (
+	NonceEvery NonceMode = "every"
+	NonceFirst NonceMode = "first"
+)
+
+// Config is a parsed, validated ilnpd configuration.
+type Config struct {
+	Node       string
+	Interfaces []string
+	// NID is the configured node identifier when HasNID is set (the value of a wire.NID).
+	NID                uint64
+	HasNID             bool
+	NIDMode            NIDMode
+	Handoff            Handoff
+	Policy             string
+	StateDir           string
+	EventsFile         string
+	HostsFile          string
+	DNSListen          netip.AddrPort // zero: resolver off
+	DNSUpstream        netip.AddrPort // zero: no forwarding
+	LUInitialTimeout   time.Duration
+	LUMaxTimeout       time.Duration
+	LUMaxAttempts      int
+	SessionIdleTimeout time.Duration
+	NonceSize          int
+	NonceMode          NonceMode
+	NonceFirstN        int // packets per session carrying the nonce when NonceMode is NonceFirst
+	EchoNonce          bool
+	MTUHeadroom        int
+	LogLevel           slog.Level
+}
+
+// Default returns the defaults; Interfaces is empty and must be set.
+func Default() Config {
+	return Config{
+		NIDMode:            NIDStable,
+		Handoff:            HandoffSoft,
+		Policy:             "newest",
+		StateDir:           "/run/ilnpd",
+		LUInitialTimeout:   time.Second,
+		LUMaxTimeout:       8 * time.Second,
+		LUMaxAttempts:      7,
+		SessionIdleTimeout: 10 * time.Minute,
+		NonceSize:          4,
+		NonceMode:          NonceEvery,
+		MTUHeadroom:        NonceOptionSize(4),
+		LogLevel:           slog.LevelInfo,
+	}
+}
+
+// BPFDir is where ilnpd mounts its own bpffs and pins maps.
+func (c Config) BPFDir() string { return filepath.Join(c.StateDir, "bpf") }
+
+// ControlSocket is the unix socket ilnpctl talks to.
+func (c Config) ControlSocket() string { return filepath.Join(c.StateDir, "ctl.sock") }
+
+// NonceOptionSize is the size in bytes of the Destination Options header carrying an ILNP
+// Nonce option of nonceSize bytes (RFC 6744 s.2: 2-byte header + 2-byte option header + nonce,
+// padded to a multiple of 8).
+func NonceOptionSize(nonceSize int) int {
+	return (4 + nonceSize + 7) / 8 * 8
+}
+
+// Load parses the file at path.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	return Parse(f, path)
+}
+
+// Parse reads a configuration; filename only labels errors. The first error is returned.
+func Parse(r io.Reader, filename string) (Config, error) {
+	cfg := Default()
+	seen := map[string]int{}
+	headroomSet := 0
+	scanner := bufio.NewScanner(r)
+	scanner.Buffer(make([]byte, 4096), 64*1024)
+	line := 0
+	for scanner.Scan() {
+		line++
+		fields := strings.Fields(stripComment(scanner.Text()))
+		if len(fields) == 0 {
+			continue
+		}
+		key, args := fields[0], fields[1:]
+		if first, dup := seen[key]; dup {
+			return Config{}, fmt.Errorf("%s:%d: duplicate key %q (first set on line %d)", filename, line, key, first)
+		}
+		set, ok := setters[key]
+		if !ok {
+			return Config{}, fmt.Errorf("%s:%d: unknown key %q", filename, line, key)
+		}
+		seen[key] = line
+		if err := set(&cfg, args); err != nil {
+			return Config{}, fmt.Errorf("%s:%d: %s: %w", filename, line, key, err)
+		}
+		if key == "mtu-headroom" {
+			headroomSet = line
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return Config{}, fmt.Errorf("%s:%d: %w", filename, line+1, err)
+	}
+
+	// Checks that involve several keys.
+	if len(cfg.Interfaces) == 0 {
+		return Config{}, fmt.Errorf("%s: missing required key \"interfaces\"", filename)
+	}
+	if cfg.LUInitialTimeout > cfg.LUMaxTimeout {
+		at := max(seen["lu-initial-timeout"], seen["lu-max-timeout"])
+		return Config{}, fmt.Errorf("%s:%d: lu-initial-timeout %v is larger than lu-max-timeout %v",
+			filename, at, cfg.LUInitialTimeout, cfg.LUMaxTimeout)
+	}
+	need := NonceOptionSize(cfg.NonceSize)
+	if headroomSet == 0 {
+		cfg.MTUHeadroom = need
+	} else if cfg.MTUHeadroom < need {
+		return Config{}, fmt.Errorf("%s:%d: mtu-headroom %d is less than the %d bytes a %d-byte nonce option adds",
+			filename, headroomSet, cfg.MTUHeadroom, need, cfg.NonceSize)
+	}
+	return cfg, nil
+}
+
+// stripComment removes a comment: '#' at the start of the line or after white space (so a
+// path like /tmp/a#b survives).
+func stripComment(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '#' && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t') {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+type setter func(*Config, []string) error
+
+var setters map[string]setter
+
+func init() {
+	setters = map[string]setter{
+		"node": one(func(c *Config, v string) error {
+			if !validName(v, 64) {
+				return fmt.Errorf("want a name of letters, digits, '-', '_' or '.', got %q", v)
+			}
+			c.Node = v
+			return nil
+		}),
+		"interfaces":   setInterfaces,
+		"nid":          one(setNID),
+		"nid-mode":     one(choice(NIDStable, NIDEphemeral, func(c *Config) *NIDMode { return &c.NIDMode })),
+		"handoff":      one(choice(HandoffSoft, HandoffHard, func(c *Config) *Handoff { return &c.Handoff })),
+		"policy":       one(setPolicy),
+		"state-dir":    one(absPath(func(c *Config) *string { return &c.StateDir })),
+		"events":       one(absPath(func(c *Config) *string { return &c.EventsFile })),
+		"hosts":        one(absPath(func(c *Config) *string { return &c.HostsFile })),
+		"dns-listen":   one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSListen })),
+		"dns-upstream": one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSUpstream })),
+		"lu-initial-timeout": one(duration(time.Millisecond, time.Minute,
+			func(c *Config) *time.Duration { return &c.LUInitialTimeout })),
+		"lu-max-timeout": one(duration(time.Millisecond, time.Hour,
+			func(c *Config) *time.Duration { return &c.LUMaxTimeout })),
+		"lu-max-attempts": one(integer(1, 100, func(c *Config) *int { return &c.LUMaxAttempts })),
+		"session-idle-timeout": one(duration(time.Second, 7*24*time.Hour,
+			func(c *Config) *time.Duration { return &c.SessionIdleTimeout })),
+		"nonce-size": one(func(c *Config, v string) error {
+			if v != "4" && v != "12" {
+				return fmt.Errorf("want 4 or 12 (RFC 6744 s.2), got %q", v)
+			}
+			c.NonceSize, _ = strconv.Atoi(v)
+			return nil
+		}),
+		"nonce": setNonce,
+		"echo-nonce": one(func(c *Config, v string) error {
+			switch v {
+			case "on":
+				c.EchoNonce = true
+			case "off":
+				c.EchoNonce = false
+			default:
+				return fmt.Errorf("want on or off, got %q", v)
+			}
+			return nil
+		}),
+		"mtu-headroom": one(integer(0, 256, func(c *Config) *int { return &c.MTUHeadroom })),
+		"log-level": one(func(c *Config, v string) error {
+			switch v {
+			case "debug":
+				c.LogLevel = slog.LevelDebug
+			case "info":
+				c.LogLevel = slog.LevelInfo
+			case "warn":
+				c.LogLevel = slog.LevelWarn
+			case "error":
+				c.LogLevel = slog.LevelError
+			default:
+				return fmt.Errorf("want debug, info, warn or error, got %q", v)
+			}
+			return nil
+		}),
+	}
+}
+
+// one wraps a single-valued setter.
+func one(fn func(*Config, string) error) setter {
+	return func(c *Config, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("want exactly one value, got %d", len(args))
+		}
+		return fn(c, args[0])
+	}
+}
+
+func choice[T ~string](a, b T, field func(*Config) *T) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if T(v) != a && T(v) != b {
+			return fmt.Errorf("want %s or %s, got %q", a, b, v)
+		}
+		*field(c) = T(v)
+		return nil
+	}
+}
+
+func absPath(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if !filepath.IsAbs(v) {
+			return fmt.Errorf("want an absolute path, got %q", v)
+		}
+		*field(c) = filepath.Clean(v)
+		return nil
+	}
+}
+
+// addrPort accepts "[v6]:port", "v4:port" or a bare address (port 53).
+func addrPort(field func(*Config) *netip.AddrPort) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if ap, err := netip.ParseAddrPort(v); err == nil {
+			if ap.Port() == 0 {
+				return fmt.Errorf("port 0 in %q", v)
+			}
+			if ap.Addr().Zone() != "" {
+				return fmt.Errorf("zones are not supported in %q", v)
+			}
+			*field(c) = ap
+			return nil
+		}
+		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(v, "["), "]"))
+		if err != nil || a.Zone() != "" {
+			return fmt.Errorf("want ADDRESS or [IPv6]:PORT or IPv4:PORT, got %q", v)
+		}
+		*field(c) = netip.AddrPortFrom(a, 53)
+		return nil
+	}
+}
+
+func duration(lo, hi time.Duration, field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("want a duration like 500ms or 2s, got %q", v)
+		}
+		if d < lo || d > hi {
+			return fmt.Errorf("%v is out of range [%v, %v]", d, lo, hi)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func integer(lo, hi int, field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is out of range [%d, %d]", n, lo, hi)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func setInterfaces(c *Config, args []string) error {
+	if len(args) == 0 {
+		return errors.New("want at least one interface name")
+	}
+	for i, name := range args {
+		// Linux: IFNAMSIZ-1 bytes, no '/', ':' or white space.
+		if len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/:") {
+			return fmt.Errorf("invalid interface name %q", name)
+		}
+		for _, prev := range args[:i] {
+			if prev == name {
+				return fmt.Errorf("interface %q listed twice", name)
+			}
+		}
+	}
+	c.Interfaces = append([]string(nil), args...)
+	return nil
+}
+
+// setNID reads the RFC 6742 presentation form: four groups of 1-4 hex digits.
+func setNID(c *Config, v string) error {
+	n, err := parseNID(v)
+	if err != nil {
+		return err
+	}
+	c.NID, c.HasNID = n, true
+	return nil
+}
+
+func parseNID(v string) (uint64, error) {
+	groups := strings.Split(v, ":")
+	if len(groups) != 4 {
+		return 0, fmt.Errorf("want four colon-separated groups like 0214:4fff:fe20:ee64, got %q", v)
+	}
+	var n uint64
+	for _, g := range groups {
+		if len(g) == 0 || len(g) > 4 {
+			return 0, fmt.Errorf("want four colon-separated groups of 1-4 hex digits, got %q", v)
+		}
+		x, err := strconv.ParseUint(g, 16, 16)
+		if err != nil {
+			return 0, fmt.Errorf("bad hex group %q in %q", g, v)
+		}
+		n = n<<16 | x
+	}
+	if n == 0 {
+		return 0, errors.New("NID 0 is not a valid identifier")
+	}
+	return n, nil
+}
+
+func setPolicy(c *Config, v string) error {
+	// The policy registry lives in the daemon; here only the name's shape is checked.
+	if !validName(v, 32) {
+		return fmt.Errorf("want a policy name like newest, got %q", v)
+	}
+	c.Policy = v
+	return nil
+}
+
+func setNonce(c *Config, args []string) error {
+	switch {
+	case len(args) == 1 && args[0] == "every":
+		c.NonceMode, c.NonceFirstN = NonceEvery, 0
+		return nil
+	case len(args) == 2 && args[0] == "first":
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n < 1 || n > 1<<20 {
+			return fmt.Errorf("want a packet count 1..%d after first, got %q", 1<<20, args[1])
+		}
+		c.NonceMode, c.NonceFirstN = NonceFirst, n
+		return nil
+	}
+	return fmt.Errorf("want \"every\" or \"first N\", got %q", strings.Join(args, " "))
+}
+
+func validName(s string, maxLen int) bool {
+	if s == "" || len(s) > maxLen {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Format writes the configuration in the file format, every key explicit; Parse(Format(c))
+// yields c again.
+func (c Config) Format() string {
+	var b strings.Builder
+	kv := func(k string, v ...string) { fmt.Fprintf(&b, "%s %s\n", k, strings.Join(v, " ")) }
+	if c.Node != "" {
+		kv("node", c.Node)
+	}
+	kv("interfaces", c.Interfaces...)
+	if c.HasNID {
+		kv("nid", fmt.Sprintf("%04x:%04x:%04x:%04x", c.NID>>48, c.NID>>32&0xffff, c.NID>>16&0xffff, c.NID&0xffff))
+	}
+	kv("nid-mode", string(c.NIDMode))
+	kv("handoff", string(c.Handoff))
+	kv("policy", c.Policy)
+	kv("state-dir", c.StateDir)
+	if c.EventsFile != "" {
+		kv("events", c.EventsFile)
+	}
+	if c.HostsFile != "" {
+		kv("hosts", c.HostsFile)
+	}
+	if c.DNSListen.IsValid() {
+		kv("dns-listen", c.DNSListen.String())
+	}
+	if c.DNSUpstream.IsValid() {
+		kv("dns-upstream", c.DNSUpstream.String())
+	}
+	kv("lu-initial-timeout", c.LUInitialTimeout.String())
+	kv("lu-max-timeout", c.LUMaxTimeout.String())
+	kv("lu-max-attempts", strconv.Itoa(c.LUMaxAttempts))
+	kv("session-idle-timeout", c.SessionIdleTimeout.String())
+	kv("nonce-size", strconv.Itoa(c.NonceSize))
+	if c.NonceMode == NonceFirst {
+		kv("nonce", "first", strconv.Itoa(c.NonceFirstN))
+	} else {
+		kv("nonce", "every")
+	}
+	if c.EchoNonce {
+		kv("echo-nonce", "on")
+	} else {
+		kv("echo-nonce", "off")
+	}
+	kv("mtu-headroom", strconv.Itoa(c.MTUHeadroom))
+	kv("log-level", strings.ToLower(c.LogLevel.String()))
+	return b.String()
+}

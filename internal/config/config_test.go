@@ -1,0 +1,257 @@
+package config
+
+import (
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const full = `# mobile node
+node mn                       # name used in events/logs
+interfaces mn-r2 mn-r3
+nid 0214:4fff:fe20:ee64
+nid-mode stable
+handoff hard
+policy newest
+state-dir /run/ilnpd-mn
+events /tmp/lab/mn/events.jsonl
+hosts /tmp/lab/hosts
+dns-listen [::1]:5353
+dns-upstream [2001:db8::53]:53
+lu-initial-timeout 200ms
+lu-max-timeout 4s
+lu-max-attempts 5
+session-idle-timeout 2m
+nonce-size 12
+nonce first 10
+echo-nonce on
+mtu-headroom 24
+log-level debug
+`
+
+func TestParseFull(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(full), "mn.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Node:               "mn",
+		Interfaces:         []string{"mn-r2", "mn-r3"},
+		NID:                0x02144fff_fe20ee64,
+		HasNID:             true,
+		NIDMode:            NIDStable,
+		Handoff:            HandoffHard,
+		Policy:             "newest",
+		StateDir:           "/run/ilnpd-mn",
+		EventsFile:         "/tmp/lab/mn/events.jsonl",
+		HostsFile:          "/tmp/lab/hosts",
+		DNSListen:          netip.MustParseAddrPort("[::1]:5353"),
+		DNSUpstream:        netip.MustParseAddrPort("[2001:db8::53]:53"),
+		LUInitialTimeout:   200 * time.Millisecond,
+		LUMaxTimeout:       4 * time.Second,
+		LUMaxAttempts:      5,
+		SessionIdleTimeout: 2 * time.Minute,
+		NonceSize:          12,
+		NonceMode:          NonceFirst,
+		NonceFirstN:        10,
+		EchoNonce:          true,
+		MTUHeadroom:        24,
+		LogLevel:           slog.LevelDebug,
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("got\n%+v\nwant\n%+v", cfg, want)
+	}
+	if cfg.BPFDir() != "/run/ilnpd-mn/bpf" || cfg.ControlSocket() != "/run/ilnpd-mn/ctl.sock" {
+		t.Fatalf("paths: %s %s", cfg.BPFDir(), cfg.ControlSocket())
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := Parse(strings.NewReader("interfaces eth0\n"), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Interfaces = []string{"eth0"}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("got %+v want %+v", cfg, want)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"handoff", cfg.Handoff, HandoffSoft},
+		{"nid-mode", cfg.NIDMode, NIDStable},
+		{"policy", cfg.Policy, "newest"},
+		{"state-dir", cfg.StateDir, "/run/ilnpd"},
+		{"lu-initial", cfg.LUInitialTimeout, time.Second},
+		{"lu-max", cfg.LUMaxTimeout, 8 * time.Second},
+		{"attempts", cfg.LUMaxAttempts, 7},
+		{"idle", cfg.SessionIdleTimeout, 10 * time.Minute},
+		{"nonce-size", cfg.NonceSize, 4},
+		{"nonce", cfg.NonceMode, NonceEvery},
+		{"echo", cfg.EchoNonce, false},
+		{"headroom", cfg.MTUHeadroom, 8},
+		{"log", cfg.LogLevel, slog.LevelInfo},
+		{"dns off", cfg.DNSListen.IsValid(), false},
+		{"nid unset", cfg.HasNID, false},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("default %s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestParseValues(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		check func(Config) bool
+	}{
+		{"dns-listen ::1", func(c Config) bool { return c.DNSListen == netip.MustParseAddrPort("[::1]:53") }},
+		{"dns-listen [::1]", func(c Config) bool { return c.DNSListen == netip.MustParseAddrPort("[::1]:53") }},
+		{"dns-listen 127.0.0.1:5300", func(c Config) bool { return c.DNSListen == netip.MustParseAddrPort("127.0.0.1:5300") }},
+		{"nid 1:2:3:4", func(c Config) bool { return c.NID == 0x0001000200030004 }},
+		{"nonce-size 12", func(c Config) bool { return c.MTUHeadroom == 16 }},
+		{"nonce every", func(c Config) bool { return c.NonceMode == NonceEvery }},
+		{"events /a/b/../c#d  # comment", func(c Config) bool { return c.EventsFile == "/a/c#d" }},
+		{"nid-mode ephemeral", func(c Config) bool { return c.NIDMode == NIDEphemeral }},
+		{"\t log-level   warn\t", func(c Config) bool { return c.LogLevel == slog.LevelWarn }},
+		{"log-level error", func(c Config) bool { return c.LogLevel == slog.LevelError }},
+	} {
+		cfg, err := Parse(strings.NewReader("interfaces eth0\n"+tc.in+"\n"), "t")
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if !tc.check(cfg) {
+			t.Errorf("%q: unexpected %+v", tc.in, cfg)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "f.conf: missing required key \"interfaces\""},
+		{"# nothing\n\n", "f.conf: missing required key \"interfaces\""},
+		{"interfaces\n", "f.conf:1: interfaces: want at least one interface name"},
+		{"interfaces a a\n", "f.conf:1: interfaces: interface \"a\" listed twice"},
+		{"interfaces averyveryverylongname\n", "f.conf:1: interfaces: invalid interface name"},
+		{"interfaces a/b\n", "invalid interface name"},
+		{"interfaces a\nfoo bar\n", "f.conf:2: unknown key \"foo\""},
+		{"interfaces a\nhandoff soft\nhandoff hard\n", "f.conf:3: duplicate key \"handoff\" (first set on line 2)"},
+		{"interfaces a\n\n# c\nhandoff medium\n", "f.conf:4: handoff: want soft or hard, got \"medium\""},
+		{"interfaces a\nhandoff\n", "f.conf:2: handoff: want exactly one value, got 0"},
+		{"interfaces a\nhandoff soft hard\n", "want exactly one value, got 2"},
+		{"interfaces a\nnid-mode random\n", "nid-mode: want stable or ephemeral"},
+		{"interfaces a\nnid 1:2:3\n", "nid: want four colon-separated groups"},
+		{"interfaces a\nnid 1:2:3:xyz\n", "nid: bad hex group \"xyz\""},
+		{"interfaces a\nnid 1:2:3:12345\n", "groups of 1-4 hex digits"},
+		{"interfaces a\nnid 0:0:0:0\n", "NID 0 is not a valid identifier"},
+		{"interfaces a\nnid ::1\n", "nid:"},
+		{"interfaces a\npolicy new$est\n", "policy: want a policy name"},
+		{"interfaces a\nstate-dir run/ilnpd\n", "state-dir: want an absolute path"},
+		{"interfaces a\nevents x.jsonl\n", "events: want an absolute path"},
+		{"interfaces a\nhosts ./hosts\n", "hosts: want an absolute path"},
+		{"interfaces a\ndns-listen localhost:53\n", "dns-listen: want ADDRESS"},
+		{"interfaces a\ndns-listen [::1]:0\n", "dns-listen: port 0"},
+		{"interfaces a\ndns-listen [fe80::1%eth0]:53\n", "zones are not supported"},
+		{"interfaces a\ndns-upstream [::1]:99999\n", "dns-upstream: want ADDRESS"},
+		{"interfaces a\nlu-initial-timeout 1\n", "lu-initial-timeout: want a duration"},
+		{"interfaces a\nlu-initial-timeout 0s\n", "out of range"},
+		{"interfaces a\nlu-initial-timeout -1s\n", "out of range"},
+		{"interfaces a\nlu-initial-timeout 9s\n", "f.conf:2: lu-initial-timeout 9s is larger than lu-max-timeout 8s"},
+		{"interfaces a\nlu-max-timeout 500ms\nlu-initial-timeout 2s\n", "f.conf:3: lu-initial-timeout 2s is larger"},
+		{"interfaces a\nlu-max-attempts 0\n", "lu-max-attempts: 0 is out of range [1, 100]"},
+		{"interfaces a\nlu-max-attempts seven\n", "want an integer"},
+		{"interfaces a\nsession-idle-timeout 10ms\n", "out of range"},
+		{"interfaces a\nnonce-size 8\n", "nonce-size: want 4 or 12"},
+		{"interfaces a\nnonce first\n", "nonce: want \"every\" or \"first N\""},
+		{"interfaces a\nnonce first 0\n", "want a packet count"},
+		{"interfaces a\nnonce sometimes\n", "nonce: want \"every\""},
+		{"interfaces a\necho-nonce yes\n", "echo-nonce: want on or off"},
+		{"interfaces a\nmtu-headroom 4\n", "f.conf:2: mtu-headroom 4 is less than the 8 bytes"},
+		{"interfaces a\nmtu-headroom 8\nnonce-size 12\n", "f.conf:2: mtu-headroom 8 is less than the 16 bytes a 12-byte nonce"},
+		{"interfaces a\nmtu-headroom 1000\n", "out of range"},
+		{"interfaces a\nlog-level verbose\n", "log-level: want debug, info, warn or error"},
+		{"interfaces a\nnode bad/name\n", "node: want a name"},
+		{"interfaces a\n" + strings.Repeat("x", 70000) + "\n", "f.conf:2:"},
+	} {
+		_, err := Parse(strings.NewReader(tc.in), "f.conf")
+		if err == nil {
+			t.Errorf("%q: no error, want %q", tc.in, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %q, want it to contain %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(full), "mn.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(strings.NewReader(cfg.Format()), "formatted")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, cfg.Format())
+	}
+	if !reflect.DeepEqual(cfg, again) {
+		t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, again)
+	}
+}
+
+// The shipped example must parse: it is what users copy.
+func TestExampleFile(t *testing.T) {
+	path := filepath.Join("..", "..", "dist", "ilnpd.conf.example")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no example yet: %v", err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Interfaces) == 0 {
+		t.Fatal("example has no interfaces")
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "none.conf"))
+	if err == nil || !strings.Contains(err.Error(), "none.conf") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(full)
+	f.Add("interfaces eth0\n")
+	f.Add("interfaces a b\nnonce first 3\nnid 1:2:3:4 # x\n")
+	f.Add("interfaces a\ndns-listen ::1\nlu-max-timeout 1h\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		cfg, err := Parse(strings.NewReader(in), "fuzz")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz:") {
+				t.Fatalf("error without file name: %v", err)
+			}
+			return
+		}
+		if len(cfg.Interfaces) == 0 || cfg.LUInitialTimeout > cfg.LUMaxTimeout ||
+			cfg.MTUHeadroom < NonceOptionSize(cfg.NonceSize) {
+			t.Fatalf("invalid config accepted: %+v", cfg)
+		}
+		again, err := Parse(strings.NewReader(cfg.Format()), "formatted")
+		if err != nil {
+			t.Fatalf("formatted config does not parse: %v\n%s", err, cfg.Format())
+		}
+		if !reflect.DeepEqual(cfg, again) {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, again)
+		}
+	})
+}

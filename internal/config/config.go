@@ -44,6 +44,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"ilnp/internal/wire"
 )
 
 // Handoff is the handoff mode (issue 4): soft keeps the old locator valid until it is gone,
@@ -84,8 +86,8 @@ const (
 type Config struct {
 	Node       string
 	Interfaces []string
-	// NID is the configured node identifier when HasNID is set (the value of a wire.NID).
-	NID                uint64
+	// NID is the configured node identifier when HasNID is set.
+	NID                wire.NID
 	HasNID             bool
 	NIDMode            NIDMode
 	Handoff            Handoff
@@ -379,36 +381,17 @@ func setInterfaces(c *Config, args []string) error {
 	return nil
 }
 
-// setNID reads the RFC 6742 presentation form: four groups of 1-4 hex digits.
+// setNID reads the RFC 6742 presentation form "0214:4fff:fe20:ee64".
 func setNID(c *Config, v string) error {
-	n, err := parseNID(v)
+	n, err := wire.ParseNID(v)
 	if err != nil {
 		return err
 	}
+	if n == 0 {
+		return errors.New("NID 0 is not a valid identifier")
+	}
 	c.NID, c.HasNID = n, true
 	return nil
-}
-
-func parseNID(v string) (uint64, error) {
-	groups := strings.Split(v, ":")
-	if len(groups) != 4 {
-		return 0, fmt.Errorf("want four colon-separated groups like 0214:4fff:fe20:ee64, got %q", v)
-	}
-	var n uint64
-	for _, g := range groups {
-		if len(g) == 0 || len(g) > 4 {
-			return 0, fmt.Errorf("want four colon-separated groups of 1-4 hex digits, got %q", v)
-		}
-		x, err := strconv.ParseUint(g, 16, 16)
-		if err != nil {
-			return 0, fmt.Errorf("bad hex group %q in %q", g, v)
-		}
-		n = n<<16 | x
-	}
-	if n == 0 {
-		return 0, errors.New("NID 0 is not a valid identifier")
-	}
-	return n, nil
 }
 
 func setPolicy(c *Config, v string) error {
@@ -460,7 +443,7 @@ func (c Config) Format() string {
 	}
 	kv("interfaces", c.Interfaces...)
 	if c.HasNID {
-		kv("nid", fmt.Sprintf("%04x:%04x:%04x:%04x", c.NID>>48, c.NID>>32&0xffff, c.NID>>16&0xffff, c.NID&0xffff))
+		kv("nid", c.NID.String())
 	}
 	kv("nid-mode", string(c.NIDMode))
 	kv("handoff", string(c.Handoff))

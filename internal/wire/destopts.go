@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // NonceOptionType is the IPv6 option type of the ILNPv6 Nonce option
 // (RFC 6744 s.2): act bits 10 (discard and send ICMP Parameter Problem if
@@ -53,10 +50,11 @@ type DestOpts struct {
 // ParseDestOpts parses the Destination Options header at the start of b (b
 // may continue with the next header's bytes).
 //
-// RFC 6744 rules: a header with more than one nonce option is an error
-// (s.2: "MUST NOT" appear more than once); the nonce option data length
-// must be 4 or 12; the nonce is accepted after padding and after a CALIPSO
-// option (RFC 5570), which RFC 6744 s.2 lets precede it. Any option running
+// RFC 6744 rules: a packet carries at most one nonce option, so a header
+// with two is an error; the nonce option data length must be 4 or 12. The
+// nonce belongs first in the header; it is also accepted after padding and
+// after a CALIPSO option (RFC 5570), the one option RFC 6744 lets come
+// before it. A nonce after any other option is an error. Any option running
 // past the end of the header, and a header longer than b, is an error.
 func ParseDestOpts(b []byte) (DestOpts, error) {
 	if len(b) < 2 {
@@ -86,7 +84,7 @@ func ParseDestOpts(b []byte) (DestOpts, error) {
 		case optPadN:
 		case NonceOptionType:
 			if d.HasNonce {
-				return DestOpts{}, fmt.Errorf("destination options: second nonce option at offset %d (RFC 6744 s.2 allows one)", off)
+				return DestOpts{}, fmt.Errorf("destination options: second nonce option at offset %d (RFC 6744 allows one)", off)
 			}
 			n, err := NonceFromBytes(data)
 			if err != nil {
@@ -104,12 +102,12 @@ func ParseDestOpts(b []byte) (DestOpts, error) {
 	return d, nil
 }
 
-// nonceMayFollow checks the options seen before the nonce: RFC 6744 s.2 wants
+// nonceMayFollow checks the options seen before the nonce: RFC 6744 wants
 // the nonce first, except that a CALIPSO option may precede it.
 func nonceMayFollow(before []uint8) error {
 	for _, t := range before {
 		if t != optCALIPSO {
-			return errors.New("preceded by option 0x" + fmt.Sprintf("%02x", t) + "; RFC 6744 s.2 allows only CALIPSO before the nonce")
+			return fmt.Errorf("preceded by option 0x%02x; RFC 6744 allows only CALIPSO before the nonce", t)
 		}
 	}
 	return nil

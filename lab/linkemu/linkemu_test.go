@@ -1,0 +1,245 @@
+package linkemu
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"ilnp/internal/nstest"
+	"ilnp/lab/ping"
+)
+
+// wire builds a - w - b with the emulator in w, both directions shaped alike, and returns the
+// two end namespaces once the path works.
+func wire(t *testing.T, shape Shape) (a, b *nstest.NS, link *Link) {
+	t.Helper()
+	nstest.RequireTool(t, "ethtool")
+	a, w, b := nstest.New(t, "emu-a"), nstest.New(t, "emu-w"), nstest.New(t, "emu-b")
+	nstest.Link(t, a, "a0", w, "wa")
+	nstest.Link(t, b, "b0", w, "wb")
+	for _, x := range []struct {
+		ns  *nstest.NS
+		ifs []string
+	}{{a, []string{"a0"}}, {w, []string{"wa", "wb"}}, {b, []string{"b0"}}} {
+		for _, ifname := range x.ifs {
+			x.ns.Run("ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off", "tx", "off")
+		}
+	}
+	a.Run("ip", "addr", "add", "2001:db8:ff::1/64", "dev", "a0", "nodad")
+	b.Run("ip", "addr", "add", "2001:db8:ff::2/64", "dev", "b0", "nodad")
+	link = &Link{A: "wa", B: "wb", AtoB: shape, BtoA: shape}
+	if err := w.Do(link.Open); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- link.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("emulator: %v", err)
+		}
+		t.Logf("a->b %s; b->a %s", &link.Stats[0], &link.Stats[1])
+	})
+	// Neighbour discovery and the first echo go through the emulator too.
+	if r := pingFrom(t, a, 5, time.Second); len(r.RTTs) == 0 {
+		t.Fatal("no path through the emulator")
+	}
+	return a, b, link
+}
+
+func pingFrom(t *testing.T, a *nstest.NS, count int, timeout time.Duration) ping.Result {
+	t.Helper()
+	var c *ping.Conn
+	if err := a.Do(func() (err error) { c, err = ping.Listen(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Ping("2001:db8:ff::2", count, 50*time.Millisecond, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func meanSD(r ping.Result) (mean, sd float64) {
+	for _, d := range r.RTTs {
+		mean += float64(d) / 1e6
+	}
+	mean /= float64(len(r.RTTs))
+	for _, d := range r.RTTs {
+		sd += (float64(d)/1e6 - mean) * (float64(d)/1e6 - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(r.RTTs)))
+}
+
+// 100 ms one-way on a 30 Mbit/s link must show as a 200 ms RTT with < 1 ms error.
+func TestDelay(t *testing.T) {
+	a, _, _ := wire(t, Shape{Delay: 100 * time.Millisecond, RateBps: 30e6})
+	r := pingFrom(t, a, 20, time.Second)
+	if len(r.RTTs) != 20 {
+		t.Fatalf("%d of 20 echoes answered", len(r.RTTs))
+	}
+	avg, mdev := meanSD(r)
+	t.Logf("RTT through 2 x 100 ms at 30 Mbit/s: mean %.3f ms sd %.3f ms", avg, mdev)
+	if math.Abs(avg-200) >= 1 {
+		t.Errorf("RTT %.3f ms, want 200 +/- 1 ms", avg)
+	}
+}
+
+// Jitter keeps the mean and spreads the samples; without Reorder the order holds.
+func TestJitter(t *testing.T) {
+	a, _, _ := wire(t, Shape{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond})
+	r := pingFrom(t, a, 40, time.Second)
+	avg, mdev := meanSD(r)
+	t.Logf("RTT through 2 x (40 +/- 5) ms: mean %.3f ms sd %.3f ms", avg, mdev)
+	if avg < 75 || avg > 90 {
+		t.Errorf("RTT mean %.3f ms, want about 80-84 ms", avg)
+	}
+	if mdev < 2 {
+		t.Errorf("RTT sd %.3f ms, want the jitter to show (> 2 ms)", mdev)
+	}
+}
+
+type iperfEnd struct {
+	End struct {
+		Sum struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			LostPercent   float64 `json:"lost_percent"`
+			Packets       int     `json:"packets"`
+			LostPackets   int     `json:"lost_packets"`
+		} `json:"sum"`
+	} `json:"end"`
+}
+
+func udpThroughB(t *testing.T, a, b *nstest.NS, rate, length string, secs int) iperfEnd {
+	t.Helper()
+	nstest.RequireTool(t, "iperf3")
+	b.Start(nil, "iperf3", "-s", "-1")
+	time.Sleep(300 * time.Millisecond)
+	var out string
+	var err error
+	for i := 0; i < 10; i++ {
+		out, err = a.Try("iperf3", "-J", "-c", "2001:db8:ff::2", "-u", "-b", rate, "-l", length, "-t", strconv.Itoa(secs))
+		if err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3: %v", err)
+	}
+	var r iperfEnd
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("iperf3 JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+// 10 % random loss shows as 10 % of datagrams lost (binomial 4-sigma band).
+func TestLoss(t *testing.T) {
+	a, b, _ := wire(t, Shape{Loss: 0.10})
+	r := udpThroughB(t, a, b, "2M", "200", 3)
+	n := float64(r.End.Sum.Packets)
+	lost := float64(r.End.Sum.LostPackets) / n
+	sigma := math.Sqrt(0.1 * 0.9 / n)
+	t.Logf("loss: %d of %d datagrams (%.2f %%), want 10 +/- %.2f %%", r.End.Sum.LostPackets, r.End.Sum.Packets, 100*lost, 400*sigma)
+	if n < 1000 || math.Abs(lost-0.10) > 4*sigma {
+		t.Errorf("lost fraction %.4f of %v datagrams, want 0.10 +/- %.4f", lost, n, 4*sigma)
+	}
+}
+
+// A 30 Mbit/s link offered 45 Mbit/s delivers 30 Mbit/s of frames: UDP payload rate
+// 30 * 1400 / (1400+8+40+14) Mbit/s, within 5 %.
+func TestRate(t *testing.T) {
+	a, b, _ := wire(t, Shape{RateBps: 30e6, QueueBytes: 64 * 1024})
+	r := udpThroughB(t, a, b, "45M", "1400", 3)
+	want := 30e6 * 1400 / (1400 + 8 + 40 + 14)
+	// The receiver's rate is payload delivered over the test time.
+	got := r.End.Sum.BitsPerSecond * (1 - r.End.Sum.LostPercent/100)
+	t.Logf("rate: offered 45 Mbit/s, delivered %.2f Mbit/s of payload, want %.2f", got/1e6, want/1e6)
+	if math.Abs(got-want)/want > 0.05 {
+		t.Errorf("delivered %.2f Mbit/s, want %.2f +/- 5 %%", got/1e6, want/1e6)
+	}
+}
+
+func TestParseShape(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Shape
+		bad  bool
+	}{
+		{in: "lan", want: Shape{}},
+		{in: "wan", want: Shape{Delay: 100 * time.Millisecond}},
+		{in: "3g", want: Profiles["3g"]},
+		{in: "wan+loss=1%", want: Shape{Delay: 100 * time.Millisecond, Loss: 0.01}},
+		{in: "delay=5ms+jitter=1ms+rate=30M+queue=1000+reorder", want: Shape{Delay: 5 * time.Millisecond, Jitter: time.Millisecond, RateBps: 30e6, QueueBytes: 1000, Reorder: true}},
+		{in: "", bad: true},
+		{in: "moon", bad: true},
+		{in: "loss=2", bad: true},
+		{in: "delay=-1s", bad: true},
+		{in: "delay=1ms+wan", bad: true},
+		{in: "queue=0", bad: true},
+		{in: "rate=xM", bad: true},
+	}
+	for _, c := range cases {
+		got, err := ParseShape(c.in)
+		if c.bad {
+			if err == nil {
+				t.Errorf("ParseShape(%q) = %+v, want error", c.in, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseShape(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+		if back, err := ParseShape(got.String()); err != nil || back != got {
+			t.Errorf("round trip of %q via %q = %+v, %v", c.in, got.String(), back, err)
+		}
+	}
+}
+
+func FuzzParseShape(f *testing.F) {
+	for _, s := range []string{"lan", "wan+loss=1%", "delay=5ms+jitter=1ms+rate=30M+queue=1000+reorder", "3g", "rate=1.5G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		s, err := ParseShape(spec)
+		if err != nil {
+			return
+		}
+		if s.Loss < 0 || s.Loss > 1 || s.Delay < 0 || s.Jitter < 0 || s.RateBps < 0 || s.QueueBytes < 0 {
+			t.Fatalf("ParseShape(%q) accepted out-of-range %+v", spec, s)
+		}
+		if back, err := ParseShape(s.String()); err != nil || back != s {
+			t.Fatalf("round trip %q -> %q -> %+v, %v", spec, s.String(), back, err)
+		}
+	})
+}
+
+// The scheduler on its own: FIFO under jitter, queue bound, serialisation time.
+func TestScheduler(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	s := newScheduler(Shape{RateBps: 8e6, QueueBytes: 3000}, 1)
+	d1, v1 := s.admit(t0, 1000) // 1 ms to serialise
+	d2, v2 := s.admit(t0, 1000)
+	_, v3 := s.admit(t0, 1500) // 1000 bytes waiting + 1500 > ... 2000 + 1500 > 3000
+	if v1 != pass || v2 != pass || v3 != dropQueue {
+		t.Fatalf("verdicts %v %v %v", v1, v2, v3)
+	}
+	if d1.Sub(t0) != time.Millisecond || d2.Sub(t0) != 2*time.Millisecond {
+		t.Errorf("departures %v %v, want 1ms 2ms", d1.Sub(t0), d2.Sub(t0))
+	}
+	j := newScheduler(Shape{Delay: 10 * time.Millisecond, Jitter: 8 * time.Millisecond}, 2)
+	last := t0
+	for i := 0; i < 1000; i++ {
+		d, _ := j.admit(t0.Add(time.Duration(i)*100*time.Microsecond), 100)
+		if d.Before(last) {
+			t.Fatalf("packet %d reordered", i)
+		}
+		last = d
+	}
+}

@@ -1,0 +1,101 @@
+// Package ping measures round-trip time with ICMPv6 echo from inside a namespace (the lab
+// needs no ping binary).
+package ping
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
+)
+
+// Result holds the replies of one measurement.
+type Result struct {
+	Sent int
+	RTTs []time.Duration
+}
+
+// MeanMS is the mean RTT in milliseconds (NaN-free: 0 when nothing came back).
+func (r Result) MeanMS() float64 {
+	if len(r.RTTs) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range r.RTTs {
+		sum += d
+	}
+	return float64(sum) / float64(len(r.RTTs)) / 1e6
+}
+
+// Conn is an ICMPv6 socket. Open it with the thread inside the namespace (netns.NS.Do).
+type Conn struct {
+	c  *icmp.PacketConn
+	id int
+}
+
+// Listen opens the socket.
+func Listen() (*Conn, error) {
+	c, err := icmp.ListenPacket("ip6:ipv6-icmp", "::")
+	if err != nil {
+		return nil, fmt.Errorf("ping: icmpv6 socket: %w", err)
+	}
+	return &Conn{c: c, id: int(time.Now().UnixNano() & 0xffff)}, nil
+}
+
+// Close releases the socket.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Ping sends count echoes interval apart and waits up to timeout for each reply.
+func (c *Conn) Ping(dst string, count int, interval, timeout time.Duration) (Result, error) {
+	ip := net.ParseIP(dst)
+	if ip == nil {
+		return Result{}, fmt.Errorf("ping: bad address %q", dst)
+	}
+	res := Result{}
+	sent := map[int]time.Time{}
+	buf := make([]byte, 1500)
+	for seq := 1; seq <= count; seq++ {
+		payload := make([]byte, 56)
+		binary.BigEndian.PutUint64(payload, uint64(seq))
+		msg := icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: c.id, Seq: seq, Data: payload}}
+		b, err := msg.Marshal(nil)
+		if err != nil {
+			return res, err
+		}
+		sent[seq] = time.Now()
+		if _, err := c.c.WriteTo(b, &net.IPAddr{IP: ip}); err != nil {
+			return res, fmt.Errorf("ping %s: %w", dst, err)
+		}
+		res.Sent++
+		deadline := time.Now().Add(timeout)
+		for {
+			_ = c.c.SetReadDeadline(deadline)
+			n, _, err := c.c.ReadFrom(buf)
+			if err != nil {
+				break // timeout: this echo is lost
+			}
+			m, err := icmp.ParseMessage(58, buf[:n])
+			if err != nil || m.Type != ipv6.ICMPTypeEchoReply {
+				continue
+			}
+			echo, ok := m.Body.(*icmp.Echo)
+			if !ok || echo.ID != c.id {
+				continue
+			}
+			if t0, ok := sent[echo.Seq]; ok {
+				res.RTTs = append(res.RTTs, time.Since(t0))
+				delete(sent, echo.Seq)
+				if echo.Seq == seq {
+					break
+				}
+			}
+		}
+		if seq < count {
+			time.Sleep(interval)
+		}
+	}
+	return res, nil
+}

@@ -11,12 +11,12 @@ const ms = time.Millisecond
 func TestRTO(t *testing.T) {
 	p := DefaultRTOPolicy()
 	cases := map[time.Duration]time.Duration{
-		5 * ms:                 15 * ms,  // R + 2R
+		5 * ms:                 50 * ms,  // R + 2R = 15 ms, raised to the floor
+		20 * ms:                60 * ms,  // R + 2R
 		200 * ms:               600 * ms, // R + 2R
-		1 * ms:                 10 * ms,  // 3 ms, raised to the floor
 		0:                      time.Second,
-		30 * time.Second:       60 * time.Second, // capped
-		100 * time.Microsecond: 10 * ms,
+		30 * time.Second:       8 * time.Second, // capped
+		100 * time.Microsecond: 50 * ms,
 	}
 	for est, want := range cases {
 		if got := p.RTO(est); got != want {
@@ -33,7 +33,8 @@ func TestRTO(t *testing.T) {
 func TestSchedule(t *testing.T) {
 	p := DefaultRTOPolicy()
 	got := p.Schedule(5 * ms)
-	want := []time.Duration{15 * ms, 30 * ms, 60 * ms, 120 * ms, 240 * ms, 480 * ms}
+	// raw 15 ms doubling: 15, 30, 60, ... with the 50 ms floor applied after.
+	want := []time.Duration{50 * ms, 50 * ms, 60 * ms, 120 * ms, 240 * ms, 480 * ms}
 	if len(got) != len(want) {
 		t.Fatalf("schedule %v, want %v", got, want)
 	}
@@ -42,9 +43,12 @@ func TestSchedule(t *testing.T) {
 			t.Errorf("wait %d = %v, want %v", i, got[i], want[i])
 		}
 	}
-	p.Max = 50 * ms
-	if g := p.Schedule(5 * ms); g[3] != 50*ms || g[2] != 50*ms || g[1] != 30*ms {
+	p.Max = 100 * ms
+	if g := p.Schedule(5 * ms); g[2] != 60*ms || g[3] != 100*ms || g[5] != 100*ms {
 		t.Errorf("capped schedule %v", g)
+	}
+	if g := DefaultRTOPolicy().Schedule(0); g[0] != time.Second || g[3] != 8*time.Second || g[5] != 8*time.Second {
+		t.Errorf("no-sample schedule %v, want 1, 2, 4, 8, 8, 8 s", g)
 	}
 	p.MaxAttempts = 1
 	if g := p.Schedule(5 * ms); g != nil {
@@ -58,11 +62,15 @@ func TestSchedule(t *testing.T) {
 func TestAdaptiveTables(t *testing.T) {
 	p := DefaultRTOPolicy()
 	in := ThesisInputs(LANtoLAN).WithAdaptiveLU(p, 5*ms)
-	if d, _ := in.HandoffDelay(ColILNPHard, UpdateLost); d != 22*ms { // 5 + 2 + 15
-		t.Errorf("LAN-LAN LU lost, adaptive = %v, want 22ms", d)
+	if d, _ := in.HandoffDelay(ColILNPHard, UpdateLost); d != 57*ms { // 5 + 2 + 50
+		t.Errorf("LAN-LAN LU lost, adaptive = %v, want 57ms", d)
 	}
-	if d, _ := in.Interruption(ColILNPHard, UpdateLost); d != 19500*time.Microsecond { // 2.5 + 2 + 15
-		t.Errorf("LAN-LAN interruption LU lost, adaptive = %v, want 19.5ms", d)
+	if d, _ := in.Interruption(ColILNPHard, UpdateLost); d != 54500*time.Microsecond { // 2.5 + 2 + 50
+		t.Errorf("LAN-LAN interruption LU lost, adaptive = %v, want 54.5ms", d)
+	}
+	w := ThesisInputs(WANtoWAN).WithAdaptiveLU(p, 200*ms)
+	if d, _ := w.HandoffDelay(ColILNPSoft, AckLost); d != 802*ms { // 200 + 2 + 600
+		t.Errorf("WAN-WAN LU-ACK lost, adaptive = %v, want 802ms", d)
 	}
 	// Nothing but Δ_I changes: MIPv6 rows stay as printed.
 	if d, _ := in.HandoffDelay(ColMIPNoRO, UpdateLost); d != 2505*ms {
@@ -86,6 +94,21 @@ func TestRetry(t *testing.T) {
 	wantMean := (0.5*float64(base) + 0.25*float64(time.Second+base)) / 0.75
 	if math.Abs(r.PSuccess-0.75) > 1e-12 || math.Abs(float64(r.MeanDelay)-wantMean) > 1 || r.MaxDelay != time.Second+base {
 		t.Errorf("two attempts: %+v, want P 0.75 mean %v", r, time.Duration(wantMean))
+	}
+	// Transmissions: one on a clean path with a long timer; all seven when
+	// the timer (15 ms) is far below the RTT (202 ms) or nothing answers.
+	if r := Retry(1, FixedSchedule(time.Second, 7), base); r.MeanTransmissions != 1 {
+		t.Errorf("clean path sends %v LUs, want 1", r.MeanTransmissions)
+	}
+	if r := Retry(1, FixedSchedule(15*ms, 7), 202*ms); r.MeanTransmissions != 7 {
+		t.Errorf("short timer sends %v LUs, want 7", r.MeanTransmissions)
+	}
+	if r := Retry(0, FixedSchedule(time.Second, 7), base); r.MeanTransmissions != 7 {
+		t.Errorf("dead path sends %v LUs, want 7", r.MeanTransmissions)
+	}
+	// p = 0.5, waits 1 s, base 7 ms: 1 LU w.p. 0.5, 2 w.p. 0.25, 3 w.p. 0.25.
+	if r := Retry(0.5, FixedSchedule(time.Second, 3), base); math.Abs(r.MeanTransmissions-1.75) > 1e-12 {
+		t.Errorf("p 0.5, 3 attempts: %v LUs, want 1.75", r.MeanTransmissions)
 	}
 	// Retry's P(success) is SuccessWithRetries for the same attempts.
 	path := PathFromLoss(0.05, 0.10)

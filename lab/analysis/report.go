@@ -207,7 +207,6 @@ func writeOverheadCSV(dir string, opt Options) error {
 }
 
 func savePlot(p *plot.Plot, dir, name string) error {
-	p.Legend.Top = true
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, name))
 }
 
@@ -231,7 +230,13 @@ func plotSuccess(dir string, opt Options) error {
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return err
 	}
-	p.Y.Max = 1
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Left = true // bottom left: the curves all start high
+	var ticks []plot.Tick
+	for _, l := range LossGrid {
+		ticks = append(ticks, plot.Tick{Value: l * 100, Label: pct(l)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	if err := savePlot(p, dir, "success_probability.png"); err != nil {
 		return err
 	}
@@ -258,7 +263,7 @@ func plotSuccess(dir string, opt Options) error {
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return err
 	}
-	p.Y.Max = 1
+	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Left = true
 	return savePlot(p, dir, "success_retransmissions.png")
 }
@@ -314,7 +319,7 @@ func plotOverhead(dir string, opt Options) error {
 		if err := plotutil.AddLines(p, lines...); err != nil {
 			return err
 		}
-		p.Legend.Left = true
+		p.Legend.Left, p.Legend.Top = true, true
 		if err := savePlot(p, dir, fg.file); err != nil {
 			return err
 		}

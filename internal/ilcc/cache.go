@@ -1,0 +1,742 @@
+// Package ilcc is the ILNP Communication Cache (RFC 6741 s.5, thesis s.3.2.4): the node's own
+// locators with their handoff states, and per correspondent the remote locator set, the
+// nonces, the session-view addresses and the timers. It is a pure state machine: every
+// operation takes the current time, changes the cache and returns Effects saying what the
+// daemon must do (send LUs and ACKs, update datapath entries). It does no I/O.
+//
+// Handoff (thesis s.3.2.7, fig 3.12): whenever the local locator set changes, a named Policy
+// ranks the locators, the first becomes Active, the others become Valid (soft mode) or Aged
+// (hard mode), and every correspondent whose advertised set differs gets an LU listing all
+// Active and Valid locators, the active one first with preference 0.
+package ilcc
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"ilnp/internal/lu"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// Config parameterises a Cache. Zero fields take the defaults below.
+type Config struct {
+	// NID is this node's identifier (for views; sessions carry their own local NID, which
+	// may be an ephemeral one).
+	NID wire.NID
+	// Mode is the initial handoff mode; default Soft.
+	Mode Mode
+	// Policy is the initial handoff policy; default Newest.
+	Policy Policy
+	// IdleTimeout drops a correspondent unused for this long; default 30 min. Long, because
+	// a dropped entry means a new nonce, which the correspondent would reject.
+	IdleTimeout time.Duration
+	// NonceSize is 4 (the thesis's 32-bit nonces) or 12 bytes (RFC 6744 s.2); default 4.
+	NonceSize int
+	// NewNonce generates local nonces; default wire.RandomNonce(NonceSize). Tests inject a
+	// deterministic one.
+	NewNonce func() (wire.Nonce, error)
+	// LURetry is how long after an LU was given up the cache asks for it again; default 30 s.
+	LURetry time.Duration
+}
+
+// Defaults for Config.
+const (
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultNonceSize   = 4
+	DefaultLURetry     = 30 * time.Second
+)
+
+// maxLULifetime is the largest Lifetime an LU entry can carry (16 bits of seconds).
+const maxLULifetime = 0xffff
+
+type local struct {
+	loc         wire.L64
+	ifindex     int
+	router      netip.Addr
+	pref        uint16
+	state       State
+	rank        int
+	learned     time.Time
+	validEnd    time.Time // zero: infinite
+	preferEnd   time.Time // zero: infinite
+	deprecated  bool
+	lastRefresh time.Time
+}
+
+type remote struct {
+	loc     wire.L64
+	pref    uint16
+	expires time.Time // zero: no expiry
+	state   State
+}
+
+type peer struct {
+	nid          wire.NID
+	sessLocal    wire.ILV
+	sessRemote   wire.ILV
+	remotes      []remote
+	lastActive   wire.L64
+	localNonce   wire.Nonce
+	remoteNonce  wire.Nonce
+	created      time.Time
+	lastUsed     time.Time
+	advertised   []wire.LocatorEntry
+	advertisedAt time.Time
+	retryAt      time.Time
+	binding      Binding
+	bound        bool
+}
+
+// Cache is the ILCC. Its methods are safe for concurrent use.
+type Cache struct {
+	mu     sync.Mutex
+	cfg    Config
+	locals map[wire.L64]*local
+	peers  map[wire.NID]*peer
+}
+
+// New returns an empty cache.
+func New(cfg Config) (*Cache, error) {
+	if cfg.Mode == 0 {
+		cfg.Mode = Soft
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = Newest{}
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.NonceSize == 0 {
+		cfg.NonceSize = DefaultNonceSize
+	}
+	if cfg.LURetry == 0 {
+		cfg.LURetry = DefaultLURetry
+	}
+	switch {
+	case cfg.Mode != Soft && cfg.Mode != Hard:
+		return nil, fmt.Errorf("ilcc config: handoff mode %d: want soft or hard", cfg.Mode)
+	case cfg.IdleTimeout < time.Second:
+		return nil, fmt.Errorf("ilcc config: idle timeout %v: want at least 1s", cfg.IdleTimeout)
+	case cfg.NonceSize != 4 && cfg.NonceSize != 12:
+		return nil, fmt.Errorf("ilcc config: nonce size %d: want 4 or 12 (RFC 6744 s.2)", cfg.NonceSize)
+	case cfg.LURetry < time.Second:
+		return nil, fmt.Errorf("ilcc config: LU retry %v: want at least 1s", cfg.LURetry)
+	}
+	if cfg.NewNonce == nil {
+		size := cfg.NonceSize
+		cfg.NewNonce = func() (wire.Nonce, error) { return wire.RandomNonce(size) }
+	}
+	return &Cache{cfg: cfg, locals: map[wire.L64]*local{}, peers: map[wire.NID]*peer{}}, nil
+}
+
+// Mode returns the handoff mode.
+func (c *Cache) Mode() Mode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Mode
+}
+
+// Policy returns the handoff policy.
+func (c *Cache) Policy() Policy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Policy
+}
+
+// SetMode switches the handoff mode at run time: in soft mode the non-active locators become
+// Valid again, in hard mode they are Aged; correspondents are told the new set.
+func (c *Cache) SetMode(m Mode, now time.Time) (Effects, error) {
+	if m != Soft && m != Hard {
+		return Effects{}, fmt.Errorf("handoff mode %d: want soft or hard", m)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	if c.cfg.Mode == m {
+		return eff, nil
+	}
+	eff.Events = append(eff.Events, Event{Kind: timeline.HandoffMode, Detail: c.cfg.Mode.String() + " -> " + m.String()})
+	c.cfg.Mode = m
+	c.reselect(now, &eff)
+	return eff, nil
+}
+
+// SetPolicy replaces the handoff policy at run time and re-ranks the locators.
+func (c *Cache) SetPolicy(p Policy, now time.Time) (Effects, error) {
+	if p == nil {
+		return Effects{}, errors.New("handoff policy: nil")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	eff.Events = append(eff.Events, Event{Kind: timeline.HandoffMode, Detail: "policy " + c.cfg.Policy.Name() + " -> " + p.Name()})
+	c.cfg.Policy = p
+	c.reselect(now, &eff)
+	return eff, nil
+}
+
+// UpdateLocal adds or refreshes a local locator (an RA's prefix, or a static one). A valid
+// lifetime of 0 or less withdraws it. A refresh keeps the locator's age, so it does not look
+// new to the Newest policy.
+func (c *Cache) UpdateLocal(u LocalUpdate, now time.Time) (Effects, error) {
+	if u.Locator == 0 {
+		return Effects{}, fmt.Errorf("local locator %v: %w (all-zero)", u.Locator, ErrBadLocator)
+	}
+	if u.IfIndex <= 0 {
+		return Effects{}, fmt.Errorf("local locator %v: %w (interface index %d)", u.Locator, ErrBadLocator, u.IfIndex)
+	}
+	if u.ValidLifetime <= 0 {
+		return c.RemoveLocal(u.Locator, "valid lifetime 0", now), nil
+	}
+	// RFC 4862 s.5.5.3 (c) ignores an option whose preferred lifetime exceeds the valid one;
+	// clamping keeps the locator (the RA did announce it) and stays on the safe side.
+	u.PreferredLifetime = min(u.PreferredLifetime, u.ValidLifetime)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	l := c.locals[u.Locator]
+	if l == nil {
+		l = &local{loc: u.Locator, learned: now}
+		c.locals[u.Locator] = l
+	} else if l.ifindex != u.IfIndex || l.router != u.Router || l.pref != u.Preference {
+		eff.LocalChanged = true
+	}
+	l.ifindex, l.router, l.pref, l.lastRefresh = u.IfIndex, u.Router, u.Preference, now
+	l.validEnd = deadline(now, u.ValidLifetime)
+	l.preferEnd = deadline(now, u.PreferredLifetime)
+	wasDeprecated := l.deprecated
+	l.deprecated = u.PreferredLifetime <= 0
+	if wasDeprecated != l.deprecated {
+		eff.LocalChanged = true
+	}
+	c.reselect(now, &eff)
+	return eff, nil
+}
+
+func deadline(now time.Time, d time.Duration) time.Time {
+	if d == Infinite {
+		return time.Time{}
+	}
+	if d < 0 {
+		d = 0
+	}
+	return now.Add(d)
+}
+
+// RemoveLocal drops a local locator (lifetime out, address removed); reason goes into the
+// event. Removing an unknown locator changes nothing.
+func (c *Cache) RemoveLocal(loc wire.L64, reason string, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	if c.removeLocal(loc, reason, &eff) {
+		c.reselect(now, &eff)
+	}
+	return eff
+}
+
+// InterfaceDown drops every locator of the interface.
+func (c *Cache) InterfaceDown(ifindex int, now time.Time) Effects {
+	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex }, "interface down", now)
+}
+
+// RouterGone drops the locators learned from router on the interface (router lifetime 0, or
+// the router stopped answering).
+func (c *Cache) RouterGone(ifindex int, router netip.Addr, now time.Time) Effects {
+	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex && l.router == router }, "router gone", now)
+}
+
+func (c *Cache) removeWhere(match func(*local) bool, reason string, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	removed := false
+	for _, l := range c.sortedLocals() {
+		if match(l) {
+			removed = c.removeLocal(l.loc, reason, &eff) || removed
+		}
+	}
+	if removed {
+		c.reselect(now, &eff)
+	}
+	return eff
+}
+
+func (c *Cache) removeLocal(loc wire.L64, reason string, eff *Effects) bool {
+	l := c.locals[loc]
+	if l == nil {
+		return false
+	}
+	delete(c.locals, loc)
+	eff.LocalChanged = true
+	eff.Events = append(eff.Events, Event{Kind: timeline.LocatorRemoved, Locator: loc, From: l.state, To: Expired, Detail: reason})
+	return true
+}
+
+func (c *Cache) sortedLocals() []*local {
+	out := make([]*local, 0, len(c.locals))
+	for _, l := range c.locals {
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b *local) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.loc, b.loc))
+	})
+	return out
+}
+
+func (c *Cache) sortedPeers() []*peer {
+	out := make([]*peer, 0, len(c.peers))
+	for _, p := range c.peers {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *peer) int { return cmp.Compare(a.nid, b.nid) })
+	return out
+}
+
+// reselect ranks the local locators with the policy, sets their states for the mode, then
+// brings every correspondent up to date (bindings and LUs).
+func (c *Cache) reselect(now time.Time, eff *Effects) {
+	ls := c.sortedLocals()
+	if len(ls) > 0 {
+		cands := make([]Candidate, len(ls))
+		for i, l := range ls {
+			cands[i] = Candidate{
+				Locator: l.loc, IfIndex: l.ifindex, Preference: l.pref, Learned: l.learned,
+				Deprecated: l.deprecated, Current: l.state == Active,
+			}
+		}
+		for i, cand := range rank(c.cfg.Policy, cands) {
+			l := c.locals[cand.Locator]
+			l.rank = i
+			to := Valid
+			switch {
+			case i == 0:
+				to = Active
+			case c.cfg.Mode == Hard:
+				to = Aged
+			}
+			if l.state == to {
+				continue
+			}
+			eff.LocalChanged = true
+			switch {
+			case l.state == 0:
+				eff.Events = append(eff.Events, Event{Kind: timeline.LocatorAdded, Locator: l.loc, To: to})
+			case to == Active:
+				eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Locator: l.loc, From: l.state, To: to})
+			default:
+				eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Locator: l.loc, From: l.state, To: to})
+			}
+			l.state = to
+		}
+	}
+	c.syncPeers(now, eff)
+}
+
+// advertisement lists the usable local locators, best first, preference = rank, lifetime =
+// remaining valid lifetime in whole seconds within [1, 0xffff].
+func (c *Cache) advertisement(now time.Time) []wire.LocatorEntry {
+	var out []wire.LocatorEntry
+	for _, l := range c.sortedLocals() {
+		if !l.state.Usable() {
+			continue
+		}
+		out = append(out, wire.LocatorEntry{Locator: l.loc, Preference: uint16(min(len(out), 0xffff)), Lifetime: luLifetime(l, now)})
+	}
+	return out
+}
+
+func luLifetime(l *local, now time.Time) uint16 {
+	if l.validEnd.IsZero() {
+		return maxLULifetime
+	}
+	secs := int64(l.validEnd.Sub(now) / time.Second)
+	return uint16(min(max(secs, 1), maxLULifetime))
+}
+
+func (c *Cache) activeLocal() *local {
+	for _, l := range c.locals {
+		if l.state == Active {
+			return l
+		}
+	}
+	return nil
+}
+
+// sameSet compares what a correspondent would do with two advertisements: the locators and
+// their preferences. Lifetimes change every second and are refreshed separately.
+func sameSet(a, b []wire.LocatorEntry) bool {
+	return slices.EqualFunc(a, b, func(x, y wire.LocatorEntry) bool {
+		return x.Locator == y.Locator && x.Preference == y.Preference
+	})
+}
+
+func (c *Cache) syncPeers(now time.Time, eff *Effects) {
+	adv := c.advertisement(now)
+	for _, p := range c.sortedPeers() {
+		c.syncBinding(p, eff)
+		if len(adv) > 0 && !sameSet(adv, p.advertised) {
+			c.emitLU(p, adv, now, eff)
+		}
+	}
+}
+
+func (c *Cache) syncBinding(p *peer, eff *Effects) {
+	b := c.bindingFor(p)
+	if p.bound && b == p.binding {
+		return
+	}
+	p.binding, p.bound = b, true
+	eff.Bindings = append(eff.Bindings, b)
+}
+
+func (c *Cache) bindingFor(p *peer) Binding {
+	b := Binding{
+		Peer: p.nid, SessionLocal: p.sessLocal, SessionRemote: p.sessRemote,
+		RemoteLocator: p.lastActive, LocalNonce: p.localNonce, RemoteNonce: p.remoteNonce,
+	}
+	if l := c.activeLocal(); l != nil {
+		b.LocalLocator, b.LocalIfIndex, b.LocalRouter, b.HasLocal = l.loc, l.ifindex, l.router, true
+	}
+	return b
+}
+
+func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Effects) {
+	src := c.locals[adv[0].Locator]
+	eff.Updates = append(eff.Updates, lu.Message{
+		Peer:    p.nid,
+		Source:  wire.ILV{Locator: src.loc, NID: p.sessLocal.NID},
+		IfIndex: src.ifindex,
+		Dest:    wire.ILV{Locator: p.lastActive, NID: p.nid},
+		Nonce:   p.localNonce,
+		Update:  wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: slices.Clone(adv)},
+	})
+	p.advertised, p.advertisedAt, p.retryAt = slices.Clone(adv), now, time.Time{}
+}
+
+// OpenSession records a session with a correspondent (keyed by its NID) and generates the
+// local nonce. Opening a session that exists only refreshes it (and learns the remote nonce
+// if it was unknown). The correspondent is assumed to know the locators usable now (it sees
+// them on our packets); LUs follow when they change.
+func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
+	if s.Remote.NID == 0 || s.Local.NID == 0 || s.Remote.Locator == 0 {
+		return Effects{}, fmt.Errorf("session %v -> %v: %w (zero NID or locator)", s.Local, s.Remote, ErrBadSession)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	if p := c.peers[s.Remote.NID]; p != nil {
+		p.touch(now)
+		if p.remoteNonce.IsZero() && !s.RemoteNonce.IsZero() {
+			p.remoteNonce = s.RemoteNonce
+			c.syncBinding(p, &eff)
+		}
+		return eff, nil
+	}
+	nonce, err := c.cfg.NewNonce()
+	if err != nil {
+		return Effects{}, fmt.Errorf("session with %v: local nonce: %w", s.Remote.NID, err)
+	}
+	if nonce.IsZero() {
+		return Effects{}, fmt.Errorf("session with %v: local nonce generator returned no nonce", s.Remote.NID)
+	}
+	p := &peer{
+		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
+		localNonce: nonce, remoteNonce: s.RemoteNonce, created: now, lastUsed: now,
+	}
+	// The session-view locator is the one the application chose: it starts active, so it
+	// gets the best preference of the known set and comes first among equals.
+	best := uint16(0xffff)
+	for _, e := range s.RemoteLocators {
+		best = min(best, e.Preference)
+	}
+	p.remotes = append(p.remotes, remote{loc: s.Remote.Locator, pref: min(best, 0xffff)})
+	for _, e := range s.RemoteLocators {
+		if e.Locator == 0 || e.Locator == s.Remote.Locator {
+			continue
+		}
+		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, expires: remoteExpiry(now, e.Lifetime)})
+	}
+	p.selectRemote()
+	p.advertised, p.advertisedAt = c.advertisement(now), now
+	c.peers[p.nid] = p
+	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
+	c.syncBinding(p, &eff)
+	return eff, nil
+}
+
+// remoteExpiry: an LU lifetime of 0 is taken as "no stated lifetime" rather than "already
+// expired", since the sender listed the locator as usable.
+func remoteExpiry(now time.Time, lifetime uint16) time.Time {
+	if lifetime == 0 {
+		return time.Time{}
+	}
+	return now.Add(time.Duration(lifetime) * time.Second)
+}
+
+// selectRemote makes the most preferred unexpired remote locator Active (first listed wins a
+// tie) and the others Valid. With none left the last active one stays the destination.
+func (p *peer) selectRemote() bool {
+	best := -1
+	for i, r := range p.remotes {
+		if r.state != Expired && (best < 0 || r.pref < p.remotes[best].pref) {
+			best = i
+		}
+	}
+	for i := range p.remotes {
+		if p.remotes[i].state == Expired {
+			continue
+		}
+		p.remotes[i].state = Valid
+		if i == best {
+			p.remotes[i].state = Active
+		}
+	}
+	if best < 0 || p.remotes[best].loc == p.lastActive {
+		return false
+	}
+	p.lastActive = p.remotes[best].loc
+	return true
+}
+
+// CloseSession forgets a correspondent.
+func (c *Cache) CloseSession(nid wire.NID, reason string) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	if _, ok := c.peers[nid]; ok {
+		delete(c.peers, nid)
+		eff.Removed = append(eff.Removed, nid)
+		eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: nid, Detail: reason})
+	}
+	return eff
+}
+
+// Touch records that the session with nid carried traffic at now (keeps it from idling out).
+// It reports whether the correspondent is known.
+func (c *Cache) Touch(nid wire.NID, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[nid]
+	if p == nil {
+		return false
+	}
+	p.touch(now)
+	return true
+}
+
+func (p *peer) touch(now time.Time) {
+	if now.After(p.lastUsed) {
+		p.lastUsed = now
+	}
+}
+
+// LearnRemoteNonce records the correspondent's nonce from its first packet (thesis s.3.2.4).
+// A different nonce for a known one is rejected: that packet is not from the session.
+func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) (Effects, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	p := c.peers[nid]
+	switch {
+	case p == nil:
+		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrUnknownPeer}
+	case nonce.IsZero():
+		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrMissingNonce}
+	case p.remoteNonce.IsZero():
+		p.remoteNonce = nonce
+	case p.remoteNonce != nonce:
+		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrNonceMismatch}
+	}
+	p.touch(now)
+	c.syncBinding(p, &eff)
+	return eff, nil
+}
+
+// ApplyLU processes a Locator Update advertisement from correspondent nid carrying nonce. If
+// the nonce is the session's, the correspondent's locator set is replaced by the LU's (RFC
+// 6743 s.3), the most preferred one becomes active and an ACK with the identical body is
+// returned; applying the same LU again changes nothing but is acknowledged again. Otherwise
+// the LU is rejected with a *PeerError (see IsSecurityEvent) and nothing changes.
+func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, now time.Time) (Effects, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	fail := func(err error) (Effects, error) { return Effects{}, &PeerError{Peer: nid, Op: "LU", Err: err} }
+	p := c.peers[nid]
+	switch {
+	case upd.Op != wire.OpAdvertisement:
+		return fail(ErrNotAdvertisement)
+	case p == nil:
+		return fail(ErrUnknownPeer)
+	case nonce.IsZero():
+		return fail(ErrMissingNonce)
+	case p.remoteNonce.IsZero():
+		return fail(ErrNoRemoteNonce)
+	case nonce != p.remoteNonce:
+		return fail(ErrNonceMismatch)
+	}
+	var set []remote
+	seen := map[wire.L64]bool{}
+	for _, e := range upd.Locators {
+		if e.Locator == 0 || seen[e.Locator] {
+			continue
+		}
+		seen[e.Locator] = true
+		set = append(set, remote{loc: e.Locator, pref: e.Preference, expires: remoteExpiry(now, e.Lifetime)})
+	}
+	if len(set) == 0 {
+		return fail(ErrNoLocators)
+	}
+	before := p.lastActive
+	p.remotes = set
+	p.touch(now)
+	p.selectRemote()
+	eff.Events = append(eff.Events, Event{Kind: timeline.LUReceived, Peer: nid, Locator: p.lastActive, Detail: fmt.Sprintf("%d locators", len(set))})
+	if p.lastActive != before {
+		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active, Detail: "remote"})
+	}
+	c.syncBinding(p, &eff)
+	src := wire.ILV{Locator: p.sessLocal.Locator, NID: p.sessLocal.NID}
+	ifindex := 0
+	if l := c.activeLocal(); l != nil {
+		src.Locator, ifindex = l.loc, l.ifindex
+	}
+	eff.Acks = append(eff.Acks, Ack{Peer: nid, Source: src, IfIndex: ifindex, Nonce: p.localNonce, Update: upd.Ack()})
+	return eff, nil
+}
+
+// LUGaveUp tells the cache that the LU engine gave up on nid: the current set is offered
+// again after Config.LURetry (by Tick), unless a change sends a newer LU first.
+func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.peers[nid]; p != nil {
+		p.retryAt = now.Add(c.cfg.LURetry)
+	}
+}
+
+// Tick applies every timer due at now: local valid lifetimes (locator removed) and preferred
+// lifetimes (deprecated, re-ranked), remote locator lifetimes, idle sessions, LU retries after
+// a give-up, and LU refreshes so that correspondents never see an advertised lifetime run out
+// while the locator is still valid here.
+func (c *Cache) Tick(now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	changed := false
+	for _, l := range c.sortedLocals() {
+		switch {
+		case !l.validEnd.IsZero() && !now.Before(l.validEnd):
+			changed = c.removeLocal(l.loc, "valid lifetime expired", &eff) || changed
+		case !l.deprecated && !l.preferEnd.IsZero() && !now.Before(l.preferEnd):
+			l.deprecated, changed, eff.LocalChanged = true, true, true
+			eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Locator: l.loc, From: l.state, To: l.state, Detail: "deprecated"})
+		}
+	}
+	for _, p := range c.sortedPeers() {
+		if now.Sub(p.lastUsed) >= c.cfg.IdleTimeout {
+			delete(c.peers, p.nid)
+			eff.Removed = append(eff.Removed, p.nid)
+			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid, Detail: "idle"})
+			continue
+		}
+		c.expireRemotes(p, now, &eff)
+	}
+	if changed {
+		c.reselect(now, &eff)
+	} else {
+		c.syncPeers(now, &eff)
+	}
+	adv := c.advertisement(now)
+	for _, p := range c.sortedPeers() {
+		retry := !p.retryAt.IsZero() && !now.Before(p.retryAt)
+		if len(adv) == 0 {
+			// Nothing to advertise: the next locator to appear triggers an LU anyway.
+			p.retryAt = time.Time{}
+			continue
+		}
+		if !sameSet(adv, p.advertised) {
+			continue // syncPeers above has just sent it
+		}
+		if retry || c.refreshDue(p, now) {
+			c.emitLU(p, adv, now, &eff)
+		}
+	}
+	return eff
+}
+
+func (c *Cache) expireRemotes(p *peer, now time.Time, eff *Effects) {
+	kept := p.remotes[:0]
+	expired := false
+	for _, r := range p.remotes {
+		if !r.expires.IsZero() && !now.Before(r.expires) {
+			expired = true
+			eff.Events = append(eff.Events, Event{Kind: timeline.LocatorRemoved, Peer: p.nid, Locator: r.loc, From: r.state, To: Expired, Detail: "remote lifetime expired"})
+			continue
+		}
+		kept = append(kept, r)
+	}
+	p.remotes = kept
+	if expired && p.selectRemote() {
+		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote"})
+	}
+}
+
+// refreshAt is when an advertisement to p should be refreshed: half-way through the shortest
+// advertised lifetime whose locator is valid here for longer than advertised. Zero: never.
+func (c *Cache) refreshAt(p *peer) time.Time {
+	var at time.Time
+	for _, e := range p.advertised {
+		l := c.locals[e.Locator]
+		if l == nil || !l.state.Usable() {
+			continue
+		}
+		end := p.advertisedAt.Add(time.Duration(e.Lifetime) * time.Second)
+		if !l.validEnd.IsZero() && !l.validEnd.After(end) {
+			continue // re-advertising cannot extend it
+		}
+		t := p.advertisedAt.Add(time.Duration(e.Lifetime) * time.Second / 2)
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
+}
+
+func (c *Cache) refreshDue(p *peer, now time.Time) bool {
+	at := c.refreshAt(p)
+	return !at.IsZero() && !now.Before(at)
+}
+
+// NextDeadline is the earliest time Tick has something to do; ok is false if none.
+func (c *Cache) NextDeadline() (next time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	consider := func(t time.Time) {
+		if !t.IsZero() && (!ok || t.Before(next)) {
+			next, ok = t, true
+		}
+	}
+	for _, l := range c.locals {
+		consider(l.validEnd)
+		if !l.deprecated {
+			consider(l.preferEnd)
+		}
+	}
+	for _, p := range c.peers {
+		consider(p.lastUsed.Add(c.cfg.IdleTimeout))
+		for _, r := range p.remotes {
+			consider(r.expires)
+		}
+		consider(p.retryAt)
+		consider(c.refreshAt(p))
+	}
+	return next, ok
+}

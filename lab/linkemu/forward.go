@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,9 @@ func OpenPort(ifname string) (*Port, error) {
 		err  error
 	}{
 		{"ignore outgoing", unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)},
+		// Kernel arrival stamps: the delay counts from when the frame arrived, not from
+		// when this process got the CPU to read it.
+		{"timestamps", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)},
 		{"rcvbuf", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)},
 		{"sndbuf", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)},
 		// A receive timeout lets the reader notice cancellation without closing under it.
@@ -176,8 +180,9 @@ func Forward(ctx context.Context, in, out *Port, shape Shape, stats *Stats) erro
 	}()
 
 	buf := make([]byte, 1<<16)
+	oob := make([]byte, 128)
 	for ctx.Err() == nil {
-		n, _, err := unix.Recvfrom(in.fd, buf, 0)
+		n, oobn, _, _, err := unix.Recvmsg(in.fd, buf, oob, 0)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				continue
@@ -188,7 +193,7 @@ func Forward(ctx context.Context, in, out *Port, shape Shape, stats *Stats) erro
 			}
 			return fmt.Errorf("linkemu: read %s: %w", in.Name, err)
 		}
-		now := time.Now()
+		now := arrival(oob[:oobn])
 		stats.Received.Add(1)
 		deliver, v := sched.admit(now, n)
 		switch v {
@@ -257,4 +262,25 @@ func (l *Link) Run(ctx context.Context) error {
 	go func() { errs <- Forward(ctx, l.ports[0], l.ports[1], l.AtoB, &l.Stats[0]) }()
 	go func() { errs <- Forward(ctx, l.ports[1], l.ports[0], l.BtoA, &l.Stats[1]) }()
 	return errors.Join(<-errs, <-errs)
+}
+
+// arrival is the kernel's receive stamp of a frame, or now when there is none.
+func arrival(oob []byte) time.Time {
+	now := time.Now()
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return now
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			ts := *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			t := time.Unix(ts.Unix())
+			// Keep the monotonic reading of now, shifted back by the queueing time, so
+			// later arithmetic is immune to wall-clock steps.
+			if age := now.Sub(t); age >= 0 && age < time.Second {
+				return now.Add(-age)
+			}
+		}
+	}
+	return now
 }

@@ -1,10 +1,15 @@
 package linkemu
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"math"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +19,7 @@ import (
 
 // wire builds a - w - b with the emulator in w, both directions shaped alike, and returns the
 // two end namespaces once the path works.
-func wire(t *testing.T, shape Shape) (a, b *nstest.NS, link *Link) {
+func wire(t *testing.T, shape Shape) (a, b *nstest.NS) {
 	t.Helper()
 	nstest.RequireTool(t, "ethtool")
 	a, w, b := nstest.New(t, "emu-a"), nstest.New(t, "emu-w"), nstest.New(t, "emu-b")
@@ -30,25 +35,52 @@ func wire(t *testing.T, shape Shape) (a, b *nstest.NS, link *Link) {
 	}
 	a.Run("ip", "addr", "add", "2001:db8:ff::1/64", "dev", "a0", "nodad")
 	b.Run("ip", "addr", "add", "2001:db8:ff::2/64", "dev", "b0", "nodad")
-	link = &Link{A: "wa", B: "wb", AtoB: shape, BtoA: shape}
-	if err := w.Do(link.Open); err != nil {
+	// The emulator runs as its own process in the wire namespace, as in the lab: this test
+	// binary re-executes itself with EnvVar set (see TestMain).
+	exe, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- link.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("emulator: %v", err)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	// Registered before Start so it runs after the emulator was stopped and printed counters.
+	t.Cleanup(func() { t.Logf("emulator: %s", stderr) })
+	w.Start(func(c *exec.Cmd) {
+		c.Env = append(os.Environ(), EnvVar+"=1")
+		c.Stdout, c.Stderr = stdout, stderr
+		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+	}, exe, "wa,wb,"+shape.String())
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stdout.String(), ReadyLine); {
+		if time.Now().After(deadline) {
+			t.Fatalf("emulator not ready: %s %s", stdout, stderr)
 		}
-		t.Logf("a->b %s; b->a %s", &link.Stats[0], &link.Stats[1])
-	})
-	// Neighbour discovery and the first echo go through the emulator too.
+		time.Sleep(20 * time.Millisecond)
+	}
 	if r := pingFrom(t, a, 5, time.Second); len(r.RTTs) == 0 {
 		t.Fatal("no path through the emulator")
 	}
-	return a, b, link
+	return a, b
+}
+
+func TestMain(m *testing.M) {
+	RunIfRequested()
+	os.Exit(m.Run())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func pingFrom(t *testing.T, a *nstest.NS, count int, timeout time.Duration) ping.Result {
@@ -78,7 +110,7 @@ func meanSD(r ping.Result) (mean, sd float64) {
 
 // 100 ms one-way on a 30 Mbit/s link must show as a 200 ms RTT with < 1 ms error.
 func TestDelay(t *testing.T) {
-	a, _, _ := wire(t, Shape{Delay: 100 * time.Millisecond, RateBps: 30e6})
+	a, _ := wire(t, Shape{Delay: 100 * time.Millisecond, RateBps: 30e6})
 	r := pingFrom(t, a, 20, time.Second)
 	if len(r.RTTs) != 20 {
 		t.Fatalf("%d of 20 echoes answered", len(r.RTTs))
@@ -92,7 +124,7 @@ func TestDelay(t *testing.T) {
 
 // Jitter keeps the mean and spreads the samples; without Reorder the order holds.
 func TestJitter(t *testing.T) {
-	a, _, _ := wire(t, Shape{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond})
+	a, _ := wire(t, Shape{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond})
 	r := pingFrom(t, a, 40, time.Second)
 	avg, mdev := meanSD(r)
 	t.Logf("RTT through 2 x (40 +/- 5) ms: mean %.3f ms sd %.3f ms", avg, mdev)
@@ -141,7 +173,7 @@ func udpThroughB(t *testing.T, a, b *nstest.NS, rate, length string, secs int) i
 
 // 10 % random loss shows as 10 % of datagrams lost (binomial 4-sigma band).
 func TestLoss(t *testing.T) {
-	a, b, _ := wire(t, Shape{Loss: 0.10})
+	a, b := wire(t, Shape{Loss: 0.10})
 	r := udpThroughB(t, a, b, "2M", "200", 3)
 	n := float64(r.End.Sum.Packets)
 	lost := float64(r.End.Sum.LostPackets) / n
@@ -155,7 +187,7 @@ func TestLoss(t *testing.T) {
 // A 30 Mbit/s link offered 45 Mbit/s delivers 30 Mbit/s of frames: UDP payload rate
 // 30 * 1400 / (1400+8+40+14) Mbit/s, within 5 %.
 func TestRate(t *testing.T) {
-	a, b, _ := wire(t, Shape{RateBps: 30e6, QueueBytes: 64 * 1024})
+	a, b := wire(t, Shape{RateBps: 30e6, QueueBytes: 64 * 1024})
 	r := udpThroughB(t, a, b, "45M", "1400", 3)
 	want := 30e6 * 1400 / (1400 + 8 + 40 + 14)
 	// The receiver's rate is payload delivered over the test time.

@@ -8,8 +8,11 @@ import (
 	"net"
 	"time"
 
+	"unsafe"
+
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // Result holds the replies of one measurement.
@@ -32,17 +35,49 @@ func (r Result) MeanMS() float64 {
 
 // Conn is an ICMPv6 socket. Open it with the thread inside the namespace (netns.NS.Do).
 type Conn struct {
-	c  *icmp.PacketConn
+	c  *net.IPConn
 	id int
 }
 
-// Listen opens the socket.
+// Listen opens the socket. Replies are stamped by the kernel on arrival, so a busy machine
+// delaying this process does not inflate the RTT.
 func Listen() (*Conn, error) {
-	c, err := icmp.ListenPacket("ip6:ipv6-icmp", "::")
+	pc, err := net.ListenPacket("ip6:ipv6-icmp", "::")
 	if err != nil {
 		return nil, fmt.Errorf("ping: icmpv6 socket: %w", err)
 	}
+	c := pc.(*net.IPConn)
+	raw, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil || serr != nil {
+		c.Close()
+		return nil, fmt.Errorf("ping: SO_TIMESTAMPNS: %v %v", err, serr)
+	}
 	return &Conn{c: c, id: int(time.Now().UnixNano() & 0xffff)}, nil
+}
+
+// stamp returns the kernel receive time from control messages, or fallback.
+func stamp(oob []byte, fallback time.Time) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return fallback
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			ts := *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			t := time.Unix(ts.Unix())
+			if age := fallback.Sub(t); age >= 0 && age < time.Minute {
+				return fallback.Add(-age) // keeps the monotonic reading
+			}
+		}
+	}
+	return fallback
 }
 
 // Close releases the socket.
@@ -57,6 +92,7 @@ func (c *Conn) Ping(dst string, count int, interval, timeout time.Duration) (Res
 	res := Result{}
 	sent := map[int]time.Time{}
 	buf := make([]byte, 1500)
+	oob := make([]byte, 128)
 	for seq := 1; seq <= count; seq++ {
 		payload := make([]byte, 56)
 		binary.BigEndian.PutUint64(payload, uint64(seq))
@@ -73,10 +109,11 @@ func (c *Conn) Ping(dst string, count int, interval, timeout time.Duration) (Res
 		deadline := time.Now().Add(timeout)
 		for {
 			_ = c.c.SetReadDeadline(deadline)
-			n, _, err := c.c.ReadFrom(buf)
+			n, oobn, _, _, err := c.c.ReadMsgIP(buf, oob)
 			if err != nil {
 				break // timeout: this echo is lost
 			}
+			at := stamp(oob[:oobn], time.Now())
 			m, err := icmp.ParseMessage(58, buf[:n])
 			if err != nil || m.Type != ipv6.ICMPTypeEchoReply {
 				continue
@@ -86,7 +123,7 @@ func (c *Conn) Ping(dst string, count int, interval, timeout time.Duration) (Res
 				continue
 			}
 			if t0, ok := sent[echo.Seq]; ok {
-				res.RTTs = append(res.RTTs, time.Since(t0))
+				res.RTTs = append(res.RTTs, at.Sub(t0))
 				delete(sent, echo.Seq)
 				if echo.Seq == seq {
 					break

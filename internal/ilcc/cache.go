@@ -202,7 +202,8 @@ func (c *Cache) UpdateLocal(u LocalUpdate, now time.Time) (Effects, error) {
 	var eff Effects
 	l := c.locals[u.Locator]
 	if l == nil {
-		l = &local{loc: u.Locator, learned: now}
+		// Unranked yet: it sorts after the ranked ones until the policy has placed it.
+		l = &local{loc: u.Locator, learned: now, rank: len(c.locals)}
 		c.locals[u.Locator] = l
 	} else if l.ifindex != u.IfIndex || l.router != u.Router || l.pref != u.Preference {
 		eff.LocalChanged = true

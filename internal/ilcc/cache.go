@@ -561,10 +561,11 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 }
 
 // ApplyLU processes a Locator Update advertisement from correspondent nid carrying nonce. If
-// the nonce is the session's, the correspondent's locator set is replaced by the LU's (RFC
-// 6743 s.3), the most preferred one becomes active and an ACK with the identical body is
-// returned; applying the same LU again changes nothing but is acknowledged again. Otherwise
-// the LU is rejected with a *PeerError (see IsSecurityEvent) and nothing changes.
+// the nonce is the session's, the correspondent's locator set is replaced by the LU's (an LU
+// lists all the sender's valid locators, RFC 6743), the most preferred one becomes active and
+// an ACK with the identical body is returned; applying the same LU again changes nothing but
+// is acknowledged again. Otherwise the LU is rejected with a *PeerError (see IsSecurityEvent)
+// and nothing changes.
 func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, now time.Time) (Effects, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -212,7 +212,7 @@ func (e *PeerError) Error() string { return fmt.Sprintf("%s from %v: %v", e.Op, 
 func (e *PeerError) Unwrap() error { return e.Err }
 
 // IsSecurityEvent reports whether err means a message failed the nonce check or came from a
-// node with no session: RFC 6744 s.5 says to drop it and log a security event.
+// node with no session: it fails the RFC 6744 nonce check, so drop it and log a security event.
 func IsSecurityEvent(err error) bool {
 	return errors.Is(err, ErrNonceMismatch) || errors.Is(err, ErrMissingNonce) ||
 		errors.Is(err, ErrUnknownPeer) || errors.Is(err, ErrNoRemoteNonce)

@@ -24,7 +24,7 @@ import (
 type Message struct {
 	// Peer is the correspondent's NID: the engine keeps one outstanding LU per Peer.
 	Peer wire.NID
-	// Source is the local I-LV the LU leaves from (the new active locator, RFC 6743 s.3).
+	// Source is the local I-LV the LU leaves from (the new active locator).
 	Source wire.ILV
 	// IfIndex is the interface of Source's locator (0: let the routing table decide).
 	IfIndex int

@@ -560,6 +560,25 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 	return eff, nil
 }
 
+// VerifyNonce checks a nonce carried by a packet from nid (an LU-ACK, say) against the
+// session's remote nonce without changing anything. The errors are ApplyLU's.
+func (c *Cache) VerifyNonce(nid wire.NID, nonce wire.Nonce) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[nid]
+	switch {
+	case p == nil:
+		return &PeerError{Peer: nid, Op: "nonce", Err: ErrUnknownPeer}
+	case nonce.IsZero():
+		return &PeerError{Peer: nid, Op: "nonce", Err: ErrMissingNonce}
+	case p.remoteNonce.IsZero():
+		return &PeerError{Peer: nid, Op: "nonce", Err: ErrNoRemoteNonce}
+	case nonce != p.remoteNonce:
+		return &PeerError{Peer: nid, Op: "nonce", Err: ErrNonceMismatch}
+	}
+	return nil
+}
+
 // ApplyLU processes a Locator Update advertisement from correspondent nid carrying nonce. If
 // the nonce is the session's, the correspondent's locator set is replaced by the LU's (an LU
 // lists all the sender's valid locators, RFC 6743), the most preferred one becomes active and

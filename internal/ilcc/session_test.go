@@ -455,3 +455,24 @@ func TestSnapshotJSON(t *testing.T) {
 	}
 	walk(generic)
 }
+
+func TestVerifyNonce(t *testing.T) {
+	c := cnSide(t)
+	c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: cn2NID}}, t0)
+	cases := []struct {
+		peer  wire.NID
+		nonce wire.Nonce
+		want  error
+	}{
+		{myNID, nonce(7), nil},
+		{myNID, nonce(1), ErrNonceMismatch},
+		{myNID, wire.Nonce{}, ErrMissingNonce},
+		{cn2NID, nonce(7), ErrNoRemoteNonce},
+		{0x99, nonce(7), ErrUnknownPeer},
+	}
+	for _, tc := range cases {
+		if err := c.VerifyNonce(tc.peer, tc.nonce); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Errorf("VerifyNonce(%v, %v) = %v, want %v", tc.peer, tc.nonce, err, tc.want)
+		}
+	}
+}

@@ -385,6 +385,22 @@ func (e *Engine) NextDeadline() (deadline time.Time, ok bool) {
 	return deadline, ok
 }
 
+// Redirect points the correspondent's outstanding LU at a new destination (the
+// correspondent moved: its active locator changed while our LU was unanswered); later
+// retransmissions go there. The exchange no longer gives an RTT sample, as its copies took
+// different paths. It reports whether an LU was outstanding.
+func (e *Engine) Redirect(peer wire.NID, dest wire.ILV) bool {
+	p := e.peers[peer]
+	if p == nil || p.out == nil {
+		return false
+	}
+	if p.out.msg.Dest != dest {
+		p.out.msg.Dest = dest
+		p.out.ambiguous = true
+	}
+	return true
+}
+
 // Cancel drops the correspondent's outstanding LU (e.g. its session ended) but keeps its RTT
 // estimate. It reports whether there was one.
 func (e *Engine) Cancel(peer wire.NID) bool {

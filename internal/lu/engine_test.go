@@ -496,3 +496,28 @@ func containsField(s, field string) bool {
 	}
 	return false
 }
+
+func TestRedirectMovesRetransmissionsAndSkipsRTTSample(t *testing.T) {
+	e := newEngine(t, Config{})
+	m := msgTo(peerA, 0x20010db8_00020000)
+	mustSend(t, e, m, t0)
+	moved := wire.ILV{Locator: 0x20010db8_00990000, NID: peerA}
+	if !e.Redirect(peerA, moved) || e.Redirect(peerB, moved) {
+		t.Fatal("Redirect reported wrongly")
+	}
+	acts := e.Tick(t0.Add(time.Second))
+	if len(acts) != 1 || acts[0].Message.Dest != moved || acts[0].Attempt != 2 {
+		t.Fatalf("retransmission = %+v", acts)
+	}
+	res, _ := e.Ack(peerA, ackOf(m), t0.Add(1010*time.Millisecond))
+	if res.Outcome != Acked || res.RTTSampled {
+		t.Fatalf("ACK = %+v", res)
+	}
+	// A redirect to the same destination keeps the exchange unambiguous.
+	m2 := msgTo(peerA, 0x20010db8_00030000)
+	mustSend(t, e, m2, t0.Add(2*time.Second))
+	e.Redirect(peerA, m2.Dest)
+	if res, _ := e.Ack(peerA, ackOf(m2), t0.Add(2*time.Second+5*time.Millisecond)); !res.RTTSampled {
+		t.Fatalf("ACK = %+v, want RTT sample", res)
+	}
+}

@@ -140,10 +140,15 @@ func ParseLocatorUpdate(msg []byte, src, dst netip.Addr, opts LUParseOptions) (L
 //   - with opts.ZeroLocatorChecksum only, a checksum computed with both
 //     locators zeroed.
 //
-// RFC Erratum 5911 to RFC 6743 (reported, not verified by the RFC Editor)
-// questions the Operation byte of the s.2 layout; this parser therefore
-// accepts the Operation either in byte 5 (RFC text) or in the Code field,
-// and always sends the RFC text form.
+// Erratum 5911 to RFC 6743 (status "Reported", i.e. not verified) says the
+// Operation field of the s.2 layout is not defined or used and that byte 5
+// should be RESERVED, as the RFC's own example message shows it. Wireshark
+// 4.0 dissects byte 5 as "Reserved" accordingly. An implementation reading
+// the RFC that way needs another place for advertisement vs acknowledgement,
+// and the Code field is where the St Andrews code puts it. So this parser
+// takes the Operation from byte 5 (RFC text) or, when byte 5 is zero, from
+// the Code field, and Marshal always sends the RFC text form (code 0,
+// Operation in byte 5).
 //
 // The reserved field (bytes 6-7) is ignored on receive, as reserved fields
 // are in ICMPv6 (RFC 4443 s.2.1).

@@ -7,13 +7,15 @@ import (
 	"ilnp/internal/wire"
 )
 
-// FuzzEngine drives the engine with an arbitrary sequence of Send, Ack and Tick calls (each
-// input byte pair is one call) and checks it never panics, never exceeds MaxAttempts, never
-// schedules outside the timeout bounds and never moves a deadline into the past.
+// FuzzEngine drives the engine with an arbitrary sequence of Send, Ack, Tick, Redirect, Cancel
+// and Forget calls (each input byte pair is one call) and checks it never panics, never
+// exceeds MaxAttempts, never schedules outside the timeout bounds and never leaves a deadline
+// in the past that Tick would not act on.
 func FuzzEngine(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 0, 1, 1, 2, 255})
 	f.Add([]byte{0, 0, 0, 17, 2, 200, 2, 200, 2, 200, 1, 0})
 	f.Add([]byte{0, 3, 0, 4, 1, 3, 1, 4, 1, 3, 2, 9})
+	f.Add([]byte{0, 1, 4, 9, 3, 0, 5, 1, 0, 2, 5, 2, 1, 2})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		e, err := New(Config{MaxAttempts: 3, InitialTimeout: 100 * time.Millisecond, MinTimeout: 10 * time.Millisecond})
 		if err != nil {
@@ -26,7 +28,7 @@ func FuzzEngine(f *testing.F) {
 			peer := wire.NID(arg % 4)
 			body := msgTo(peer, wire.L64(arg>>2%4+1))
 			var acts []Action
-			switch ops[i] % 4 {
+			switch ops[i] % 6 {
 			case 0:
 				acts, err = e.Send(body, now)
 				if err != nil {
@@ -42,6 +44,14 @@ func FuzzEngine(f *testing.F) {
 					now = d
 				}
 				acts = e.Tick(now)
+			case 4:
+				e.Redirect(peer, wire.ILV{Locator: wire.L64(arg), NID: peer})
+			case 5:
+				if arg&1 == 0 {
+					e.Cancel(peer)
+				} else {
+					e.Forget(peer)
+				}
 			}
 			for _, a := range acts {
 				if a.Kind == Transmit {

@@ -34,31 +34,6 @@ func pcapFile(pkts ...[]byte) []byte {
 	return b
 }
 
-// ilnpPacket is IPv6 | Destination Options with the nonce | payload.
-func ilnpPacket(t *testing.T, src, dst wire.ILV, n wire.Nonce, proto uint8, payload []byte) []byte {
-	t.Helper()
-	ext := wire.AppendNonceHeader(nil, proto, n)
-	h := wire.IPv6Header{
-		FlowLabel: 0x12345, PayloadLen: uint16(len(ext) + len(payload)),
-		NextHeader: wire.ProtoDestOpts, HopLimit: 64, Src: src.Addr(), Dst: dst.Addr(),
-	}
-	return append(append(h.Append(nil), ext...), payload...)
-}
-
-func udpDatagram(src, dst wire.ILV, sport, dport uint16, data []byte) []byte {
-	u := binary.BigEndian.AppendUint16(nil, sport)
-	u = binary.BigEndian.AppendUint16(u, dport)
-	u = binary.BigEndian.AppendUint16(u, uint16(8+len(data)))
-	u = append(u, 0, 0)
-	u = append(u, data...)
-	c := wire.PseudoHeaderChecksum(src.Addr(), dst.Addr(), wire.ProtoUDP, u)
-	if c == 0 {
-		c = 0xffff // RFC 8200 s.8.1: a computed zero UDP checksum goes out as all ones
-	}
-	binary.BigEndian.PutUint16(u[6:8], c)
-	return u
-}
-
 // TestTsharkDecodesOurPackets has Wireshark's dissectors, an implementation
 // independent of ours, decode packets built by this package's encoders.
 func TestTsharkDecodesOurPackets(t *testing.T) {
@@ -90,11 +65,11 @@ func TestTsharkDecodesOurPackets(t *testing.T) {
 	bad[2] ^= 0x55
 
 	pkts := [][]byte{
-		ilnpPacket(t, mn, cn, n4, wire.ProtoUDP, udpDatagram(mn, cn, 40000, 33333, []byte("ilnp over udp"))),
-		ilnpPacket(t, mn, cn, n12, wire.ProtoICMPv6, adv),
-		ilnpPacket(t, cn, mn, n12, wire.ProtoICMPv6, ack),
-		ilnpPacket(t, mn, cn, n12, wire.ProtoUDP, udpDatagram(mn, cn, 40001, 33333, []byte("odd"))),
-		ilnpPacket(t, mn, cn, n12, wire.ProtoICMPv6, bad),
+		wire.AppendILNPPacket(nil, mn, cn, n4, wire.ProtoUDP, wire.AppendUDP(nil, mn.Addr(), cn.Addr(), 40000, 33333, []byte("ilnp over udp"))),
+		wire.AppendILNPPacket(nil, mn, cn, n12, wire.ProtoICMPv6, adv),
+		wire.AppendILNPPacket(nil, cn, mn, n12, wire.ProtoICMPv6, ack),
+		wire.AppendILNPPacket(nil, mn, cn, n12, wire.ProtoUDP, wire.AppendUDP(nil, mn.Addr(), cn.Addr(), 40001, 33333, []byte("odd"))),
+		wire.AppendILNPPacket(nil, mn, cn, n12, wire.ProtoICMPv6, bad),
 	}
 	file := filepath.Join(t.TempDir(), "ilnp.pcap")
 	if err := os.WriteFile(file, pcapFile(pkts...), 0o644); err != nil {

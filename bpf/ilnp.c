@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+/* ILNPv6 datapath: tc (TCX) programs that translate between the session view the sockets see
+ * and ILNPv6 on the wire (RFC 6740/6741/6744, thesis 3.2.5-3.2.6). */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lib/maps.h"
+#include "lib/observe.h"
+#include "lib/parse.h"
+#include "lib/rewrite.h"
+#include "lib/session.h"
+
+/* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
+ * same hook see the packet; that is how untouched packets leave. */
+#define TCX_NEXT -1
+#define TCX_PASS 0
+#define TCX_DROP 2
+#define TCX_REDIRECT 7
+
+#define ILNP_AF_INET6 10
+
+/* Marks a packet redirected without a nonce (first-N mode) so that the egress hook of the
+ * device it is redirected to does not translate it a second time. Packets with a nonce are
+ * recognised by the nonce itself. */
+#define ILNP_REDIRECT_MARK 0x494c4e50 /* "ILNP" */
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Sends the translated packet out of the active local locator's interface via its router
+ * (explicit next hop: with a NULL next hop the FIB lookup honours the source address and may
+ * pick the wrong device, platform.md). */
+static __always_inline int ilnp_egress_redirect(struct __sk_buff *skb, __be64 local, int nonce)
+{
+	struct ilnp_local_locator *loc = bpf_map_lookup_elem(&local_locators, &local);
+	struct bpf_redir_neigh nh = {.nh_family = ILNP_AF_INET6};
+	__u64 *hop;
+
+	if (!loc || !loc->ifindex)
+		return TCX_PASS;
+	if (!nonce)
+		skb->mark = ILNP_REDIRECT_MARK;
+	ilnp_count(ILNP_C_EG_REDIRECTED);
+	hop = (__u64 *)loc->nexthop;
+	if (hop[0] == 0 && hop[1] == 0)
+		return bpf_redirect_neigh(loc->ifindex, 0, 0, 0);
+	__builtin_memcpy(nh.ipv6_nh, loc->nexthop, 16);
+	return bpf_redirect_neigh(loc->ifindex, &nh, sizeof(nh), 0);
+}
+
+SEC("tcx/egress")
+int ilnp_egress(struct __sk_buff *skb)
+{
+	struct ilnp_pkt pkt = {};
+	struct ilnp_session_key key;
+	struct ilnp_session *sess;
+	struct ilnp_config *cfg;
+
+	if (ilnp_is_ipv6(skb) < 0) {
+		ilnp_count(ILNP_C_EG_NON_IPV6);
+		return TCX_NEXT;
+	}
+	if (skb->mark == ILNP_REDIRECT_MARK) {
+		skb->mark = 0;
+		return TCX_NEXT;
+	}
+	ilnp_count(ILNP_C_EG_PACKETS);
+	cfg = ilnp_get_config();
+	if (!cfg || ilnp_parse(skb, &pkt) < 0) {
+		ilnp_count(ILNP_C_EG_PASS_IPV6);
+		return TCX_NEXT;
+	}
+	if (pkt.nonces) {
+		/* Already ILNP: redirected here by our own egress, or built by the daemon. */
+		ilnp_count(ILNP_C_EG_PASS_HAS_NONCE);
+		return TCX_NEXT;
+	}
+
+	key.local_nid = pkt.ip6.src_nid;
+	key.remote_nid = pkt.ip6.dst_nid;
+	sess = bpf_map_lookup_elem(&sessions, &key);
+	/* Only the session view is translated: the same hosts may talk plain IPv6 between other
+	 * addresses (dual stack). */
+	if (sess && (sess->local_view != pkt.ip6.src_l64 || sess->remote_view != pkt.ip6.dst_l64)) {
+		ilnp_count(ILNP_C_EG_PASS_IPV6);
+		return TCX_NEXT;
+	}
+	if (!sess)
+		sess = ilnp_new_initiator(skb, &pkt, cfg, &key);
+	if (!sess) {
+		ilnp_count(ILNP_C_EG_PASS_IPV6);
+		return TCX_NEXT;
+	}
+	if (sess->flags & ILNP_SESS_IPV6_FALLBACK) {
+		ilnp_count(ILNP_C_EG_FALLBACK_IPV6);
+		return TCX_NEXT;
+	}
+	if (pkt.malformed) {
+		ilnp_count(ILNP_C_EG_MALFORMED);
+		return TCX_DROP;
+	}
+	if (pkt.has_hbh) {
+		/* Hop-by-Hop must stay first (RFC 8200 s.4.1) and the room helper only inserts
+		 * right after the fixed header. */
+		ilnp_count(ILNP_C_EG_UNSUPPORTED);
+		return TCX_DROP;
+	}
+
+	__be64 view_src = pkt.ip6.src_l64, view_dst = pkt.ip6.dst_l64;
+	__be64 local = sess->local_locator ? sess->local_locator
+		       : cfg->active_local   ? cfg->active_local
+					     : view_src;
+	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
+	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
+		    pkt.l4_proto == ILNP_NH_ICMPV6;
+	__u8 nonce_bytes[ILNP_NONCE_MAX];
+	__u8 nonce_len = sess->local_nonce_len;
+	__be64 pseudo_old[2] = {view_src, view_dst};
+	__be64 pseudo_new[2] = {0, 0};
+
+	__builtin_memcpy(nonce_bytes, sess->local_nonce, ILNP_NONCE_MAX);
+	if (pkt.l4_proto == ILNP_NH_ICMPV6) {
+		pseudo_new[0] = local;
+		pseudo_new[1] = remote;
+	}
+	if (ilnp_rewrite_locators(skb, &pkt, local, remote, pseudo_old, pseudo_new) < 0 ||
+	    (nonce && ilnp_insert_nonce(skb, &pkt, nonce_bytes, nonce_len) < 0)) {
+		ilnp_count(ILNP_C_EG_ERRORS);
+		return TCX_DROP;
+	}
+	__sync_fetch_and_add(&sess->tx_packets, 1);
+	sess->last_tx_ns = bpf_ktime_get_ns();
+	ilnp_count(ILNP_C_EG_ILNP);
+	if (nonce)
+		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
+	return ilnp_egress_redirect(skb, local, nonce);
+}
+
+/* Translates an accepted packet back to the session view. */
+static __always_inline int ilnp_to_session_view(struct __sk_buff *skb, struct ilnp_pkt *pkt,
+						const struct ilnp_session *sess)
+{
+	__be64 pseudo_old[2] = {0, 0};
+	__be64 pseudo_new[2] = {sess->remote_view, sess->local_view};
+
+	if (pkt->l4_proto == ILNP_NH_ICMPV6) {
+		pseudo_old[0] = pkt->ip6.src_l64;
+		pseudo_old[1] = pkt->ip6.dst_l64;
+	}
+	return ilnp_rewrite_locators(skb, pkt, sess->remote_view, sess->local_view, pseudo_old,
+				     pseudo_new);
+}
+
+/* A packet without a nonce: plain IPv6, unless it claims to be part of an ILNP session. */
+static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp_pkt *pkt,
+					      const struct ilnp_config *cfg)
+{
+	struct ilnp_session_key key = {.local_nid = pkt->ip6.dst_nid, .remote_nid = pkt->ip6.src_nid};
+	const __u8 *addrs = (const __u8 *)&pkt->ip6.src_l64;
+	struct ilnp_session *sess;
+
+	if (pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off && !pkt->malformed) {
+		if (pkt->icmp_type == ILNP_ICMPV6_PARAM_PROBLEM && pkt->icmp_code == 2) {
+			/* "Unrecognized IPv6 option": the peer does not speak ILNP (RFC 6744 s.6);
+			 * the daemon decides whether to fall back to IPv6. */
+			ilnp_count(ILNP_C_IN_PARAM_PROBLEMS);
+			ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+			return TCX_NEXT;
+		}
+		if (pkt->icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE) {
+			/* RFC 6743 s.2: a Locator Update always carries the session's nonce. */
+			ilnp_count(ILNP_C_IN_MISSING_NONCE);
+			ilnp_emit(ILNP_EV_MISSING_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+			return TCX_DROP;
+		}
+	}
+	sess = bpf_map_lookup_elem(&sessions, &key);
+	if (!sess || !ilnp_remote_locator_ok(sess, pkt->ip6.src_l64) ||
+	    !ilnp_local_locator_ok(pkt->ip6.dst_l64)) {
+		ilnp_count(ILNP_C_IN_PASS_IPV6);
+		return TCX_NEXT;
+	}
+	if (sess->flags & ILNP_SESS_STRICT) {
+		ilnp_count(ILNP_C_IN_MISSING_NONCE);
+		ilnp_emit(ILNP_EV_MISSING_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		return TCX_DROP;
+	}
+	if (!cfg->nonce_first_n || !sess->remote_nonce_len) {
+		/* Nonce on every packet: a packet without one is plain IPv6 between the same
+		 * hosts (dual stack), not ours to touch. */
+		ilnp_count(ILNP_C_IN_PASS_IPV6);
+		return TCX_NEXT;
+	}
+	/* RFC 6744 s.6 "first N packets" mode: the session's later packets carry no nonce. */
+	if (pkt->malformed) {
+		ilnp_count(ILNP_C_IN_MALFORMED);
+		return TCX_DROP;
+	}
+	if (ilnp_to_session_view(skb, pkt, sess) < 0) {
+		ilnp_count(ILNP_C_IN_ERRORS);
+		return TCX_DROP;
+	}
+	__sync_fetch_and_add(&sess->rx_packets, 1);
+	sess->last_rx_ns = bpf_ktime_get_ns();
+	ilnp_count(ILNP_C_IN_NO_NONCE_ACCEPTED);
+	ilnp_count(ILNP_C_IN_ILNP);
+	return TCX_NEXT;
+}
+
+SEC("tcx/ingress")
+int ilnp_ingress(struct __sk_buff *skb)
+{
+	struct ilnp_pkt pkt = {};
+	struct ilnp_session_key key, *found;
+	struct ilnp_nonce_key nk = {};
+	struct ilnp_session *sess = 0;
+	struct ilnp_local_locator *loc;
+	struct ilnp_local_nid *nid;
+	struct ilnp_config *cfg;
+	const __u8 *addrs;
+	int learn = 0, is_lu;
+
+	if (ilnp_is_ipv6(skb) < 0) {
+		ilnp_count(ILNP_C_IN_NON_IPV6);
+		return TCX_NEXT;
+	}
+	ilnp_count(ILNP_C_IN_PACKETS);
+	cfg = ilnp_get_config();
+	if (!cfg || ilnp_parse(skb, &pkt) < 0) {
+		/* Not readable as IPv6: the stack drops it on its own. */
+		ilnp_count(ILNP_C_IN_MALFORMED);
+		return TCX_NEXT;
+	}
+	if (pkt.fragment)
+		ilnp_count(ILNP_C_IN_FRAGMENTS);
+	addrs = (const __u8 *)&pkt.ip6.src_l64;
+	if (pkt.nonces == 0) {
+		if (pkt.malformed)
+			ilnp_count(ILNP_C_IN_MALFORMED);
+		return ilnp_ingress_plain(skb, &pkt, cfg);
+	}
+	if (pkt.nonces > 1) {
+		/* RFC 6744 s.3: at most one nonce option per packet. */
+		ilnp_count(ILNP_C_IN_MULTIPLE_NONCES);
+		ilnp_emit(ILNP_EV_MULTIPLE_NONCES, skb->ifindex, pkt.ip6.dst_nid, pkt.ip6.src_nid, addrs);
+		return TCX_DROP;
+	}
+	if (pkt.malformed) {
+		ilnp_count(ILNP_C_IN_MALFORMED);
+		return TCX_DROP;
+	}
+	nid = bpf_map_lookup_elem(&local_nids, &pkt.ip6.dst_nid);
+	if (!nid) {
+		ilnp_count(ILNP_C_IN_NOT_LOCAL_NID);
+		return TCX_NEXT;
+	}
+	/* Accepted on any valid local locator: the old one during a soft handoff too. */
+	loc = bpf_map_lookup_elem(&local_locators, &pkt.ip6.dst_l64);
+	if (!loc || !ilnp_locator_usable(loc->state)) {
+		ilnp_count(ILNP_C_IN_INVALID_LOCAL_LOCATOR);
+		ilnp_emit(ILNP_EV_INVALID_LOCAL_LOCATOR, skb->ifindex, pkt.ip6.dst_nid, pkt.ip6.src_nid, addrs);
+		return TCX_DROP;
+	}
+
+	/* RFC 6741 s.5.4: <remote NID, nonce> finds the session. */
+	nk.remote_nid = pkt.ip6.src_nid;
+	nk.nonce_len = pkt.nonce_len;
+	__builtin_memcpy(nk.nonce, pkt.nonce, ILNP_NONCE_MAX);
+	found = bpf_map_lookup_elem(&nonce_index, &nk);
+	if (found && found->local_nid == pkt.ip6.dst_nid) {
+		key = *found;
+		sess = bpf_map_lookup_elem(&sessions, &key);
+	}
+	if (!sess) {
+		key.local_nid = pkt.ip6.dst_nid;
+		key.remote_nid = pkt.ip6.src_nid;
+		sess = bpf_map_lookup_elem(&sessions, &key);
+		if (sess && sess->remote_nonce_len) {
+			ilnp_count(ILNP_C_IN_BAD_NONCE);
+			ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+			return TCX_DROP;
+		}
+		if (sess) {
+			learn = 1; /* our own session, waiting for the responder's first nonce */
+		} else {
+			sess = ilnp_new_responder(skb, &pkt, cfg, nid, &key);
+			if (!sess) {
+				ilnp_count(ILNP_C_IN_ERRORS);
+				return TCX_DROP;
+			}
+		}
+	}
+
+	is_lu = pkt.l4_proto == ILNP_NH_ICMPV6 && pkt.l4_off &&
+		pkt.icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
+	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
+		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		if (learn || !(cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR)) {
+			ilnp_count(ILNP_C_IN_UNKNOWN_LOCATOR);
+			return TCX_DROP;
+		}
+	}
+	if (learn) {
+		sess->remote_nonce_len = pkt.nonce_len;
+		__builtin_memcpy(sess->remote_nonce, pkt.nonce, ILNP_NONCE_MAX);
+		ilnp_index_nonce(&key, sess);
+		ilnp_emit(ILNP_EV_NONCE_LEARNED, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+	}
+
+	/* Locator Updates keep their wire addresses: the daemon reads them from a raw ICMPv6
+	 * socket and needs the locator they came from; their nonce is verified here. */
+	if ((!is_lu && ilnp_to_session_view(skb, &pkt, sess) < 0) ||
+	    ilnp_strip_nonce(skb, &pkt) < 0) {
+		ilnp_count(ILNP_C_IN_ERRORS);
+		return TCX_DROP;
+	}
+	__sync_fetch_and_add(&sess->rx_packets, 1);
+	sess->last_rx_ns = bpf_ktime_get_ns();
+	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
+	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
+	return TCX_NEXT;
+}

@@ -1,0 +1,259 @@
+/* Every map of the ILNPv6 datapath, and the structures they hold.
+ *
+ * Byte order: locators (L64) and identifiers (NID) are kept exactly as they appear on the wire
+ * (__be64), so they compare directly with packet bytes. The Go side converts.
+ *
+ * Maps are pinned by name in the bpffs directory the loader is given, so the daemon can restart
+ * without losing sessions (the ILCC data-path part lives here, RFC 6741 s.5).
+ */
+#ifndef ILNP_MAPS_H
+#define ILNP_MAPS_H
+
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+
+#define ILNP_MAX_REMOTE_LOCATORS 8
+#define ILNP_NONCE_MAX 12 /* RFC 6744 s.2: 4 or 12 bytes */
+
+/* Locator states, RFC 6741 s.5 (ILCC) and thesis table 3.3. */
+enum ilnp_locator_state {
+	ILNP_LOC_NONE = 0,
+	ILNP_LOC_ACTIVE = 1,  /* used for sending, accepted for receiving */
+	ILNP_LOC_VALID = 2,   /* accepted for receiving (soft handoff keeps the old one here) */
+	ILNP_LOC_AGED = 3,    /* no longer accepted (hard handoff ages the old one at once) */
+	ILNP_LOC_EXPIRED = 4, /* gone */
+};
+
+/* ilnp_config.flags */
+enum ilnp_config_flag {
+	/* The thesis's Linux code: a responder echoes the initiator's nonce instead of using its
+	 * own (RFC 6744 wants one nonce per direction). */
+	ILNP_CFG_ECHO_NONCE = 1 << 0,
+	/* Accept a packet with the right nonce from a remote locator not (yet) in the session's
+	 * set instead of dropping it; an event is still emitted. */
+	ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR = 1 << 1,
+};
+
+struct ilnp_config {
+	__be64 active_local;  /* host-wide active local locator; 0 = keep the session view */
+	__u32 nonce_len;      /* 4 or 12 */
+	__u32 nonce_first_n;  /* 0: nonce on every packet; N: first N packets + all ICMPv6 */
+	__u32 flags;          /* enum ilnp_config_flag */
+	__u32 pad;
+};
+
+struct ilnp_local_nid {
+	/* Locator of this node's identity address (the /128 on lo that sockets bind to); sessions
+	 * created by an incoming packet use it as the local session view. 0 = the packet's
+	 * destination locator. */
+	__be64 identity;
+	__u32 flags;
+	__u32 pad;
+};
+
+struct ilnp_local_locator {
+	__u32 state;       /* enum ilnp_locator_state */
+	__u32 ifindex;     /* interface the locator lives on; 0 = no redirect */
+	__u8 nexthop[16];  /* router link-local for bpf_redirect_neigh; :: = FIB lookup */
+};
+
+struct ilnp_remote_locator {
+	__be64 l64;
+	__u32 state;       /* enum ilnp_locator_state */
+	__u16 preference;
+	__u16 lifetime;
+};
+
+struct ilnp_session_key {
+	__be64 local_nid;
+	__be64 remote_nid;
+};
+
+/* ilnp_session.flags */
+enum ilnp_session_flag {
+	ILNP_SESS_SOFT = 1 << 0,          /* soft handoff mode (informational for the daemon) */
+	ILNP_SESS_IPV6_FALLBACK = 1 << 1, /* peer is not ILNP (Parameter Problem): send plain IPv6 */
+	ILNP_SESS_STRICT = 1 << 2,        /* a packet without nonce from the session is dropped */
+	ILNP_SESS_RESPONDER = 1 << 3,     /* created by the first incoming packet */
+	ILNP_SESS_INITIATOR = 1 << 4,     /* created by the first outgoing packet to a peer */
+	ILNP_SESS_WEAK_NONCE = 1 << 5,    /* nonce pool was empty: local nonce from prandom */
+};
+
+/* The data-path part of one ILCC entry (thesis table 3.2). */
+struct ilnp_session {
+	__be64 local_view;    /* locators the sockets see (session view) */
+	__be64 remote_view;
+	__be64 local_locator; /* 0 = ilnp_config.active_local */
+	__be64 remote_active; /* 0 = remote_view */
+	struct ilnp_remote_locator remote[ILNP_MAX_REMOTE_LOCATORS];
+	__u8 local_nonce[ILNP_NONCE_MAX];  /* what we send */
+	__u8 remote_nonce[ILNP_NONCE_MAX]; /* what we expect */
+	__u8 local_nonce_len;
+	__u8 remote_nonce_len; /* 0 = not learned yet (initiator before the first reply) */
+	__u16 pad;
+	__u32 flags;           /* enum ilnp_session_flag */
+	__u64 tx_packets;
+	__u64 rx_packets;
+	__u64 created_ns;      /* bpf_ktime_get_ns */
+	__u64 last_tx_ns;
+	__u64 last_rx_ns;
+};
+
+/* RFC 6741 s.5.4: a packet carrying a nonce is matched by <remote NID, nonce>. */
+struct ilnp_nonce_key {
+	__be64 remote_nid;
+	__u8 nonce[ILNP_NONCE_MAX];
+	__u32 nonce_len;
+};
+
+/* ILNP peers known from name resolution, keyed by the address the application uses. */
+struct ilnp_peer_key {
+	__be64 l64;
+	__be64 nid;
+};
+
+struct ilnp_peer {
+	__be64 remote_active; /* 0 = the address's own locator */
+	struct ilnp_remote_locator remote[ILNP_MAX_REMOTE_LOCATORS];
+	__u32 flags;          /* copied into new sessions (enum ilnp_session_flag) */
+	__u32 pad;
+};
+
+enum ilnp_event_type {
+	ILNP_EV_SESSION_RESPONDER = 1, /* first nonce-carrying packet from an unknown session */
+	ILNP_EV_SESSION_INITIATOR = 2, /* first packet to a registered peer */
+	ILNP_EV_BAD_NONCE = 3,
+	ILNP_EV_MISSING_NONCE = 4,
+	ILNP_EV_MULTIPLE_NONCES = 5,
+	ILNP_EV_UNKNOWN_LOCATOR = 6,       /* remote locator not in the session's valid set */
+	ILNP_EV_INVALID_LOCAL_LOCATOR = 7, /* arrived on a local locator that is not valid */
+	ILNP_EV_PARAM_PROBLEM = 8,         /* ICMPv6 Parameter Problem code 2: peer is not ILNP */
+	ILNP_EV_NONCE_LEARNED = 9,         /* initiator learned the responder's nonce */
+	ILNP_EV_NONCE_POOL_EMPTY = 10,
+};
+
+struct ilnp_event {
+	__u64 ts_ns;
+	__u32 type;    /* enum ilnp_event_type */
+	__u32 ifindex;
+	__be64 local_nid;
+	__be64 remote_nid;
+	__u8 src[16];  /* wire addresses of the packet */
+	__u8 dst[16];
+};
+
+enum ilnp_counter {
+	ILNP_C_EG_PACKETS,
+	ILNP_C_EG_NON_IPV6,
+	ILNP_C_EG_PASS_IPV6,
+	ILNP_C_EG_PASS_HAS_NONCE,
+	ILNP_C_EG_FALLBACK_IPV6,
+	ILNP_C_EG_ILNP,
+	ILNP_C_EG_NONCE_INSERTED,
+	ILNP_C_EG_REDIRECTED,
+	ILNP_C_EG_MALFORMED,
+	ILNP_C_EG_UNSUPPORTED,
+	ILNP_C_EG_ERRORS,
+	ILNP_C_IN_PACKETS,
+	ILNP_C_IN_NON_IPV6,
+	ILNP_C_IN_PASS_IPV6,
+	ILNP_C_IN_NOT_LOCAL_NID,
+	ILNP_C_IN_ILNP,
+	ILNP_C_IN_NONCE_STRIPPED,
+	ILNP_C_IN_NO_NONCE_ACCEPTED,
+	ILNP_C_IN_LOCATOR_UPDATES,
+	ILNP_C_IN_BAD_NONCE,
+	ILNP_C_IN_MISSING_NONCE,
+	ILNP_C_IN_MULTIPLE_NONCES,
+	ILNP_C_IN_UNKNOWN_LOCATOR,
+	ILNP_C_IN_INVALID_LOCAL_LOCATOR,
+	ILNP_C_IN_MALFORMED,
+	ILNP_C_IN_FRAGMENTS,
+	ILNP_C_IN_PARAM_PROBLEMS,
+	ILNP_C_IN_ERRORS,
+	ILNP_C_SESSIONS_CREATED,
+	ILNP_C_NONCE_POOL_EMPTY,
+	ILNP_C_EVENTS_LOST,
+	ILNP_C_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} config_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __be64);
+	__type(value, struct ilnp_local_nid);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} local_nids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __be64);
+	__type(value, struct ilnp_local_locator);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} local_locators SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ilnp_session_key);
+	__type(value, struct ilnp_session);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sessions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ilnp_nonce_key);
+	__type(value, struct ilnp_session_key);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} nonce_index SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ilnp_peer_key);
+	__type(value, struct ilnp_peer);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} peers SEC(".maps");
+
+/* Random nonces from Go's crypto/rand (RFC 6744 s.7: nonces must be hard to guess); sessions
+ * created in the data path take one each. */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, 1024);
+	__uint(value_size, ILNP_NONCE_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} nonce_pool SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ILNP_C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} events SEC(".maps");
+
+/* A session under construction is too big for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_session);
+} scratch SEC(".maps");
+
+#endif

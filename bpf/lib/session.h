@@ -1,0 +1,158 @@
+/* ILCC data-path lookups (RFC 6741 s.5.4) and sessions created by the data path. */
+#ifndef ILNP_SESSION_H
+#define ILNP_SESSION_H
+
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+#include "maps.h"
+#include "observe.h"
+#include "parse.h"
+
+static __always_inline struct ilnp_config *ilnp_get_config(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&config_map, &zero);
+}
+
+static __always_inline int ilnp_locator_usable(__u32 state)
+{
+	return state == ILNP_LOC_ACTIVE || state == ILNP_LOC_VALID;
+}
+
+/* Is l64 in the session's remote locator set as active or valid? */
+static __always_inline int ilnp_remote_locator_ok(const struct ilnp_session *sess, __be64 l64)
+{
+	for (int i = 0; i < ILNP_MAX_REMOTE_LOCATORS; i++) {
+		if (sess->remote[i].l64 == l64 && ilnp_locator_usable(sess->remote[i].state))
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int ilnp_local_locator_ok(__be64 l64)
+{
+	struct ilnp_local_locator *loc = bpf_map_lookup_elem(&local_locators, &l64);
+
+	return loc && ilnp_locator_usable(loc->state);
+}
+
+/* A fresh local nonce: from the pool of crypto/rand nonces the daemon keeps filled; if it ran
+ * dry, from bpf_get_prandom_u32 (not unpredictable enough for RFC 6744 s.7, so the session is
+ * flagged and the daemon told). */
+static __always_inline void ilnp_take_nonce(struct ilnp_session *s, __u32 len, struct ilnp_pkt *pkt)
+{
+	__u8 nonce[ILNP_NONCE_MAX];
+
+	s->local_nonce_len = len == 12 ? 12 : 4;
+	if (bpf_map_pop_elem(&nonce_pool, nonce) == 0) {
+		__builtin_memcpy(s->local_nonce, nonce, ILNP_NONCE_MAX);
+		return;
+	}
+	__u32 r0 = bpf_get_prandom_u32(), r1 = bpf_get_prandom_u32(), r2 = bpf_get_prandom_u32();
+
+	__builtin_memcpy(s->local_nonce, &r0, 4);
+	__builtin_memcpy(s->local_nonce + 4, &r1, 4);
+	__builtin_memcpy(s->local_nonce + 8, &r2, 4);
+	s->flags |= ILNP_SESS_WEAK_NONCE;
+	ilnp_count(ILNP_C_NONCE_POOL_EMPTY);
+	ilnp_emit(ILNP_EV_NONCE_POOL_EMPTY, 0, pkt->ip6.src_nid, pkt->ip6.dst_nid,
+		  (const __u8 *)&pkt->ip6.src_l64);
+}
+
+static __always_inline void ilnp_index_nonce(const struct ilnp_session_key *key,
+					     const struct ilnp_session *s)
+{
+	struct ilnp_nonce_key nk = {};
+
+	nk.remote_nid = key->remote_nid;
+	nk.nonce_len = s->remote_nonce_len;
+	__builtin_memcpy(nk.nonce, s->remote_nonce, ILNP_NONCE_MAX);
+	bpf_map_update_elem(&nonce_index, &nk, key, BPF_ANY);
+}
+
+static __always_inline struct ilnp_session *ilnp_scratch_session(void)
+{
+	__u32 zero = 0;
+	struct ilnp_session *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (s)
+		__builtin_memset(s, 0, sizeof(*s));
+	return s;
+}
+
+static __always_inline struct ilnp_session *ilnp_commit_session(const struct ilnp_session_key *key,
+								struct ilnp_session *s)
+{
+	/* NOEXIST: when two CPUs race, the first session wins and both use it. */
+	if (bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST) == 0) {
+		ilnp_count(ILNP_C_SESSIONS_CREATED);
+		if (s->remote_nonce_len)
+			ilnp_index_nonce(key, s);
+	}
+	return bpf_map_lookup_elem(&sessions, key);
+}
+
+/* The first nonce-carrying packet of a session we do not know (thesis 3.2.6: "for the first
+ * packet in a flow, the host would create a new ILCC entry"). */
+static __always_inline struct ilnp_session *
+ilnp_new_responder(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct ilnp_config *cfg,
+		   const struct ilnp_local_nid *nid, const struct ilnp_session_key *key)
+{
+	struct ilnp_session *s = ilnp_scratch_session();
+
+	if (!s)
+		return 0;
+	s->local_view = nid->identity ? nid->identity : pkt->ip6.dst_l64;
+	s->remote_view = pkt->ip6.src_l64;
+	s->remote_active = pkt->ip6.src_l64;
+	s->remote[0].l64 = pkt->ip6.src_l64;
+	s->remote[0].state = ILNP_LOC_ACTIVE;
+	s->remote_nonce_len = pkt->nonce_len;
+	__builtin_memcpy(s->remote_nonce, pkt->nonce, ILNP_NONCE_MAX);
+	s->flags = ILNP_SESS_RESPONDER;
+	if (cfg->flags & ILNP_CFG_ECHO_NONCE) {
+		s->local_nonce_len = pkt->nonce_len;
+		__builtin_memcpy(s->local_nonce, pkt->nonce, ILNP_NONCE_MAX);
+	} else {
+		ilnp_take_nonce(s, cfg->nonce_len, pkt);
+	}
+	s->created_ns = bpf_ktime_get_ns();
+	s = ilnp_commit_session(key, s);
+	ilnp_emit(ILNP_EV_SESSION_RESPONDER, skb->ifindex, key->local_nid, key->remote_nid,
+		  (const __u8 *)&pkt->ip6.src_l64);
+	return s;
+}
+
+/* The first packet to an ILNP peer known from name resolution (thesis 3.2.3/3.2.5). */
+static __always_inline struct ilnp_session *
+ilnp_new_initiator(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct ilnp_config *cfg,
+		   const struct ilnp_session_key *key)
+{
+	struct ilnp_peer_key pk = {.l64 = pkt->ip6.dst_l64, .nid = pkt->ip6.dst_nid};
+	struct ilnp_peer *peer = bpf_map_lookup_elem(&peers, &pk);
+	struct ilnp_session *s;
+
+	if (!peer || !bpf_map_lookup_elem(&local_nids, &key->local_nid))
+		return 0;
+	s = ilnp_scratch_session();
+	if (!s)
+		return 0;
+	s->local_view = pkt->ip6.src_l64;
+	s->remote_view = pkt->ip6.dst_l64;
+	s->remote_active = peer->remote_active ? peer->remote_active : pkt->ip6.dst_l64;
+	__builtin_memcpy(s->remote, peer->remote, sizeof(s->remote));
+	s->flags = (peer->flags & ~ILNP_SESS_RESPONDER) | ILNP_SESS_INITIATOR;
+	ilnp_take_nonce(s, cfg->nonce_len, pkt);
+	if (cfg->flags & ILNP_CFG_ECHO_NONCE) {
+		s->remote_nonce_len = s->local_nonce_len;
+		__builtin_memcpy(s->remote_nonce, s->local_nonce, ILNP_NONCE_MAX);
+	}
+	s->created_ns = bpf_ktime_get_ns();
+	s = ilnp_commit_session(key, s);
+	ilnp_emit(ILNP_EV_SESSION_INITIATOR, skb->ifindex, key->local_nid, key->remote_nid,
+		  (const __u8 *)&pkt->ip6.src_l64);
+	return s;
+}
+
+#endif

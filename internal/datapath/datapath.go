@@ -1,0 +1,599 @@
+package datapath
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"os"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/wire"
+)
+
+// Options configure Load.
+type Options struct {
+	// PinDir is a directory on a bpffs where the maps are pinned by name (created if
+	// missing). Maps already pinned there are reused, so sessions survive a restart. Empty:
+	// no pinning.
+	PinDir string
+	// NonceSize is 4 (default) or 12 bytes (RFC 6744 s.2).
+	NonceSize int
+	// NonceFirstN 0 (default) puts the nonce on every packet (the thesis's choice: it is also
+	// how a receiver tells ILNP from IPv6). N > 0 puts it only on a session's first N packets
+	// and on every ICMPv6 message (RFC 6744 s.6).
+	NonceFirstN uint32
+	// EchoNonce makes a responder send the initiator's nonce back instead of its own, as the
+	// thesis's Linux code does (RFC 6744 wants one nonce per direction).
+	EchoNonce bool
+	// AcceptUnknownLocator accepts a packet with the right nonce from a remote locator not in
+	// the session's set (an event is still emitted); by default it is dropped.
+	AcceptUnknownLocator bool
+	// KeepPinned leaves the pinned maps in PinDir on Close.
+	KeepPinned bool
+}
+
+// Datapath is the loaded BPF datapath. Its methods are safe for concurrent use.
+type Datapath struct {
+	opts  Options
+	objs  ilnpBPFObjects
+	mu    sync.Mutex
+	links map[int][2]link.Link
+}
+
+const (
+	flagEchoNonce            = 1 << 0
+	flagAcceptUnknownLocator = 1 << 1
+)
+
+// Load loads the programs and maps (reusing maps pinned in opts.PinDir) and writes the
+// configuration. Nothing is attached yet: see Attach.
+func Load(opts Options) (*Datapath, error) {
+	if opts.NonceSize == 0 {
+		opts.NonceSize = 4
+	}
+	if opts.NonceSize != 4 && opts.NonceSize != 12 {
+		return nil, fmt.Errorf("datapath: nonce size %d, want 4 or 12 (RFC 6744 s.2)", opts.NonceSize)
+	}
+	spec, err := loadIlnpBPF()
+	if err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
+	var copts ebpf.CollectionOptions
+	if opts.PinDir == "" {
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
+	} else {
+		if err := os.MkdirAll(opts.PinDir, 0o700); err != nil {
+			return nil, fmt.Errorf("datapath: pin directory: %w", err)
+		}
+		copts.Maps.PinPath = opts.PinDir
+	}
+	d := &Datapath{opts: opts, links: map[int][2]link.Link{}}
+	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("datapath: load: %+v", verr)
+		}
+		return nil, fmt.Errorf("datapath: load (pinned maps in %q from an older layout?): %w", opts.PinDir, err)
+	}
+	cfg, err := d.config()
+	if err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	cfg.NonceLen = uint32(opts.NonceSize)
+	cfg.NonceFirstN = opts.NonceFirstN
+	cfg.Flags = 0
+	if opts.EchoNonce {
+		cfg.Flags |= flagEchoNonce
+	}
+	if opts.AcceptUnknownLocator {
+		cfg.Flags |= flagAcceptUnknownLocator
+	}
+	if err := d.objs.ConfigMap.Put(uint32(0), cfg); err != nil {
+		d.objs.Close()
+		return nil, fmt.Errorf("datapath: write config: %w", err)
+	}
+	if _, err := d.RefillNonces(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Datapath) config() (ilnpBPFIlnpConfig, error) {
+	var cfg ilnpBPFIlnpConfig
+	if err := d.objs.ConfigMap.Lookup(uint32(0), &cfg); err != nil {
+		return cfg, fmt.Errorf("datapath: read config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Attach attaches the ingress and egress programs to the interface (TCX, in the network
+// namespace of the calling thread).
+func (d *Datapath) Attach(ifindex int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.links[ifindex]; ok {
+		return fmt.Errorf("datapath: interface %d already attached", ifindex)
+	}
+	in, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.IlnpIngress, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return fmt.Errorf("datapath: attach ingress to interface %d: %w", ifindex, err)
+	}
+	out, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.IlnpEgress, Attach: ebpf.AttachTCXEgress})
+	if err != nil {
+		in.Close()
+		return fmt.Errorf("datapath: attach egress to interface %d: %w", ifindex, err)
+	}
+	d.links[ifindex] = [2]link.Link{in, out}
+	return nil
+}
+
+// Detach removes the programs from the interface.
+func (d *Datapath) Detach(ifindex int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.links[ifindex]
+	if !ok {
+		return fmt.Errorf("datapath: interface %d: %w", ifindex, ErrNotFound)
+	}
+	delete(d.links, ifindex)
+	return errors.Join(l[0].Close(), l[1].Close())
+}
+
+// Close detaches every interface, unpins the maps (unless Options.KeepPinned) and frees
+// everything.
+func (d *Datapath) Close() error {
+	d.mu.Lock()
+	var errs []error
+	for ifindex, l := range d.links {
+		errs = append(errs, l[0].Close(), l[1].Close())
+		delete(d.links, ifindex)
+	}
+	d.mu.Unlock()
+	if d.opts.PinDir != "" && !d.opts.KeepPinned {
+		for _, m := range d.maps() {
+			if m.IsPinned() {
+				errs = append(errs, m.Unpin())
+			}
+		}
+		_ = os.Remove(d.opts.PinDir) // only if empty
+	}
+	errs = append(errs, d.objs.Close())
+	return errors.Join(errs...)
+}
+
+func (d *Datapath) maps() []*ebpf.Map {
+	m := &d.objs.ilnpBPFMaps
+	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Events, m.LocalLocators, m.LocalNids,
+		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions}
+}
+
+// be64 converts between a locator or identifier value and the network-order bytes the BPF
+// side keeps in a __be64 (the datapath only runs on little-endian hosts).
+func be64(v uint64) uint64 { return bits.ReverseBytes64(v) }
+
+// SetLocalNID registers one of this host's identifiers. identity is the locator of the
+// identity address sockets bind to (the /128 on lo); sessions opened by a correspondent use it
+// as their local view (0: the locator the first packet arrived on).
+func (d *Datapath) SetLocalNID(nid wire.NID, identity wire.L64) error {
+	if nid == 0 {
+		return errors.New("datapath: local NID 0")
+	}
+	v := ilnpBPFIlnpLocalNid{Identity: be64(uint64(identity))}
+	if err := d.objs.LocalNids.Put(be64(uint64(nid)), v); err != nil {
+		return fmt.Errorf("datapath: set local NID %v: %w", nid, err)
+	}
+	return nil
+}
+
+// DeleteLocalNID removes one of this host's identifiers.
+func (d *Datapath) DeleteLocalNID(nid wire.NID) error {
+	return wrapDelete(d.objs.LocalNids.Delete(be64(uint64(nid))), "local NID %v", nid)
+}
+
+// SetActiveLocator sets the host-wide active local locator: every session without its own
+// LocalLocator sends from it. 0 keeps the session view's locator.
+func (d *Datapath) SetActiveLocator(l wire.L64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg, err := d.config()
+	if err != nil {
+		return err
+	}
+	cfg.ActiveLocal = be64(uint64(l))
+	if err := d.objs.ConfigMap.Put(uint32(0), cfg); err != nil {
+		return fmt.Errorf("datapath: set active locator %v: %w", l, err)
+	}
+	return nil
+}
+
+// ActiveLocator returns the host-wide active local locator.
+func (d *Datapath) ActiveLocator() (wire.L64, error) {
+	cfg, err := d.config()
+	return wire.L64(be64(cfg.ActiveLocal)), err
+}
+
+// PutLocalLocator adds or replaces one of this host's locators.
+func (d *Datapath) PutLocalLocator(l LocalLocator) error {
+	if l.Locator == 0 || !l.State.valid() {
+		return fmt.Errorf("datapath: local locator %v state %v: invalid", l.Locator, l.State)
+	}
+	if l.NextHop.IsValid() && (!l.NextHop.Is6() || l.NextHop.Is4In6()) {
+		return fmt.Errorf("datapath: local locator %v: next hop %v is not IPv6", l.Locator, l.NextHop)
+	}
+	v := ilnpBPFIlnpLocalLocator{State: uint32(l.State), Ifindex: uint32(l.Ifindex)}
+	if l.NextHop.IsValid() {
+		v.Nexthop = l.NextHop.As16()
+	}
+	if err := d.objs.LocalLocators.Put(be64(uint64(l.Locator)), v); err != nil {
+		return fmt.Errorf("datapath: put local locator %v: %w", l.Locator, err)
+	}
+	return nil
+}
+
+// DeleteLocalLocator removes one of this host's locators.
+func (d *Datapath) DeleteLocalLocator(l wire.L64) error {
+	return wrapDelete(d.objs.LocalLocators.Delete(be64(uint64(l))), "local locator %v", l)
+}
+
+// LocalLocators lists this host's locators.
+func (d *Datapath) LocalLocators() ([]LocalLocator, error) {
+	var (
+		k   uint64
+		v   ilnpBPFIlnpLocalLocator
+		out []LocalLocator
+	)
+	it := d.objs.LocalLocators.Iterate()
+	for it.Next(&k, &v) {
+		l := LocalLocator{Locator: wire.L64(be64(k)), State: LocatorState(v.State), Ifindex: int(v.Ifindex)}
+		if nh := netip.AddrFrom16(v.Nexthop); !nh.IsUnspecified() {
+			l.NextHop = nh
+		}
+		out = append(out, l)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list local locators: %w", err)
+	}
+	return out, nil
+}
+
+func remoteToBPF(locs []RemoteLocator) ([8]ilnpBPFIlnpRemoteLocator, error) {
+	var out [8]ilnpBPFIlnpRemoteLocator
+	if len(locs) > MaxRemoteLocators {
+		return out, fmt.Errorf("%d remote locators, at most %d", len(locs), MaxRemoteLocators)
+	}
+	for i, l := range locs {
+		if l.Locator == 0 || !l.State.valid() {
+			return out, fmt.Errorf("remote locator %v state %v: invalid", l.Locator, l.State)
+		}
+		out[i] = ilnpBPFIlnpRemoteLocator{L64: be64(uint64(l.Locator)), State: uint32(l.State),
+			Preference: l.Preference, Lifetime: l.Lifetime}
+	}
+	return out, nil
+}
+
+func remoteFromBPF(in [8]ilnpBPFIlnpRemoteLocator) []RemoteLocator {
+	var out []RemoteLocator
+	for _, l := range in {
+		if l.L64 == 0 && l.State == 0 {
+			continue
+		}
+		out = append(out, RemoteLocator{Locator: wire.L64(be64(l.L64)), State: LocatorState(l.State),
+			Preference: l.Preference, Lifetime: l.Lifetime})
+	}
+	return out
+}
+
+func peerKey(a netip.Addr) (ilnpBPFIlnpPeerKey, error) {
+	v, err := wire.ILVFromAddr(a)
+	if err != nil {
+		return ilnpBPFIlnpPeerKey{}, err
+	}
+	return ilnpBPFIlnpPeerKey{L64: be64(uint64(v.Locator)), Nid: be64(uint64(v.NID))}, nil
+}
+
+// PutPeer registers an ILNP correspondent: the first packet from this host to p.Addr opens a
+// session with p's locators.
+func (d *Datapath) PutPeer(p Peer) error {
+	k, err := peerKey(p.Addr)
+	if err != nil {
+		return fmt.Errorf("datapath: put peer: %w", err)
+	}
+	remote, err := remoteToBPF(p.Locators)
+	if err != nil {
+		return fmt.Errorf("datapath: put peer %v: %w", p.Addr, err)
+	}
+	v := ilnpBPFIlnpPeer{RemoteActive: be64(uint64(p.Active)), Remote: remote, Flags: uint32(p.Flags)}
+	if err := d.objs.Peers.Put(k, v); err != nil {
+		return fmt.Errorf("datapath: put peer %v: %w", p.Addr, err)
+	}
+	return nil
+}
+
+// DeletePeer forgets a correspondent (its sessions stay).
+func (d *Datapath) DeletePeer(addr netip.Addr) error {
+	k, err := peerKey(addr)
+	if err != nil {
+		return fmt.Errorf("datapath: delete peer: %w", err)
+	}
+	return wrapDelete(d.objs.Peers.Delete(k), "peer %v", addr)
+}
+
+// Peers lists the registered correspondents.
+func (d *Datapath) Peers() ([]Peer, error) {
+	var (
+		k   ilnpBPFIlnpPeerKey
+		v   ilnpBPFIlnpPeer
+		out []Peer
+	)
+	it := d.objs.Peers.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, Peer{
+			Addr:     wire.ILV{Locator: wire.L64(be64(k.L64)), NID: wire.NID(be64(k.Nid))}.Addr(),
+			Active:   wire.L64(be64(v.RemoteActive)),
+			Locators: remoteFromBPF(v.Remote),
+			Flags:    SessionFlags(v.Flags),
+		})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list peers: %w", err)
+	}
+	return out, nil
+}
+
+func sessionKey(local, remote wire.NID) ilnpBPFIlnpSessionKey {
+	return ilnpBPFIlnpSessionKey{LocalNid: be64(uint64(local)), RemoteNid: be64(uint64(remote))}
+}
+
+func nonceKey(remote wire.NID, n wire.Nonce) ilnpBPFIlnpNonceKey {
+	k := ilnpBPFIlnpNonceKey{RemoteNid: be64(uint64(remote)), NonceLen: uint32(n.Len())}
+	copy(k.Nonce[:], n.Bytes())
+	return k
+}
+
+func nonceFrom(b [12]uint8, n uint8) wire.Nonce {
+	if n != 4 && n != 12 {
+		return wire.Nonce{}
+	}
+	nonce, _ := wire.NonceFromBytes(b[:n])
+	return nonce
+}
+
+func sessionFromBPF(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) Session {
+	return Session{
+		LocalNID:       wire.NID(be64(k.LocalNid)),
+		RemoteNID:      wire.NID(be64(k.RemoteNid)),
+		LocalView:      wire.L64(be64(v.LocalView)),
+		RemoteView:     wire.L64(be64(v.RemoteView)),
+		LocalLocator:   wire.L64(be64(v.LocalLocator)),
+		RemoteActive:   wire.L64(be64(v.RemoteActive)),
+		RemoteLocators: remoteFromBPF(v.Remote),
+		LocalNonce:     nonceFrom(v.LocalNonce, v.LocalNonceLen),
+		RemoteNonce:    nonceFrom(v.RemoteNonce, v.RemoteNonceLen),
+		Flags:          SessionFlags(v.Flags),
+		TxPackets:      v.TxPackets,
+		RxPackets:      v.RxPackets,
+		CreatedNs:      v.CreatedNs,
+		LastTxNs:       v.LastTxNs,
+		LastRxNs:       v.LastRxNs,
+	}
+}
+
+// PutSession creates or replaces a session (statistics are kept when it exists) and indexes
+// it by <remote NID, remote nonce> (RFC 6741 s.5.4). A zero LocalNonce gets a fresh random one
+// of the configured size.
+func (d *Datapath) PutSession(s Session) error {
+	if s.LocalNID == 0 || s.RemoteNID == 0 || s.LocalView == 0 || s.RemoteView == 0 {
+		return fmt.Errorf("datapath: put session %v-%v: NIDs and view locators must be set", s.LocalNID, s.RemoteNID)
+	}
+	if s.LocalNonce.IsZero() {
+		n, err := wire.RandomNonce(d.opts.NonceSize)
+		if err != nil {
+			return fmt.Errorf("datapath: put session: %w", err)
+		}
+		s.LocalNonce = n
+	}
+	remote, err := remoteToBPF(s.RemoteLocators)
+	if err != nil {
+		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := sessionKey(s.LocalNID, s.RemoteNID)
+	var v ilnpBPFIlnpSession
+	if err := d.objs.Sessions.Lookup(k, &v); err == nil {
+		if old := nonceFrom(v.RemoteNonce, v.RemoteNonceLen); !old.IsZero() && old != s.RemoteNonce {
+			_ = d.objs.NonceIndex.Delete(nonceKey(s.RemoteNID, old))
+		}
+	} else {
+		v = ilnpBPFIlnpSession{}
+	}
+	v.LocalView = be64(uint64(s.LocalView))
+	v.RemoteView = be64(uint64(s.RemoteView))
+	v.LocalLocator = be64(uint64(s.LocalLocator))
+	v.RemoteActive = be64(uint64(s.RemoteActive))
+	v.Remote = remote
+	v.LocalNonce, v.LocalNonceLen = [12]uint8{}, uint8(s.LocalNonce.Len())
+	copy(v.LocalNonce[:], s.LocalNonce.Bytes())
+	v.RemoteNonce, v.RemoteNonceLen = [12]uint8{}, uint8(s.RemoteNonce.Len())
+	copy(v.RemoteNonce[:], s.RemoteNonce.Bytes())
+	v.Flags = uint32(s.Flags)
+	if err := d.objs.Sessions.Put(k, &v); err != nil {
+		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
+	}
+	if !s.RemoteNonce.IsZero() {
+		if err := d.objs.NonceIndex.Put(nonceKey(s.RemoteNID, s.RemoteNonce), k); err != nil {
+			return fmt.Errorf("datapath: index session %v-%v by nonce: %w", s.LocalNID, s.RemoteNID, err)
+		}
+	}
+	return nil
+}
+
+// GetSession returns the session between a local and a remote NID.
+func (d *Datapath) GetSession(local, remote wire.NID) (Session, error) {
+	k := sessionKey(local, remote)
+	var v ilnpBPFIlnpSession
+	if err := d.objs.Sessions.Lookup(k, &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, ErrNotFound)
+		}
+		return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, err)
+	}
+	return sessionFromBPF(k, &v), nil
+}
+
+// DeleteSession removes a session and its nonce index entry.
+func (d *Datapath) DeleteSession(local, remote wire.NID) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.GetSession(local, remote)
+	if err != nil {
+		return err
+	}
+	if !s.RemoteNonce.IsZero() {
+		_ = d.objs.NonceIndex.Delete(nonceKey(remote, s.RemoteNonce))
+	}
+	return wrapDelete(d.objs.Sessions.Delete(sessionKey(local, remote)), "session %v-%v", local, remote)
+}
+
+// Sessions lists every session.
+func (d *Datapath) Sessions() ([]Session, error) {
+	var (
+		k   ilnpBPFIlnpSessionKey
+		v   ilnpBPFIlnpSession
+		out []Session
+	)
+	it := d.objs.Sessions.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, sessionFromBPF(k, &v))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// SetRemoteLocators replaces the remote locator set and the active remote locator of every
+// session with the remote NID, and of every registered peer with that NID (so sessions opened
+// later start with it). It returns how many sessions changed; with none it returns ErrNotFound
+// (the peers are still updated).
+func (d *Datapath) SetRemoteLocators(remote wire.NID, locs []RemoteLocator, active wire.L64) (int, error) {
+	set, err := remoteToBPF(locs)
+	if err != nil {
+		return 0, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var (
+		pk  ilnpBPFIlnpPeerKey
+		pv  ilnpBPFIlnpPeer
+		pks []ilnpBPFIlnpPeerKey
+	)
+	it := d.objs.Peers.Iterate()
+	for it.Next(&pk, &pv) {
+		if pk.Nid == be64(uint64(remote)) {
+			pks = append(pks, pk)
+		}
+	}
+	for _, k := range pks {
+		if err := d.objs.Peers.Lookup(k, &pv); err != nil {
+			continue
+		}
+		pv.Remote, pv.RemoteActive = set, be64(uint64(active))
+		if err := d.objs.Peers.Put(k, &pv); err != nil {
+			return 0, fmt.Errorf("datapath: update peer of %v: %w", remote, err)
+		}
+	}
+	var (
+		sk  ilnpBPFIlnpSessionKey
+		sv  ilnpBPFIlnpSession
+		sks []ilnpBPFIlnpSessionKey
+	)
+	sit := d.objs.Sessions.Iterate()
+	for sit.Next(&sk, &sv) {
+		if sk.RemoteNid == be64(uint64(remote)) {
+			sks = append(sks, sk)
+		}
+	}
+	if err := sit.Err(); err != nil {
+		return 0, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
+	}
+	n := 0
+	for _, k := range sks {
+		if err := d.objs.Sessions.Lookup(k, &sv); err != nil {
+			continue
+		}
+		// The BPF side updates only counters, timestamps and a learned nonce in place; a
+		// read-modify-write here can at worst lose a packet count.
+		sv.Remote, sv.RemoteActive = set, be64(uint64(active))
+		if err := d.objs.Sessions.Put(k, &sv); err != nil {
+			return n, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("datapath: sessions with %v: %w", remote, ErrNotFound)
+	}
+	return n, nil
+}
+
+// Counters returns every datapath counter summed over the CPUs, by name (CounterNames).
+func (d *Datapath) Counters() (map[string]uint64, error) {
+	out := make(map[string]uint64, len(counterNames))
+	var per []uint64
+	for i, name := range counterNames {
+		if err := d.objs.Counters.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("datapath: counter %s: %w", name, err)
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		out[name] = sum
+	}
+	return out, nil
+}
+
+// RefillNonces tops the pool of crypto/rand nonces up to its capacity and returns how many
+// were added. Sessions the datapath creates on its own take their local nonce from it
+// (RFC 6744 s.7); Events calls it after every new session.
+func (d *Datapath) RefillNonces() (int, error) {
+	added := 0
+	buf := make([]byte, 12*64)
+	for {
+		if _, err := rand.Read(buf); err != nil {
+			return added, fmt.Errorf("datapath: nonce pool: %w", err)
+		}
+		for i := 0; i < 64; i++ {
+			var n [12]byte
+			copy(n[:], buf[i*12:])
+			if err := d.objs.NoncePool.Update(nil, n, ebpf.UpdateAny); err != nil {
+				if errors.Is(err, unix.E2BIG) {
+					return added, nil
+				}
+				return added, fmt.Errorf("datapath: nonce pool: %w", err)
+			}
+			added++
+		}
+	}
+}
+
+func wrapDelete(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf(format, args...)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("datapath: %s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("datapath: delete %s: %w", what, err)
+}

@@ -8,6 +8,14 @@
 // ranks the locators, the first becomes Active, the others become Valid (soft mode) or Aged
 // (hard mode), and every correspondent whose advertised set differs gets an LU listing all
 // Active and Valid locators, the active one first with preference 0.
+//
+// Driving it (ilnpd): feed UpdateLocal/RemoveLocal/InterfaceDown/RouterGone from RAs and
+// netlink, OpenSession/LearnRemoteNonce/Touch from the datapath's session events, ApplyLU
+// with the nonce carried in the received LU's Nonce option, VerifyNonce before handing an
+// LU-ACK to the lu.Engine, and LUGaveUp on the engine's GiveUp. Apply every returned Effects:
+// Updates to lu.Engine.Send, Acks out on the wire, Bindings into the datapath (and
+// lu.Engine.Redirect when a binding's RemoteLocator changed), Removed to the datapath and
+// lu.Engine.Forget, Locals() into the datapath when LocalChanged. Call Tick at NextDeadline.
 package ilcc
 
 import (

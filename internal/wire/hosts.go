@@ -138,7 +138,11 @@ func parseHostsLine(s string) (HostEntry, bool, error) {
 		return HostEntry{}, false, nil
 	}
 	if _, err := netip.ParseAddr(f[0]); err == nil {
-		return HostEntry{}, false, nil // an ordinary hosts line
+		// An ordinary hosts line, unless it is an I-LV split by blanks.
+		if strings.ContainsAny(s, "|,") {
+			return HostEntry{}, false, fmt.Errorf("%q: an address followed by '|' or ','; write L64|preference,NID without blanks", strings.Join(f, " "))
+		}
+		return HostEntry{}, false, nil
 	}
 	if len(f) < 2 {
 		return HostEntry{}, false, fmt.Errorf("%q: no hostname after the I-LV", f[0])
@@ -215,6 +219,20 @@ func (h Hosts) Lookup(name string) []ILV {
 	out := make([]ILV, len(es))
 	for i, e := range es {
 		out[i] = e.ILV
+	}
+	return out
+}
+
+// LookupRanked is Lookup in the form ILVsFromRRs returns, so a resolver can
+// treat hosts-file and DNS answers alike (NIDPreference and TTL are 0).
+func (h Hosts) LookupRanked(name string) []RankedILV {
+	es := h.Entries(name)
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]RankedILV, len(es))
+	for i, e := range es {
+		out[i] = RankedILV{ILV: e.ILV, Preference: e.Preference}
 	}
 	return out
 }

@@ -55,6 +55,12 @@ func TestParseHosts(t *testing.T) {
 	if got := h.Lookup("nosuch"); got != nil {
 		t.Errorf("Lookup(nosuch) = %v", got)
 	}
+	if got := h.LookupRanked("ilnp-linux1"); len(got) != 3 || got[0] != (RankedILV{ILV: want[0], Preference: 5}) || got[2].Preference != 10 {
+		t.Errorf("LookupRanked = %v", got)
+	}
+	if got := h.LookupRanked("nosuch"); got != nil {
+		t.Errorf("LookupRanked(nosuch) = %v", got)
+	}
 	if got := h.LookupAddr(cn[0]); !slices.Equal(got, []string{"cn", "cn.example.org."}) {
 		t.Errorf("LookupAddr = %v", got)
 	}
@@ -107,6 +113,7 @@ func TestParseHostsErrors(t *testing.T) {
 		{"long hostname", "2001:1111:0000:0000|10,021b:21ff:fe67:97a8 " + strings.Repeat("a", 254), 1, "longer than 253"},
 		{"not an I-LV", "# c\nlocalhost 127.0.0.1", 2, `"localhost": want L64|preference,NID`},
 		{"duplicate", "2001:1111::|10,021b:21ff:fe67:97a8 h\n2001:1111:0:0|20,021b:21ff:fe67:97a8 H", 2, "H: I-LV 2001:1111:0000:0000,021b:21ff:fe67:97a8 already listed on line 1"},
+		{"I-LV split by blanks", "2001:1111:: |10,021b:21ff:fe67:97a8 h", 1, "without blanks"},
 		{"line too long", "2001:1111::|10,021b:21ff:fe67:97a8 h\n" + strings.Repeat("x", 5000), 2, "line longer than 4096 bytes"},
 	} {
 		h, err := ParseHosts(strings.NewReader(tc.in), "test.hosts")

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"strings"
@@ -293,6 +294,29 @@ func FuzzParseILV(f *testing.F) {
 		back, err = ILVFromAddr(v.Addr())
 		if err != nil || back != v {
 			t.Fatalf("%q -> %v -> %v -> %v, %v", s, v, v.Addr(), back, err)
+		}
+	})
+}
+
+func FuzzNIDFromMAC(f *testing.F) {
+	f.Add([]byte{0, 0x1b, 0x21, 0x67, 0x97, 0xa8})
+	f.Add([]byte{2, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77})
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, mac []byte) {
+		n, err := NIDFromMAC(mac)
+		if (err == nil) != (len(mac) == 6 || len(mac) == 8) {
+			t.Fatalf("% x: err %v", mac, err)
+		}
+		if err != nil {
+			return
+		}
+		// Inverting the u/l bit again gives back the EUI-64 (RFC 4291 App. A).
+		var eui [8]byte
+		for i := range 8 {
+			eui[i] = byte(uint64(n^ulBit) >> (56 - 8*i))
+		}
+		if len(mac) == 8 && !bytes.Equal(eui[:], mac) || len(mac) == 6 && (!bytes.Equal(eui[:3], mac[:3]) || !bytes.Equal(eui[5:], mac[3:]) || eui[3] != 0xff || eui[4] != 0xfe) {
+			t.Fatalf("% x -> %v", mac, n)
 		}
 	})
 }

@@ -207,6 +207,10 @@ func FuzzParseLocatorUpdate(f *testing.F) {
 			src, dst = netip.AddrFrom16([16]byte(addrs[:16])), netip.AddrFrom16([16]byte(addrs[16:32]))
 		}
 		lu, q, err := ParseLocatorUpdateQuirks(msg, src, dst, LUParseOptions{ZeroLocatorChecksum: zeroLoc})
+		plain, perr := ParseLocatorUpdate(msg, src, dst, LUParseOptions{ZeroLocatorChecksum: zeroLoc})
+		if (perr == nil) != (err == nil) || (err == nil && !slices.Equal(plain.Locators, lu.Locators)) {
+			t.Fatalf("% x: ParseLocatorUpdate %v disagrees with ParseLocatorUpdateQuirks %v", msg, perr, err)
+		}
 		if err != nil {
 			return
 		}

@@ -69,3 +69,25 @@ func TestRandomNonce(t *testing.T) {
 		}
 	}
 }
+
+func FuzzNonceFromBytes(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4})
+	f.Add(make([]byte, 12))
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := NonceFromBytes(b)
+		if (err == nil) != (len(b) == 4 || len(b) == 12) {
+			t.Fatalf("%d bytes: err %v", len(b), err)
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(n.Bytes(), b) || n.Len() != len(b) || n.IsZero() {
+			t.Fatalf("% x -> %v", b, n)
+		}
+		d, err := ParseDestOpts(AppendNonceHeader(nil, ProtoUDP, n))
+		if err != nil || d.Nonce != n {
+			t.Fatalf("% x: header round trip %v, %v", b, d.Nonce, err)
+		}
+	})
+}

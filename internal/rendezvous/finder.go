@@ -1,0 +1,237 @@
+package rendezvous
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"ilnp/internal/wire"
+)
+
+// ErrNoILNP means the name has no usable NID+L64 records (no such name, no NID, or no L64):
+// the caller falls back to plain IPv6 (AAAA).
+var ErrNoILNP = errors.New("no ILNP (NID and L64) records")
+
+// FinderConfig configures a Finder. Server is required.
+type FinderConfig struct {
+	Server     string // upstream (recursive or authoritative), "host:port" or address
+	Timeout    time.Duration
+	Dial       DialFunc
+	Now        func() time.Time // clock for the cache; time.Now by default
+	MaxEntries int              // cache size; default 1024
+}
+
+// Finder looks up NID and L64 records for correspondents, with a small cache.
+type Finder struct {
+	x          *exchanger
+	now        func() time.Time
+	maxEntries int
+
+	mu    sync.Mutex
+	cache map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	ilvs    []wire.RankedILV // nil: negative (ErrNoILNP)
+	expires time.Time
+}
+
+// NewFinder checks the configuration.
+func NewFinder(cfg FinderConfig) (*Finder, error) {
+	server, err := serverAddr(cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous finder: %w", err)
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = (&net.Dialer{}).DialContext
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Finder{
+		x:          &exchanger{server: server, dial: cfg.Dial, timeout: cmp.Or(cfg.Timeout, DefaultTimeout)},
+		now:        cfg.Now,
+		maxEntries: cmp.Or(cfg.MaxEntries, 1024),
+		cache:      map[string]cacheEntry{},
+	}, nil
+}
+
+// Lookup returns name's I-LVs, most preferred first (wire.ILVsFromRRs order), and how long the
+// answer may still be used. A name without NID or L64 records gives ErrNoILNP (wrapped; test
+// with errors.Is), with the time that negative answer may be cached (RFC 2308). Any other
+// error (timeout, SERVFAIL, ...) is an *ExchangeError: the caller should not conclude the
+// name is not ILNP. Answers are cached for at most their TTL, counted from when the query was
+// sent, so the cache never serves a record after the upstream would have dropped it; TTL 0
+// answers are not cached.
+func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, time.Duration, error) {
+	if _, ok := dns.IsDomainName(name); !ok || name == "" {
+		return nil, 0, fmt.Errorf("rendezvous lookup: bad name %q", name)
+	}
+	name = dns.CanonicalName(name)
+	now := f.now()
+	f.mu.Lock()
+	e, hit := f.cache[name]
+	if hit && !now.Before(e.expires) {
+		delete(f.cache, name)
+		hit = false
+	}
+	f.mu.Unlock()
+	if hit {
+		left := e.expires.Sub(now)
+		if e.ilvs == nil {
+			return nil, left, fmt.Errorf("%s: %w", name, ErrNoILNP)
+		}
+		return cloneILVs(e.ilvs, left), left, nil
+	}
+
+	sent := now
+	type result struct {
+		rrs    []dns.RR
+		negTTL uint32
+		err    error
+	}
+	var nidRes, l64Res result
+	var wg sync.WaitGroup
+	for _, q := range []struct {
+		t   uint16
+		out *result
+	}{{dns.TypeNID, &nidRes}, {dns.TypeL64, &l64Res}} {
+		wg.Go(func() {
+			q.out.rrs, q.out.negTTL, q.out.err = f.query(ctx, name, q.t)
+		})
+	}
+	wg.Wait()
+	if err := cmp.Or(nidRes.err, l64Res.err); err != nil {
+		return nil, 0, err
+	}
+	all := append(nidRes.rrs, l64Res.rrs...)
+	ilvs, err := wire.ILVsFromRRs(name, all)
+	if err != nil {
+		// Negative: cacheable for the shortest of the negative TTLs and of the records that
+		// did exist (a NID alone may get its L64 at any moment, e.g. a node coming up).
+		ttl := uint32(math.MaxUint32)
+		if len(nidRes.rrs) == 0 {
+			ttl = min(ttl, nidRes.negTTL)
+		}
+		if len(l64Res.rrs) == 0 {
+			ttl = min(ttl, l64Res.negTTL)
+		}
+		for _, rr := range all {
+			ttl = min(ttl, rr.Header().Ttl)
+		}
+		left := f.store(name, nil, sent, ttl)
+		return nil, left, fmt.Errorf("%s: %w (%v)", name, ErrNoILNP, err)
+	}
+	ttl := uint32(math.MaxUint32)
+	for _, v := range ilvs {
+		ttl = min(ttl, v.TTL)
+	}
+	left := f.store(name, ilvs, sent, ttl)
+	return cloneILVs(ilvs, left), left, nil
+}
+
+// cloneILVs copies cached I-LVs, with TTL set to what is left of it.
+func cloneILVs(in []wire.RankedILV, left time.Duration) []wire.RankedILV {
+	out := make([]wire.RankedILV, len(in))
+	copy(out, in)
+	for i := range out {
+		out[i].TTL = uint32(left / time.Second)
+	}
+	return out
+}
+
+func (f *Finder) store(name string, ilvs []wire.RankedILV, sent time.Time, ttl uint32) time.Duration {
+	left := time.Duration(ttl) * time.Second
+	if ttl == 0 {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.cache) >= f.maxEntries {
+		now := f.now()
+		for k, e := range f.cache {
+			if !now.Before(e.expires) {
+				delete(f.cache, k)
+			}
+		}
+		for k := range f.cache {
+			if len(f.cache) < f.maxEntries {
+				break
+			}
+			delete(f.cache, k)
+		}
+	}
+	f.cache[name] = cacheEntry{ilvs: ilvs, expires: sent.Add(left)}
+	return left
+}
+
+// Flush empties the cache (e.g. when the upstream changes).
+func (f *Finder) Flush() {
+	f.mu.Lock()
+	f.cache = map[string]cacheEntry{}
+	f.mu.Unlock()
+}
+
+// query asks for one type. It follows a CNAME chain inside the answer so records of the
+// chain's target are returned under the queried name; the negative TTL is min(SOA TTL, SOA
+// MINIMUM) from the authority section (RFC 2308 s.5), 0 when there is no SOA.
+func (f *Finder) query(ctx context.Context, name string, t uint16) ([]dns.RR, uint32, error) {
+	q := new(dns.Msg)
+	q.SetQuestion(name, t)
+	op := "query " + dns.TypeToString[t]
+	r, err := f.x.exchange(ctx, q)
+	if r == nil {
+		cause := classifyTransport(err)
+		return nil, 0, &ExchangeError{Op: op, Name: name, Server: f.x.server, Cause: cause, Rcode: -1, Err: err}
+	}
+	if err != nil {
+		cause := classifyTransport(err)
+		return nil, 0, &ExchangeError{Op: op, Name: name, Server: f.x.server, Cause: cause, Rcode: r.Rcode, Err: err}
+	}
+	switch r.Rcode {
+	case dns.RcodeSuccess, dns.RcodeNameError:
+	default:
+		cause, rc := classifyReply(r)
+		return nil, 0, &ExchangeError{Op: op, Name: name, Server: f.x.server, Cause: cause, Rcode: rc}
+	}
+	owner := name
+	chainTTL := uint32(math.MaxUint32) // records reached through a CNAME live no longer than it
+	for range 16 {                     // CNAME chain, bounded against loops
+		next := ""
+		for _, rr := range r.Answer {
+			if c, ok := rr.(*dns.CNAME); ok && dns.CanonicalName(c.Hdr.Name) == owner {
+				next = dns.CanonicalName(c.Target)
+				chainTTL = min(chainTTL, c.Hdr.Ttl)
+			}
+		}
+		if next == "" {
+			break
+		}
+		owner = next
+	}
+	var out []dns.RR
+	for _, rr := range r.Answer {
+		h := rr.Header()
+		if h.Rrtype != t || h.Class != dns.ClassINET || dns.CanonicalName(h.Name) != owner {
+			continue
+		}
+		c := dns.Copy(rr)
+		c.Header().Name = name
+		c.Header().Ttl = min(c.Header().Ttl, chainTTL)
+		out = append(out, c)
+	}
+	var neg uint32
+	for _, rr := range r.Ns {
+		if soa, ok := rr.(*dns.SOA); ok {
+			neg = min(soa.Hdr.Ttl, soa.Minttl)
+		}
+	}
+	return out, neg, nil
+}

@@ -1,0 +1,516 @@
+// Package rendezvous makes ILNPv6 nodes findable through real DNS (RFC 6742 NID and L64
+// records): a Publisher keeps a mobile node's records on its authoritative server current
+// with TSIG-signed RFC 2136 UPDATEs, and a Finder looks names up for a correspondent, with a
+// cache that never outlives the records' TTLs.
+package rendezvous
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// LocatorEntry is one valid local locator to publish.
+type LocatorEntry struct {
+	Locator    wire.L64
+	Preference uint16 // lower is more preferred (RFC 6742 s.2.3)
+}
+
+// Defaults. TTL: the thesis (s.2.6.3, s.7) and RFC 6741 s.6 want L64 TTLs very low, even zero,
+// because a cached stale locator makes a moved node unreachable; measured DNS load impact of
+// zero TTLs is not significant.
+const (
+	DefaultTTL           = 0 * time.Second
+	DefaultNIDPreference = 10
+	DefaultTimeout       = 2 * time.Second
+	DefaultMinBackoff    = 200 * time.Millisecond
+	DefaultMaxBackoff    = 30 * time.Second
+)
+
+// PublisherConfig configures a Publisher. Name, Zone and Server are required.
+type PublisherConfig struct {
+	Name   string   // the node's name, e.g. "mn.ilnp.test."
+	Zone   string   // the zone to update, e.g. "ilnp.test." (Name must be inside it)
+	Server string   // primary server, "host:port" or an address (port 53)
+	Key    *TSIGKey // nil: unsigned updates (only for servers that allow them by address)
+	TTL    time.Duration
+	// NIDPreference is the NID record's preference (default 10).
+	NIDPreference uint16
+	Timeout       time.Duration // per exchange; default 2 s
+	MinBackoff    time.Duration // first retry delay; default 200 ms
+	MaxBackoff    time.Duration // retry delay cap; default 30 s
+	Dial          DialFunc
+	Logger        *slog.Logger
+	// Emit receives DNSUpdateSent/DNSUpdateResult timeline events (nil: none).
+	Emit func(timeline.Event)
+	Node string // timeline Node field
+}
+
+// Stats are the Publisher's counters.
+type Stats struct {
+	Publishes      uint64           // Publish calls accepted
+	UpdatesSent    uint64           // UPDATE messages sent (attempts)
+	UpdatesOK      uint64           // UPDATEs the server applied
+	StateReads     uint64           // queries to learn the server's current RRsets
+	Superseded     uint64           // states never sent because a newer one came first
+	Errors         map[Cause]uint64 // failed exchanges by cause
+	LastError      string
+	LastErrorCause Cause
+}
+
+// Status is a snapshot of where publishing stands.
+type Status struct {
+	Wanted    uint64 // generation of the latest Publish (0: none yet)
+	Published uint64 // generation the server is known to hold
+	Parked    bool   // the latest state failed for a cause retrying cannot fix
+	Stats     Stats
+}
+
+// Publisher keeps a node's NID and L64 records on its DNS server equal to its current valid
+// locators. Publish never blocks; a single background goroutine (Run) sends the updates.
+type Publisher struct {
+	cfg  PublisherConfig
+	name string
+	zone string
+	x    *exchanger
+	log  *slog.Logger
+
+	wake chan struct{} // capacity 1: "a newer state is waiting"
+
+	mu        sync.Mutex
+	want      *desired // latest state asked for: latest wins, older ones are dropped
+	published uint64
+	parked    uint64 // generation parked by a non-retryable error
+	stats     Stats
+	changed   chan struct{} // closed and replaced on every status change
+}
+
+type desired struct {
+	gen  uint64
+	nid  wire.NID
+	locs []LocatorEntry
+}
+
+// NewPublisher checks the configuration; call Run in a goroutine to start publishing.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	if _, ok := dns.IsDomainName(cfg.Name); !ok || cfg.Name == "" {
+		return nil, fmt.Errorf("rendezvous publisher: bad name %q", cfg.Name)
+	}
+	if _, ok := dns.IsDomainName(cfg.Zone); !ok || cfg.Zone == "" {
+		return nil, fmt.Errorf("rendezvous publisher: bad zone %q", cfg.Zone)
+	}
+	name, zone := dns.CanonicalName(cfg.Name), dns.CanonicalName(cfg.Zone)
+	if !dns.IsSubDomain(zone, name) {
+		return nil, fmt.Errorf("rendezvous publisher: name %s is not inside zone %s", name, zone)
+	}
+	server, err := serverAddr(cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous publisher: %w", err)
+	}
+	if cfg.TTL < 0 || cfg.TTL > 24*time.Hour {
+		return nil, fmt.Errorf("rendezvous publisher: TTL %v out of range 0..24h", cfg.TTL)
+	}
+	if cfg.NIDPreference == 0 {
+		cfg.NIDPreference = DefaultNIDPreference
+	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, DefaultMinBackoff)
+	cfg.MaxBackoff = max(cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff), cfg.MinBackoff)
+	if cfg.Dial == nil {
+		cfg.Dial = (&net.Dialer{}).DialContext
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	p := &Publisher{
+		cfg:     cfg,
+		name:    name,
+		zone:    zone,
+		x:       &exchanger{server: server, dial: cfg.Dial, timeout: cfg.Timeout, key: cfg.Key},
+		log:     cfg.Logger.With("component", "rendezvous", "name", name, "server", server),
+		wake:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+	}
+	p.stats.Errors = map[Cause]uint64{}
+	return p, nil
+}
+
+// serverAddr accepts "host:port", "[v6]:port" or a bare address/host (port 53).
+func serverAddr(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("no server")
+	}
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return s, nil
+	}
+	return net.JoinHostPort(strings.Trim(s, "[]"), "53"), nil
+}
+
+// Publish asks for the name's records to become: the NID record for nid and one L64 record
+// per entry. It validates and returns at once; Run sends the update. A later Publish
+// supersedes an earlier one that is not yet on the server. An empty set is not published (a
+// node without locators cannot reach the server anyway, and the last published set is the
+// best hint correspondents can have); Publish returns nil and keeps the previous state.
+// ctx is only used for logging.
+func (p *Publisher) Publish(ctx context.Context, nid wire.NID, locs []LocatorEntry) error {
+	if len(locs) == 0 {
+		p.log.DebugContext(ctx, "empty locator set not published; keeping the previous records")
+		return nil
+	}
+	clean := slices.Clone(locs)
+	slices.SortFunc(clean, func(a, b LocatorEntry) int {
+		return cmp.Or(cmp.Compare(a.Locator, b.Locator), cmp.Compare(a.Preference, b.Preference))
+	})
+	// One record per locator: the lowest (most preferred) preference wins.
+	clean = slices.CompactFunc(clean, func(a, b LocatorEntry) bool { return a.Locator == b.Locator })
+	p.mu.Lock()
+	gen := uint64(1)
+	if p.want != nil {
+		gen = p.want.gen + 1
+		if p.want.gen != p.published {
+			p.stats.Superseded++
+		}
+	}
+	p.want = &desired{gen: gen, nid: nid, locs: clean}
+	p.stats.Publishes++
+	p.notifyLocked()
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	p.log.DebugContext(ctx, "publish requested", "generation", gen, "nid", nid.String(), "locators", len(clean))
+	return nil
+}
+
+// Status returns counters and generations.
+func (p *Publisher) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statusLocked()
+}
+
+func (p *Publisher) statusLocked() Status {
+	st := Status{Published: p.published, Stats: p.stats}
+	st.Stats.Errors = make(map[Cause]uint64, len(p.stats.Errors))
+	for k, v := range p.stats.Errors {
+		st.Stats.Errors[k] = v
+	}
+	if p.want != nil {
+		st.Wanted = p.want.gen
+		st.Parked = p.parked == p.want.gen
+	}
+	return st
+}
+
+func (p *Publisher) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Wait blocks until the latest published state is on the server, it is parked by a
+// non-retryable error (returned), or ctx ends.
+func (p *Publisher) Wait(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		st := p.statusLocked()
+		ch := p.changed
+		p.mu.Unlock()
+		switch {
+		case st.Wanted == st.Published:
+			return nil
+		case st.Parked:
+			return fmt.Errorf("rendezvous: publishing parked: %s", st.Stats.LastError)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Run sends updates until ctx ends. Start it once, in its own goroutine.
+func (p *Publisher) Run(ctx context.Context) {
+	var server *rrsets // what the server holds, as far as we know; nil: unknown, read it
+	attempt := 0       // consecutive failures of retryable causes
+	for {
+		p.mu.Lock()
+		w := p.want
+		todo := w != nil && w.gen != p.published && w.gen != p.parked
+		p.mu.Unlock()
+		if !todo {
+			attempt = 0
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+				continue
+			}
+		}
+		cause, err := p.sync(ctx, w, &server)
+		if ctx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		if err == nil {
+			p.published = w.gen
+			attempt = 0
+		} else {
+			p.stats.Errors[cause]++
+			p.stats.LastError, p.stats.LastErrorCause = err.Error(), cause
+			if !cause.retryable() {
+				p.parked = w.gen
+			}
+		}
+		p.notifyLocked()
+		p.mu.Unlock()
+		if err == nil {
+			continue
+		}
+		server = nil // after any failure the server's state is unknown: read it again
+		if !cause.retryable() {
+			// Only a configuration change (key, policy, zone) helps; say so once, loudly, and
+			// try again with the next locator change rather than hammering the server.
+			p.log.ErrorContext(ctx, "DNS update refused; not retrying until the locator set changes",
+				"cause", string(cause), "err", err)
+			continue
+		}
+		attempt++
+		delay := p.backoff(attempt)
+		if cause == CausePrereq && attempt == 1 {
+			delay = 0 // someone else changed the RRset: re-read and retry at once
+		}
+		p.log.WarnContext(ctx, "DNS update failed, will retry", "cause", string(cause), "attempt", attempt,
+			"retry_in", delay, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-p.wake:
+			// A newer state: it often comes with a new locator, i.e. a new path to the
+			// server, so try it now instead of sleeping out the old backoff.
+			t.Stop()
+			attempt = 0
+		}
+	}
+}
+
+// backoff is exponential from MinBackoff, capped at MaxBackoff, with +-20% jitter so many
+// nodes that lost the same server do not come back in step.
+func (p *Publisher) backoff(attempt int) time.Duration {
+	d := p.cfg.MinBackoff
+	for i := 1; i < attempt && d < p.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, p.cfg.MaxBackoff)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// rrsets is the NID and L64 content of the name on the server, TTLs ignored.
+type rrsets struct {
+	nids []dns.RR
+	l64s []dns.RR
+}
+
+// sync makes the server hold w. Why one UPDATE per change, and why prerequisites:
+//
+//   - One message, adds before deletes. RFC 2136 s.3.4 processes the Update section in order
+//     and s.3.7 makes the whole message atomic; named commits it as one new zone version, so a
+//     query sees the old set or the new one, never the empty set between a delete and an add.
+//     Two separate messages (add, then delete) would also never expose an empty set, but
+//     would double the latency and leave both sets published if the second were lost.
+//   - Compare-and-swap. The message carries value-dependent prerequisites (RFC 2136 s.2.4.2,
+//     s.2.4.3) stating the exact RRsets we believe the server holds. A retransmitted or
+//     delayed older UPDATE (UDP may deliver it after a newer one) then fails its
+//     prerequisite with NXRRSET instead of overwriting newer records: a stale state can
+//     never win. When our belief is unknown (start, after any failure), we read the RRsets
+//     first.
+func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Cause, error) {
+	if *server == nil {
+		cur, cause, err := p.readState(ctx)
+		if err != nil {
+			return cause, err
+		}
+		*server = cur
+	}
+	have := *server
+	ttl := uint32(p.cfg.TTL / time.Second)
+	hdr := func(t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: p.name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
+	}
+	wantNID := []dns.RR{&dns.NID{Hdr: hdr(dns.TypeNID), Preference: p.cfg.NIDPreference, NodeID: uint64(w.nid)}}
+	var wantL64 []dns.RR
+	for _, l := range w.locs {
+		wantL64 = append(wantL64, &dns.L64{Hdr: hdr(dns.TypeL64), Preference: l.Preference, Locator64: uint64(l.Locator)})
+	}
+	if sameRdata(have.nids, wantNID) && sameRdata(have.l64s, wantL64) && sameTTL(have, ttl) {
+		return CauseOK, nil
+	}
+
+	m := new(dns.Msg)
+	m.SetUpdate(p.zone)
+	for _, set := range []struct {
+		rrs []dns.RR
+		typ uint16
+	}{{have.nids, dns.TypeNID}, {have.l64s, dns.TypeL64}} {
+		if len(set.rrs) == 0 {
+			m.RRsetNotUsed([]dns.RR{&dns.ANY{Hdr: dns.RR_Header{Name: p.name, Rrtype: set.typ}}})
+			continue
+		}
+		m.Used(copyRRs(set.rrs))
+	}
+	m.Insert(copyRRs(append(slices.Clone(wantNID), wantL64...)))
+	var gone []dns.RR
+	for _, rr := range have.nids {
+		if !containsRdata(wantNID, rr) {
+			gone = append(gone, rr)
+		}
+	}
+	for _, rr := range have.l64s {
+		if !containsRdata(wantL64, rr) {
+			gone = append(gone, rr)
+		}
+	}
+	m.Remove(copyRRs(gone))
+
+	p.mu.Lock()
+	p.stats.UpdatesSent++
+	p.mu.Unlock()
+	detail := describe(w)
+	p.emit(timeline.Event{Kind: timeline.DNSUpdateSent, Detail: detail, Seq: uint32(w.gen)})
+	start := time.Now()
+	r, err := p.x.exchange(ctx, m)
+	elapsed := time.Since(start)
+	cause, rc := CauseOK, -1
+	switch {
+	case r != nil:
+		cause, rc = classifyReply(r)
+		if cause == CauseOK && err != nil {
+			cause = classifyTransport(err) // reply's TSIG did not verify: do not trust it
+		}
+	case err != nil:
+		cause = classifyTransport(err)
+	}
+	p.emit(timeline.Event{Kind: timeline.DNSUpdateResult, Detail: string(cause) + " " + detail,
+		Seq: uint32(w.gen), Duration: elapsed.Nanoseconds()})
+	if cause != CauseOK {
+		return cause, &ExchangeError{Op: "update", Name: p.name, Server: p.x.server, Cause: cause, Rcode: rc, Err: err}
+	}
+	*server = &rrsets{nids: wantNID, l64s: wantL64}
+	p.mu.Lock()
+	p.stats.UpdatesOK++
+	p.mu.Unlock()
+	p.log.InfoContext(ctx, "DNS records updated", "generation", w.gen, "records", detail, "rtt", elapsed)
+	return CauseOK, nil
+}
+
+// readState queries the server for the name's current NID and L64 RRsets.
+func (p *Publisher) readState(ctx context.Context) (*rrsets, Cause, error) {
+	p.mu.Lock()
+	p.stats.StateReads++
+	p.mu.Unlock()
+	cur := &rrsets{}
+	for _, t := range []uint16{dns.TypeNID, dns.TypeL64} {
+		q := new(dns.Msg)
+		q.SetQuestion(p.name, t)
+		q.RecursionDesired = false
+		r, err := p.x.exchange(ctx, q)
+		op := "read state (" + dns.TypeToString[t] + " query)"
+		if r == nil {
+			cause := classifyTransport(err)
+			return nil, cause, &ExchangeError{Op: op, Name: p.name, Server: p.x.server, Cause: cause, Rcode: -1, Err: err}
+		}
+		cause, rc := classifyReply(r)
+		if r.Rcode == dns.RcodeNameError {
+			cause = CauseOK // no such name yet: both sets empty
+		}
+		if cause == CauseOK && err != nil {
+			cause = classifyTransport(err)
+		}
+		if cause != CauseOK {
+			return nil, cause, &ExchangeError{Op: op, Name: p.name, Server: p.x.server, Cause: cause, Rcode: rc, Err: err}
+		}
+		for _, rr := range r.Answer {
+			h := rr.Header()
+			if h.Rrtype != t || h.Class != dns.ClassINET || dns.CanonicalName(h.Name) != p.name {
+				continue
+			}
+			if t == dns.TypeNID {
+				cur.nids = append(cur.nids, rr)
+			} else {
+				cur.l64s = append(cur.l64s, rr)
+			}
+		}
+	}
+	return cur, CauseOK, nil
+}
+
+func (p *Publisher) emit(e timeline.Event) {
+	if p.cfg.Emit == nil {
+		return
+	}
+	e.Node = p.cfg.Node
+	p.cfg.Emit(e)
+}
+
+func describe(w *desired) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nid=%s l64=", w.nid)
+	for i, l := range w.locs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s/%d", l.Locator, l.Preference)
+	}
+	return b.String()
+}
+
+// copyRRs deep-copies, since the miekg update helpers rewrite class and TTL in place.
+func copyRRs(rrs []dns.RR) []dns.RR {
+	out := make([]dns.RR, len(rrs))
+	for i, rr := range rrs {
+		out[i] = dns.Copy(rr)
+	}
+	return out
+}
+
+func containsRdata(set []dns.RR, rr dns.RR) bool {
+	return slices.ContainsFunc(set, func(x dns.RR) bool { return dns.IsDuplicate(x, rr) })
+}
+
+func sameRdata(a, b []dns.RR) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, rr := range a {
+		if !containsRdata(b, rr) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameTTL(s *rrsets, ttl uint32) bool {
+	for _, rr := range append(slices.Clone(s.nids), s.l64s...) {
+		if rr.Header().Ttl != ttl {
+			return false
+		}
+	}
+	return true
+}

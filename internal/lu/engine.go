@@ -181,6 +181,7 @@ type Engine struct {
 	cfg   Config
 	peers map[wire.NID]*peerState
 	next  uint64
+	nOut  int // outstanding exchanges
 	stats Stats
 }
 
@@ -247,26 +248,16 @@ func (e *Engine) start(p *peerState, msg Message, now time.Time) Action {
 		deadline: now.Add(timeout), timeout: timeout, ambiguous: ambiguous,
 	}
 	e.stats.Sent++
-	if n := e.outstanding(); n > e.stats.OutstandingPeak {
-		e.stats.OutstandingPeak = n
-	}
+	e.nOut++
+	e.stats.OutstandingPeak = max(e.stats.OutstandingPeak, e.nOut)
 	return Action{Kind: Transmit, Message: msg, Exchange: p.out.id, Attempt: 1, Timeout: timeout}
-}
-
-func (e *Engine) outstanding() int {
-	n := 0
-	for _, p := range e.peers {
-		if p.out != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // finish moves the outstanding exchange to the history with the given outcome.
 func (e *Engine) finish(p *peerState, outcome Outcome) {
 	x := p.out
 	p.out = nil
+	e.nOut--
 	p.history = append(p.history, record{
 		id: x.id, msg: x.msg, outcome: outcome, attempts: x.attempts, first: x.first,
 	})
@@ -413,7 +404,12 @@ func (e *Engine) Cancel(peer wire.NID) bool {
 }
 
 // Forget drops everything known about the correspondent, RTT estimate included.
-func (e *Engine) Forget(peer wire.NID) { delete(e.peers, peer) }
+func (e *Engine) Forget(peer wire.NID) {
+	if p := e.peers[peer]; p != nil && p.out != nil {
+		e.nOut--
+	}
+	delete(e.peers, peer)
+}
 
 // Outstanding reports the correspondent's outstanding LU, if any.
 func (e *Engine) Outstanding(peer wire.NID) (Pending, bool) {

@@ -64,6 +64,15 @@ func FuzzEngine(f *testing.F) {
 					t.Fatalf("attempt %d > 3", a.Attempt)
 				}
 			}
+			out := 0
+			for _, p := range e.peers {
+				if p.out != nil {
+					out++
+				}
+			}
+			if out != e.nOut {
+				t.Fatalf("outstanding count %d, actual %d", e.nOut, out)
+			}
 			if d, ok := e.NextDeadline(); ok && d.Before(now) {
 				if len(e.Tick(now)) == 0 {
 					t.Fatal("overdue deadline but Tick did nothing")

@@ -100,3 +100,15 @@ func (p *Proc) Log() string {
 }
 
 func unmount(target string) error { return unix.Unmount(target, unix.MNT_DETACH) }
+
+func (t *Topology) procsNamed(prefix string) []*Proc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ps []*Proc
+	for _, p := range t.procs {
+		if strings.HasPrefix(p.Name, prefix) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}

@@ -1,0 +1,231 @@
+// Command ilnp-lab runs the thesis's handoff experiments in network namespaces.
+//
+//	ilnp-lab run --scenario S --mode M --traffic T [--profile thesis|quick] [--reps N]
+//	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR] --out DIR
+//	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..]
+//	ilnp-lab demo [--out DIR]
+//	ilnp-lab analyze --out DIR
+//
+// The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
+// ilnp-lab LINK...), started by the lab itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"ilnp/lab"
+	"ilnp/lab/analysis"
+	"ilnp/lab/linkemu"
+)
+
+func main() {
+	linkemu.RunIfRequested()
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	// Ctrl-C / TERM cancel the context; every run tears down namespaces, processes and
+	// /etc/netns entries on the way out. A second signal kills at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = cmdRun(ctx, os.Args[2:])
+	case "matrix":
+		err = cmdMatrix(ctx, os.Args[2:])
+	case "demo":
+		err = cmdDemo(ctx, os.Args[2:])
+	case "analyze":
+		err = cmdAnalyze(os.Args[2:])
+	case "linkemu":
+		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
+	case "-h", "--help", "help":
+		usage()
+		return
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "ilnp-lab: interrupted; testbed torn down")
+			os.Exit(130)
+		}
+		fmt.Fprintln(os.Stderr, "ilnp-lab:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage:
+  ilnp-lab run --scenario %s --mode %s --traffic %s
+               [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
+               [--access wlan] [--bin DIR] --out DIR
+  ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
+  ilnp-lab demo [--out lab/out/demo]
+  ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
+`, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
+}
+
+type common struct {
+	profile                string
+	reps                   int
+	duration, enter, leave time.Duration
+	access, bin, out       string
+}
+
+func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
+	fs.StringVar(&c.profile, "profile", profile, "movement timing: thesis (30 s, enter 5 s, leave 20 s) or quick")
+	fs.IntVar(&c.reps, "reps", reps, "repetitions")
+	fs.DurationVar(&c.duration, "duration", 0, "flow duration (overrides the profile)")
+	fs.DurationVar(&c.enter, "enter", 0, "when the MN's interface to R3 comes up (overrides the profile)")
+	fs.DurationVar(&c.leave, "leave", 0, "when the MN's interface to R2 goes down (overrides the profile)")
+	fs.StringVar(&c.access, "access", "wlan", "shape of the MN's access links (lan, wlan, wifi, 3g or key=value+...)")
+	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
+	fs.StringVar(&c.out, "out", "", "output directory")
+}
+
+func (c *common) timing() (lab.Profile, error) {
+	p, ok := lab.Profiles[c.profile]
+	if !ok {
+		return p, fmt.Errorf("unknown profile %q (thesis, quick)", c.profile)
+	}
+	if c.duration > 0 {
+		p.Duration = c.duration
+	}
+	if c.enter > 0 {
+		p.Enter = c.enter
+	}
+	if c.leave > 0 {
+		p.Leave = c.leave
+	}
+	return p, nil
+}
+
+// binaries returns a directory holding ilnpd/ilnpctl, building them when needed.
+func (c *common) binaries(modes []string) (string, error) {
+	need := false
+	for _, m := range modes {
+		need = need || lab.NeedsILNP(m)
+	}
+	if !need || c.bin != "" {
+		return c.bin, nil
+	}
+	root, err := lab.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.Abs(filepath.Join(c.out, "bin"))
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "building ilnpd and ilnpctl into %s\n", dir)
+	return dir, lab.BuildBinaries(root, dir)
+}
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	var c common
+	c.register(fs, 1, "thesis")
+	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
+	mode := fs.String("mode", "", "ipv6, ilnp-soft or ilnp-hard")
+	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
+	_ = fs.Parse(args)
+	prof, err := c.timing()
+	if err != nil {
+		return err
+	}
+	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
+		Access: c.access, Out: c.out, Progress: os.Stderr}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.BinDir, err = c.binaries([]string{cfg.Mode}); err != nil {
+		return err
+	}
+	s, err := lab.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s %s %s: %d reps; summary %s, report %s\n", s.Scenario, s.Mode, s.Traffic, s.Reps,
+		filepath.Join(c.out, "summary.json"), filepath.Join(c.out, "report.md"))
+	return nil
+}
+
+func cmdMatrix(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("matrix", flag.ExitOnError)
+	var c common
+	c.register(fs, 3, "thesis")
+	scenarios := fs.String("scenarios", strings.Join(lab.ScenarioNames, ","), "scenarios")
+	modes := fs.String("modes", "ilnp-soft,ilnp-hard,ipv6", "modes")
+	traffics := fs.String("traffics", "udp-voip,udp-hd,tcp", "traffic kinds")
+	_ = fs.Parse(args)
+	if c.out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	prof, err := c.timing()
+	if err != nil {
+		return err
+	}
+	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
+		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr}
+	if m.BinDir, err = c.binaries(m.Modes); err != nil {
+		return err
+	}
+	if err := lab.Matrix(ctx, m); err != nil {
+		return err
+	}
+	fmt.Printf("matrix report: %s\n", filepath.Join(c.out, "report.md"))
+	return nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func cmdDemo(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ExitOnError)
+	out := fs.String("out", "lab/out/demo", "output directory")
+	bin := fs.String("bin", "", "directory with ilnpd and ilnpctl (default: build them)")
+	_ = fs.Parse(args)
+	c := common{out: *out, bin: *bin}
+	binDir, err := c.binaries([]string{"ilnp-soft"})
+	if err != nil {
+		return err
+	}
+	return lab.Demo(ctx, *out, binDir, os.Stdout, os.Stderr)
+}
+
+func cmdAnalyze(args []string) error {
+	fs := flag.NewFlagSet("analyze", flag.ExitOnError)
+	out := fs.String("out", "", "output directory")
+	_ = fs.Parse(args)
+	if *out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	if err := analysis.Write(*out); err != nil {
+		return err
+	}
+	fmt.Printf("chapter 6 analysis written to %s\n", *out)
+	return nil
+}

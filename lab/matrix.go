@@ -1,0 +1,212 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"ilnp/lab/measure"
+	"ilnp/lab/plots"
+	"ilnp/lab/summary"
+)
+
+// MatrixConfig is the thesis grid: scenarios x modes x traffic, each with Reps repetitions.
+type MatrixConfig struct {
+	Scenarios, Modes, Traffics []string
+	Profile                    Profile
+	Reps                       int
+	Access                     string
+	Out                        string
+	BinDir                     string
+	Progress                   io.Writer
+}
+
+// CellDir is where one combination's run goes.
+func CellDir(out, scenario, mode, traffic string) string {
+	return filepath.Join(out, scenario, mode, traffic)
+}
+
+// Matrix runs every combination (a failed one is reported, the rest still run) and writes
+// OUT/report.md with thesis-style tables and OUT/<scenario>-<traffic>-{rate,seq}.png overlays
+// of the modes.
+func Matrix(ctx context.Context, m MatrixConfig) error {
+	for _, list := range [][]string{m.Scenarios, m.Modes, m.Traffics} {
+		if len(list) == 0 {
+			return fmt.Errorf("matrix: empty list of scenarios, modes or traffic")
+		}
+	}
+	// Check every name before spending an hour.
+	for _, sc := range m.Scenarios {
+		for _, mo := range m.Modes {
+			for _, tr := range m.Traffics {
+				c := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Profile: m.Profile, Reps: m.Reps, Out: "x"}
+				if err := c.Validate(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(m.Out, 0o755); err != nil {
+		return err
+	}
+	failures := map[string]string{}
+	start := time.Now()
+	total, done := len(m.Scenarios)*len(m.Modes)*len(m.Traffics), 0
+	for _, sc := range m.Scenarios {
+		for _, tr := range m.Traffics {
+			for _, mo := range m.Modes {
+				done++
+				if m.Progress != nil {
+					fmt.Fprintf(m.Progress, "matrix %d/%d (%s elapsed): %s %s %s\n", done, total, time.Since(start).Round(time.Second), sc, mo, tr)
+				}
+				cfg := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Profile: m.Profile, Reps: m.Reps, Access: m.Access,
+					Out: CellDir(m.Out, sc, mo, tr), BinDir: m.BinDir, Progress: m.Progress}
+				if _, err := Run(ctx, cfg); err != nil {
+					if errors.Is(err, context.Canceled) {
+						return err
+					}
+					failures[sc+"/"+mo+"/"+tr] = err.Error()
+					if m.Progress != nil {
+						fmt.Fprintf(m.Progress, "  failed: %v\n", err)
+					}
+				}
+			}
+			overlayModes(m, sc, tr)
+		}
+	}
+	report := MatrixReport(m, failures)
+	return os.WriteFile(filepath.Join(m.Out, "report.md"), []byte(report), 0o644)
+}
+
+func loadResult(path string) (measure.Result, error) {
+	var r measure.Result
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}
+
+func overlayModes(m MatrixConfig, sc, tr string) {
+	var rate, seq []plots.Series
+	var first *measure.Result
+	for _, mo := range m.Modes {
+		r, err := loadResult(filepath.Join(CellDir(m.Out, sc, mo, tr), "rep-1", "result.json"))
+		if err != nil {
+			continue
+		}
+		if first == nil {
+			first = &r
+		}
+		rate = append(rate, plots.Series{Label: mo, Points: r.Rate})
+		seq = append(seq, plots.Series{Label: mo, Points: r.Seq})
+	}
+	if first == nil {
+		return
+	}
+	marks := plotMarks(*first)
+	marks.WindowStart, marks.WindowEnd = 0, 0 // windows differ per mode
+	title := fmt.Sprintf("%s, %s (rep 1 of each mode)", Scenarios[sc].Title, tr)
+	_ = plots.Rate(filepath.Join(m.Out, sc+"-"+tr+"-rate.png"), title, rate, marks)
+	_ = plots.Seq(filepath.Join(m.Out, sc+"-"+tr+"-seq.png"), title, first.SeqUnit, seq, marks)
+}
+
+// MatrixReport renders one table per traffic kind and metric group: rows are scenarios,
+// columns modes, cells mean ± ci95 (as the thesis's figs 4.4-4.7, 5.8-5.11).
+func MatrixReport(m MatrixConfig, failures map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Handoff experiments (%s profile, %d reps each)\n\n", m.Profile.Name, m.Reps)
+	fmt.Fprintf(&b, "Movement: enter L3 at %v, leave L2 at %v, flows of %v. Cells: mean ± 95 %% CI.\n\n", m.Profile.Enter, m.Profile.Leave, m.Profile.Duration)
+	for _, tr := range m.Traffics {
+		keys := []string{"throughput_window_bps", "udp_lost_window", "udp_lost", "handoff_delay_ms", "lu_sent", "interruption_ms", "session_survived", "rtt_ms"}
+		if !Traffics[tr].UDP {
+			keys = []string{"tcp_bytes", "tcp_retransmissions", "tcp_lost", "handoff_delay_ms", "lu_sent", "interruption_ms", "session_survived", "rtt_ms"}
+		}
+		fmt.Fprintf(&b, "## %s — %s\n\n", tr, Traffics[tr].Describe)
+		for _, key := range keys {
+			title := key
+			for _, f := range summary.Fields {
+				if f.Key == key {
+					title = f.Title
+				}
+			}
+			fmt.Fprintf(&b, "### %s\n\n| scenario |", title)
+			for _, mo := range m.Modes {
+				fmt.Fprintf(&b, " %s |", mo)
+			}
+			b.WriteString("\n|---|")
+			for range m.Modes {
+				b.WriteString("---|")
+			}
+			b.WriteString("\n")
+			for _, sc := range m.Scenarios {
+				fmt.Fprintf(&b, "| %s |", Scenarios[sc].Title)
+				for _, mo := range m.Modes {
+					s, err := summary.Read(filepath.Join(CellDir(m.Out, sc, mo, tr), "summary.json"))
+					if err != nil {
+						b.WriteString(" failed |")
+						continue
+					}
+					fmt.Fprintf(&b, " %s |", MeanCI(s, key))
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "Overlays: %s-%s-rate.png, %s-%s-seq.png per scenario.\n\n", "SCENARIO", tr, "SCENARIO", tr)
+	}
+	if len(failures) > 0 {
+		b.WriteString("## Failed runs\n\n")
+		for k, v := range failures {
+			fmt.Fprintf(&b, "- %s: %s\n", k, v)
+		}
+	}
+	return b.String()
+}
+
+// DemoProfile is quick-but-visible: long enough to see the flow before, during and after.
+var DemoProfile = Profile{"demo", 20 * time.Second, 5 * time.Second, 12 * time.Second, 500 * time.Millisecond, time.Second}
+
+// Demo runs one lan-wan ILNP soft handoff with UDP HD and TCP and prints a short table.
+func Demo(ctx context.Context, out, binDir string, stdout, progress io.Writer) error {
+	type row struct {
+		traffic string
+		s       summary.Summary
+	}
+	var rows []row
+	for _, tr := range []string{"udp-hd", "tcp"} {
+		cfg := RunConfig{Scenario: "lan-wan", Mode: "ilnp-soft", Traffic: tr, Profile: DemoProfile, Reps: 1,
+			Out: filepath.Join(out, tr), BinDir: binDir, Progress: progress}
+		s, err := Run(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{tr, s})
+	}
+	fmt.Fprintf(stdout, "\nLAN to WAN, ILNP soft handoff: enter L3 (WAN, +100 ms each way) at %v, leave L2 at %v, %v flows\n\n",
+		DemoProfile.Enter, DemoProfile.Leave, DemoProfile.Duration)
+	fmt.Fprintf(stdout, "%-8s %10s %14s %14s %10s %12s %9s\n", "traffic", "RTT", "handoff delay", "UDP lost", "survived", "TCP retrans", "TCP lost")
+	for _, r := range rows {
+		run := r.s.Runs[0]
+		v := run.Values()
+		udp := "-"
+		if run.UDPLost != nil && run.UDPSent != nil {
+			udp = fmt.Sprintf("%d/%d", *run.UDPLost, *run.UDPSent)
+		}
+		surv := "-"
+		if run.SessionSurvived != nil {
+			surv = map[bool]string{true: "yes", false: "NO"}[*run.SessionSurvived]
+		}
+		fmt.Fprintf(stdout, "%-8s %10s %14s %14s %10s %12s %9s\n", r.traffic, Fmt(v["rtt_ms"], "rtt_ms"),
+			Fmt(v["handoff_delay_ms"], "handoff_delay_ms"), udp, surv,
+			Fmt(v["tcp_retransmissions"], "tcp_retransmissions"), Fmt(v["tcp_lost"], "tcp_lost"))
+	}
+	fmt.Fprintf(stdout, "\nPlots: %s/{udp-hd,tcp}/rate.png and seq.png; reports: %s/{udp-hd,tcp}/report.md\n", out, out)
+	return nil
+}

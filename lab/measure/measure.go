@@ -1,0 +1,300 @@
+// Package measure turns one run's captures and event timeline into the thesis's metrics
+// (ch. 4.4, 5.3): data rate and sequence numbers at the MN, UDP sent/lost overall and in the
+// 5-s handoff window, throughput in that window, interruption (longest gap in delivery at the
+// MN), TCP bytes, retransmissions at the CN (a segment whose sequence number was sent before),
+// lost segments (retransmitted at the CN but not received that many times at the MN), handoff
+// delay (first LU sent after the MN entered L3 -> its LU-ACK) and whether the session lived
+// through the move. Pure functions of their input: no I/O.
+package measure
+
+import (
+	"sort"
+	"time"
+
+	"ilnp/internal/timeline"
+	"ilnp/lab/pcap"
+	"ilnp/lab/summary"
+)
+
+// Input is everything one run recorded. Times: pcap stamps are wall clock, events are
+// CLOCK_MONOTONIC; T0Wall and T0Mono are the same instant (the iperf3 client's start).
+type Input struct {
+	MN, CN       []pcap.Packet
+	MNNID, CNNID uint64
+	T0Wall       time.Time
+	T0Mono       int64
+	Enter, Leave time.Duration
+	Duration     time.Duration
+	UDP          bool
+	OfferedBps   float64 // per direction, UDP
+	MNEvents     []timeline.Event
+	RTTms        *float64
+	Window       time.Duration // thesis: 5 s
+}
+
+// Point is one sample of a time series (seconds since the flow started).
+type Point struct {
+	T float64 `json:"t"`
+	V float64 `json:"v"`
+}
+
+// Result is the metrics plus what the plots need.
+type Result struct {
+	Run         summary.Run `json:"run"`
+	Rate        []Point     `json:"rate"` // bytes/s received at the MN per second
+	Seq         []Point     `json:"seq"`  // datagram number (UDP) or relative byte (TCP) received at the MN
+	SeqUnit     string      `json:"seq_unit"`
+	WindowStart float64     `json:"window_start"`
+	WindowEnd   float64     `json:"window_end"`
+	HandoffAt   *float64    `json:"handoff_at"` // first LU after entering L3
+	Enter       float64     `json:"enter"`
+	Leave       float64     `json:"leave"`
+	Duration    float64     `json:"duration"`
+	Notes       []string    `json:"notes,omitempty"`
+}
+
+func (in *Input) rel(t time.Time) float64 { return t.Sub(in.T0Wall).Seconds() }
+func (in *Input) relMono(ns int64) float64 {
+	return float64(ns-in.T0Mono) / 1e9
+}
+
+// toMN says whether p is CN -> MN traffic; outgoing says whether p left the capturing host.
+func (in *Input) toMN(p *pcap.Packet) bool {
+	return p.SrcNID() == in.CNNID && p.DstNID() == in.MNNID
+}
+func (in *Input) toCN(p *pcap.Packet) bool {
+	return p.SrcNID() == in.MNNID && p.DstNID() == in.CNNID
+}
+
+// received: a frame the MN's capture saw arriving (cooked captures tell; Ethernet: all).
+func received(p *pcap.Packet) bool { return p.Dir != pcap.DirOutgoing }
+
+func ptr[T any](v T) *T { return &v }
+
+// Compute derives the metrics.
+func Compute(in Input) Result {
+	if in.Window == 0 {
+		in.Window = 5 * time.Second
+	}
+	res := Result{Enter: in.Enter.Seconds(), Leave: in.Leave.Seconds(), Duration: in.Duration.Seconds()}
+	r := &res.Run
+	r.RTTms = in.RTTms
+
+	// Handoff: the first LU the MN sent after its second interface came up, to its ACK.
+	var handoff *float64
+	var luCount int
+	var hsNS, haNS int64
+	for _, e := range in.MNEvents {
+		t := in.relMono(e.MonoNS)
+		switch e.Kind {
+		case timeline.LUSent:
+			if handoff == nil && t >= in.Enter.Seconds()-0.5 {
+				handoff = ptr(t)
+				hsNS = e.MonoNS
+			}
+			if handoff != nil && haNS == 0 {
+				luCount++
+			}
+		case timeline.LUAckReceived:
+			if handoff != nil && haNS == 0 && e.MonoNS >= hsNS {
+				haNS = e.MonoNS
+			}
+		}
+	}
+	res.HandoffAt = handoff
+	if handoff != nil {
+		r.LUSent = ptr(luCount)
+		if haNS != 0 {
+			r.HandoffDelayMs = ptr(float64(haNS-hsNS) / 1e6)
+		} else {
+			res.Notes = append(res.Notes, "no LU-ACK received for the handoff")
+		}
+	}
+	// The 5-s window across the handoff: [h-1 s, h+4 s] around the first LU (the thesis chose
+	// 11-16 s around its ILNP handoffs at 12-14 s); without a handoff signal the move that
+	// matters is leaving L2 ([leave, leave+5 s], the thesis's MIPv6 window).
+	ws := in.Leave.Seconds()
+	if handoff != nil {
+		ws = *handoff - 1
+	}
+	ws = max(ws, 0)
+	we := min(ws+in.Window.Seconds(), in.Duration.Seconds())
+	res.WindowStart, res.WindowEnd = ws, we
+	inWindow := func(t float64) bool { return t >= ws && t < we }
+
+	// Deliveries at the MN (CN -> MN data), in time order.
+	type delivery struct {
+		t      float64
+		bytes  int
+		seq    int64 // UDP datagram number or TCP relative sequence
+		seqKey uint32
+	}
+	var got []delivery
+	var windowBytes int64
+
+	if in.UDP {
+		r.OfferedBps = ptr(in.OfferedBps)
+		sentAt := map[int64]float64{}
+		for i := range in.CN {
+			p := &in.CN[i]
+			if p.Proto == pcap.ProtoUDP && p.UDPSeq > 0 && in.toMN(p) {
+				if _, dup := sentAt[p.UDPSeq]; !dup {
+					sentAt[p.UDPSeq] = in.rel(p.Time)
+				}
+			}
+		}
+		recv := map[int64]bool{}
+		for i := range in.MN {
+			p := &in.MN[i]
+			if p.Proto == pcap.ProtoUDP && p.UDPSeq > 0 && in.toMN(p) && received(p) {
+				recv[p.UDPSeq] = true
+				got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: p.UDPSeq})
+			}
+		}
+		lost, lostWin := 0, 0
+		for seq, t := range sentAt {
+			if !recv[seq] {
+				lost++
+				if inWindow(t) {
+					lostWin++
+				}
+			}
+		}
+		r.UDPSent, r.UDPLost, r.UDPLostWindow = ptr(len(sentAt)), ptr(lost), ptr(lostWin)
+		res.SeqUnit = "datagram"
+		if len(sentAt) == 0 {
+			res.Notes = append(res.Notes, "no UDP data seen at the CN")
+		}
+	} else {
+		// The data connection is the CN -> MN TCP flow carrying the most bytes (iperf3 also
+		// has a control connection to the same port).
+		type key struct{ sp, dp uint16 }
+		volume := map[key]int{}
+		for i := range in.CN {
+			p := &in.CN[i]
+			if p.Proto == pcap.ProtoTCP && in.toMN(p) {
+				volume[key{p.SrcPort, p.DstPort}] += p.Payload
+			}
+		}
+		var data key
+		best := -1
+		for k, v := range volume {
+			if v > best {
+				data, best = k, v
+			}
+		}
+		isData := func(p *pcap.Packet) bool {
+			return p.Proto == pcap.ProtoTCP && in.toMN(p) && p.SrcPort == data.sp && p.DstPort == data.dp
+		}
+		var isn uint32
+		haveISN := false
+		for i := range in.CN {
+			p := &in.CN[i]
+			if isData(p) && (p.TCPFlags&pcap.SYN != 0 || (!haveISN && p.Payload > 0)) {
+				isn, haveISN = p.TCPSeq, true
+				if p.TCPFlags&pcap.SYN != 0 {
+					isn++ // data starts one after the SYN
+					break
+				}
+			}
+		}
+		sends := map[uint32]int{}
+		retransmitted := map[uint32]int{}
+		var maxEnd uint32
+		retrans := 0
+		started := false
+		for i := range in.CN {
+			p := &in.CN[i]
+			if !isData(p) || p.Payload == 0 {
+				continue
+			}
+			rel := p.TCPSeq - isn
+			end := rel + uint32(p.Payload)
+			if started && int32(rel-maxEnd) < 0 {
+				retrans++
+				retransmitted[rel]++
+			}
+			if !started || int32(end-maxEnd) > 0 {
+				maxEnd = end
+			}
+			started = true
+			sends[rel]++
+		}
+		recvs := map[uint32]int{}
+		var maxRecvEnd int64
+		for i := range in.MN {
+			p := &in.MN[i]
+			if !isData(p) || p.Payload == 0 || !received(p) {
+				continue
+			}
+			rel := p.TCPSeq - isn
+			recvs[rel]++
+			end := int64(rel) + int64(p.Payload)
+			maxRecvEnd = max(maxRecvEnd, end)
+			got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: int64(rel)})
+		}
+		lost := 0
+		for rel, n := range retransmitted {
+			// A retransmission the MN received as often as the CN sent it was not needed
+			// (reordering); each missing copy is a loss, at most one per retransmission.
+			if d := sends[rel] - recvs[rel]; d > 0 {
+				lost += min(d, n)
+			}
+		}
+		r.TCPBytes = ptr(maxRecvEnd)
+		r.TCPRetransmissions = ptr(retrans)
+		r.TCPLost = ptr(lost)
+		res.SeqUnit = "byte"
+		if best <= 0 {
+			res.Notes = append(res.Notes, "no TCP data seen at the CN")
+		}
+	}
+
+	sort.Slice(got, func(i, j int) bool { return got[i].t < got[j].t })
+	bins := int(in.Duration.Seconds()) + 2
+	rate := make([]float64, bins)
+	for _, d := range got {
+		if d.t >= 0 && int(d.t) < bins {
+			rate[int(d.t)] += float64(d.bytes)
+		}
+		if inWindow(d.t) {
+			windowBytes += int64(d.bytes)
+		}
+	}
+	for i, v := range rate {
+		res.Rate = append(res.Rate, Point{T: float64(i), V: v})
+	}
+	if we > ws {
+		r.ThroughputWindowBps = ptr(float64(windowBytes) * 8 / (we - ws))
+	}
+	stride := max(1, len(got)/4000)
+	for i := 0; i < len(got); i += stride {
+		res.Seq = append(res.Seq, Point{T: got[i].t, V: float64(got[i].seq)})
+	}
+
+	// Interruption: the longest gap between deliveries, counting a delivery that stops for
+	// good as a gap to the end of the flow.
+	end := in.Duration.Seconds()
+	if len(got) == 0 {
+		r.InterruptionMs = ptr(end * 1000)
+		r.SessionSurvived = ptr(false)
+		res.Notes = append(res.Notes, "nothing delivered at the MN")
+		return res
+	}
+	var gap float64
+	for i := 1; i < len(got); i++ {
+		gap = max(gap, got[i].t-got[i-1].t)
+	}
+	gap = max(gap, end-got[len(got)-1].t)
+	r.InterruptionMs = ptr(gap * 1000)
+	// Survived: data still reached the MN a second after it left L2.
+	survived := false
+	for _, d := range got {
+		if d.t >= in.Leave.Seconds()+1 {
+			survived = true
+			break
+		}
+	}
+	r.SessionSurvived = ptr(survived)
+	return res
+}

@@ -1,0 +1,275 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"ilnp/internal/config"
+	"ilnp/lab/netns"
+)
+
+// Mode is how the end hosts do mobility: plain IPv6, ILNP (soft or hard handoff), and later
+// a Mobile IPv6 baseline. The lab calls Setup once the testbed is up and the MN is in L2,
+// runs the traffic against Target, and calls Teardown before the topology goes away.
+type Mode interface {
+	Name() string
+	Describe() string
+	Setup(ctx context.Context, t *Topology) error
+	// Target is how the CN's iperf3 client names the MN (a name its resolver answers, or an
+	// address), and RTTTarget the address the MN pings the CN at.
+	Target(t *Topology) string
+	// Timelines are the event files the mode's daemons wrote (MN first), "" when none.
+	Timelines() (mn, cn string)
+	// Collect saves the mode's state (e.g. `ilnpctl -j show ...`) into dir before teardown.
+	Collect(t *Topology, dir string)
+	Teardown(t *Topology) error
+}
+
+// ModeOptions is what modes may need from the run.
+type ModeOptions struct {
+	BinDir string // where ilnpd and ilnpctl were built
+	Dir    string // the run's directory
+}
+
+// Modes maps mode names to constructors. A MIPv6 baseline registers here.
+var Modes = map[string]func(ModeOptions) Mode{
+	"ipv6":      func(o ModeOptions) Mode { return &ipv6Mode{} },
+	"ilnp-soft": func(o ModeOptions) Mode { return &ilnpMode{handoff: "soft", opt: o} },
+	"ilnp-hard": func(o ModeOptions) Mode { return &ilnpMode{handoff: "hard", opt: o} },
+}
+
+// ModeNames lists registered modes in a stable order.
+func ModeNames() []string {
+	var names []string
+	for n := range Modes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NeedsILNP says whether a mode runs the product's binaries.
+func NeedsILNP(mode string) bool { return strings.HasPrefix(mode, "ilnp") }
+
+// ipv6Mode is the control: no mobility support, so sessions bound to the L2 address break
+// when the MN leaves L2.
+type ipv6Mode struct{}
+
+func (*ipv6Mode) Name() string { return "ipv6" }
+func (*ipv6Mode) Describe() string {
+	return "plain IPv6 (no mobility support): the session is bound to the MN's L2 address"
+}
+func (*ipv6Mode) Setup(context.Context, *Topology) error { return nil }
+func (*ipv6Mode) Target(t *Topology) string              { return t.MNInitialAddr }
+func (*ipv6Mode) Timelines() (string, string)            { return "", "" }
+func (*ipv6Mode) Collect(*Topology, string)              {}
+func (*ipv6Mode) Teardown(*Topology) error               { return nil }
+
+// ilnpMode runs ilnpd on the CN and the MN; iperf3 reaches the MN by name through the CN's
+// stub resolver.
+type ilnpMode struct {
+	handoff string
+	opt     ModeOptions
+	mnConf  string
+	cnConf  string
+	mnState string
+	cnState string
+	mnEv    string
+	cnEv    string
+}
+
+func (m *ilnpMode) Name() string { return "ilnp-" + m.handoff }
+func (m *ilnpMode) Describe() string {
+	return "ILNPv6, " + m.handoff + " handoff: ilnpd on CN and MN, iperf3 resolves the MN by name"
+}
+func (m *ilnpMode) Target(*Topology) string     { return "mn" }
+func (m *ilnpMode) Timelines() (string, string) { return m.mnEv, m.cnEv }
+
+// HostsFile is the ILNP hosts file both daemons read (thesis format, one line per I-LV:
+// "L64|preference,NID name"). The MN's L2 is preferred; L3 is where it moves.
+func HostsFile() string {
+	return fmt.Sprintf("%s|10,%s cn\n%s|10,%s mn\n%s|20,%s mn\n",
+		L64(L1), NID64(CNNID), L64(L2), NID64(MNNID), L64(L3), NID64(MNNID))
+}
+
+// DaemonConfig writes one ilnpd configuration.
+func DaemonConfig(node string, ifaces []string, nid, handoff, stateDir, events, hosts string) string {
+	return fmt.Sprintf(`# written by ilnp-lab for one run
+node %s
+interfaces %s
+nid %s
+handoff %s
+state-dir %s
+events %s
+hosts %s
+dns-listen [::1]:53
+log-level debug
+`, node, strings.Join(ifaces, " "), NID64(nid), handoff, stateDir, events, hosts)
+}
+
+func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
+	dir, err := filepath.Abs(m.opt.Dir)
+	if err != nil {
+		return err
+	}
+	ilnpd := filepath.Join(m.opt.BinDir, "ilnpd")
+	if _, err := os.Stat(ilnpd); err != nil {
+		return fmt.Errorf("mode %s needs ilnpd: %w", m.Name(), err)
+	}
+	hosts := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(hosts, []byte(HostsFile()), 0o644); err != nil {
+		return err
+	}
+	nodes := []struct {
+		ns     *netns.NS
+		name   string
+		ifaces []string
+		nid    string
+		conf   *string
+		state  *string
+		events *string
+	}{
+		{t.CN, "cn", []string{IfCN}, CNNID, &m.cnConf, &m.cnState, &m.cnEv},
+		{t.MN, "mn", []string{IfMNR2, IfMNR3}, MNNID, &m.mnConf, &m.mnState, &m.mnEv},
+	}
+	for _, n := range nodes {
+		*n.state = filepath.Join(dir, n.name+"-state")
+		*n.events = filepath.Join(dir, n.name+"-events.jsonl")
+		*n.conf = filepath.Join(dir, "ilnpd-"+n.name+".conf")
+		if err := os.MkdirAll(*n.state, 0o755); err != nil {
+			return err
+		}
+		text := DaemonConfig(n.name, n.ifaces, n.nid, m.handoff, *n.state, *n.events, hosts)
+		// The lab's file must be one the daemon accepts: check with the product's parser.
+		if _, err := config.Parse(strings.NewReader(text), *n.conf); err != nil {
+			return fmt.Errorf("lab wrote a bad ilnpd config: %w", err)
+		}
+		if err := os.WriteFile(*n.conf, []byte(text), 0o644); err != nil {
+			return err
+		}
+		// Applications in the namespace resolve through the stub resolver.
+		if err := n.ns.WriteEtc("resolv.conf", "nameserver ::1\n"); err != nil {
+			return err
+		}
+		if _, err := t.Start(n.ns, "ilnpd-"+n.name, ilnpd, "-config", *n.conf); err != nil {
+			return err
+		}
+	}
+	// Ready when both control sockets exist and the CN resolves "mn".
+	deadline := time.Now().Add(15 * time.Second)
+	for _, n := range nodes {
+		sock := filepath.Join(*n.state, "ctl.sock")
+		for {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("ilnpd on %s: no control socket %s after 15 s; log:\n%s", n.name, sock, tail(filepath.Join(dir, "ilnpd-"+n.name+".log"), 20))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	for {
+		out, err := t.CN.Run("getent", "ahostsv6", "mn")
+		if err == nil && strings.Contains(out, NID64short(MNNID)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the CN's resolver does not answer AAAA for mn: %v %s", err, out)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// NID64short is the identifier as an address formats it ("214:4fff:fe20:ee64").
+func NID64short(nid string) string {
+	s := Addr(L2, nid).String()
+	return strings.TrimPrefix(s, "2001:db8:2::")
+}
+
+func (m *ilnpMode) Collect(t *Topology, dir string) {
+	ctl := filepath.Join(m.opt.BinDir, "ilnpctl")
+	for _, n := range []struct {
+		ns    *netns.NS
+		name  string
+		state string
+	}{{t.CN, "cn", m.cnState}, {t.MN, "mn", m.mnState}} {
+		for _, what := range []string{"sessions", "locators", "stats"} {
+			out, err := n.ns.Run(ctl, "-s", filepath.Join(n.state, "ctl.sock"), "-j", "show", what)
+			if err != nil {
+				out = fmt.Sprintf("{\"error\": %q}\n", err.Error())
+			}
+			_ = os.WriteFile(filepath.Join(dir, "ilnpctl-"+n.name+"-"+what+".json"), []byte(out), 0o644)
+		}
+	}
+}
+
+func (m *ilnpMode) Teardown(t *Topology) error {
+	for _, p := range t.procsNamed("ilnpd-") {
+		p.Stop(3 * time.Second)
+	}
+	var firstErr error
+	for _, ns := range []*netns.NS{t.CN, t.MN} {
+		if err := os.RemoveAll(netns.EtcDir(ns.Name)); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// BuildBinaries builds ilnpd and ilnpctl from the module at root into dir.
+func BuildBinaries(root, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/ilnpd", "./cmd/ilnpctl")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ilnpd ilnpctl: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// ModuleRoot finds the directory of the ilnp module from the working directory upwards.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "module ilnp") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("not inside the ilnp module (no go.mod with 'module ilnp' above the working directory)")
+		}
+		dir = parent
+	}
+}

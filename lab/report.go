@@ -1,0 +1,92 @@
+package lab
+
+import (
+	"fmt"
+	"strings"
+
+	"ilnp/lab/measure"
+	"ilnp/lab/summary"
+)
+
+// Fmt renders a nullable number for tables.
+func Fmt(v *float64, key string) string {
+	if v == nil {
+		return "-"
+	}
+	x := *v
+	switch key {
+	case "throughput_window_bps", "offered_bps":
+		return fmt.Sprintf("%.1f kbit/s", x/1e3)
+	case "tcp_bytes":
+		return fmt.Sprintf("%.2f MB", x/1e6)
+	case "session_survived":
+		return fmt.Sprintf("%.0f %%", 100*x)
+	case "rtt_ms", "handoff_delay_ms", "interruption_ms":
+		return fmt.Sprintf("%.1f ms", x)
+	}
+	return fmt.Sprintf("%.4g", x)
+}
+
+// MeanCI renders "mean ± ci95".
+func MeanCI(s summary.Summary, key string) string {
+	m := s.Mean.Get(key)
+	if m == nil {
+		return "-"
+	}
+	out := Fmt(m, key)
+	if c := s.CI95.Get(key); c != nil {
+		out += " ± " + strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(Fmt(c, key), " ms"), " %"), " kbit/s"), " MB"))
+	}
+	return out
+}
+
+// RunReport is report.md of one `ilnp-lab run`.
+func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) string {
+	var b strings.Builder
+	sc := Scenarios[cfg.Scenario]
+	tr := Traffics[cfg.Traffic]
+	mode := Modes[cfg.Mode](ModeOptions{})
+	fmt.Fprintf(&b, "# %s, %s, %s\n\n", sc.Title, cfg.Mode, cfg.Traffic)
+	fmt.Fprintf(&b, "- Scenario: %s (%s); MN access links: %s\n", sc.Name, sc.Definition, orDefault(cfg.Access, "wlan"))
+	fmt.Fprintf(&b, "- Mode: %s\n- Traffic: %s\n", mode.Describe(), tr.Describe)
+	fmt.Fprintf(&b, "- Movement (%s profile): enter L3 at %v, leave L2 at %v, flow %v; RAs every %v-%v\n",
+		cfg.Profile.Name, cfg.Profile.Enter, cfg.Profile.Leave, cfg.Profile.Duration, cfg.Profile.RAMin, cfg.Profile.RAMax)
+	fmt.Fprintf(&b, "- Repetitions: %d (mean ± 95 %% confidence half-width, Student t)\n\n", s.Reps)
+	b.WriteString("| metric | mean ± ci95 |")
+	for i := range s.Runs {
+		fmt.Fprintf(&b, " rep %d |", i+1)
+	}
+	b.WriteString("\n|---|---|")
+	for range s.Runs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, f := range summary.Fields {
+		fmt.Fprintf(&b, "| %s | %s |", f.Title, MeanCI(s, f.Key))
+		for _, r := range s.Runs {
+			fmt.Fprintf(&b, " %s |", Fmt(r.Values()[f.Key], f.Key))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nDefinitions (thesis 4.4, 5.3): UDP figures are the CN -> MN direction as captured at the MN; " +
+		"the 5-s window starts 1 s before the first LU after entering L3 (or at leaving L2 when there is no LU); " +
+		"interruption is the longest gap between deliveries at the MN (to the end of the flow if delivery stops); " +
+		"TCP retransmissions are segments the CN sent again (sequence number below the highest sent), lost ones " +
+		"those the MN did not receive as many times as the CN sent them; handoff delay is the first LU sent after " +
+		"entering L3 to its LU-ACK at the MN; survived means data still reached the MN 1 s after leaving L2.\n\n")
+	b.WriteString("Plots: `rate.png` and `seq.png` overlay the repetitions; each `rep-N/` has its own, the captures " +
+		"(`mn.pcap`, `cn.pcap`), the event timelines and the iperf3 JSON.\n")
+	for i, r := range results {
+		if len(r.Notes) > 0 {
+			fmt.Fprintf(&b, "\nrep %d notes: %s\n", i+1, strings.Join(r.Notes, "; "))
+		}
+	}
+	return b.String()
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

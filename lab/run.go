@@ -1,0 +1,398 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"ilnp/internal/timeline"
+	"ilnp/lab/measure"
+	"ilnp/lab/pcap"
+	"ilnp/lab/plots"
+	"ilnp/lab/summary"
+)
+
+// Profile is a movement timing: the thesis's 30-s flows, or a scaled-down one for tests.
+type Profile struct {
+	Name                   string
+	Duration, Enter, Leave time.Duration
+	RAMin, RAMax           time.Duration
+}
+
+// Profiles by name.
+var Profiles = map[string]Profile{
+	"thesis": {"thesis", 30 * time.Second, 5 * time.Second, 20 * time.Second, time.Second, 2 * time.Second},
+	"quick":  {"quick", 12 * time.Second, 3 * time.Second, 8 * time.Second, 500 * time.Millisecond, time.Second},
+}
+
+// RunConfig is one `ilnp-lab run`.
+type RunConfig struct {
+	Scenario string
+	Mode     string
+	Traffic  string
+	Profile  Profile
+	Reps     int
+	Access   string // shape of the MN's access links (default wlan)
+	Out      string
+	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
+	Progress io.Writer // progress line (nil: none)
+}
+
+// Validate checks names and timings.
+func (c *RunConfig) Validate() error {
+	if _, ok := Scenarios[c.Scenario]; !ok {
+		return fmt.Errorf("unknown scenario %q (want one of %s)", c.Scenario, strings.Join(ScenarioNames, ", "))
+	}
+	if _, ok := Modes[c.Mode]; !ok {
+		return fmt.Errorf("unknown mode %q (want one of %s)", c.Mode, strings.Join(ModeNames(), ", "))
+	}
+	if _, ok := Traffics[c.Traffic]; !ok {
+		return fmt.Errorf("unknown traffic %q (want one of %s)", c.Traffic, strings.Join(TrafficNames(), ", "))
+	}
+	p := c.Profile
+	if p.Duration <= 0 || p.Enter <= 0 || p.Leave <= p.Enter || p.Duration <= p.Leave {
+		return fmt.Errorf("timing must satisfy 0 < enter (%v) < leave (%v) < duration (%v)", p.Enter, p.Leave, p.Duration)
+	}
+	if p.Duration%time.Second != 0 {
+		return fmt.Errorf("duration must be whole seconds (iperf3 -t), got %v", p.Duration)
+	}
+	if c.Reps < 1 {
+		return fmt.Errorf("reps must be at least 1")
+	}
+	if c.Out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	return nil
+}
+
+// RunMeta is written next to each repetition's captures (rep-N/run.json).
+type RunMeta struct {
+	Scenario   string  `json:"scenario"`
+	Mode       string  `json:"mode"`
+	Traffic    string  `json:"traffic"`
+	Profile    string  `json:"profile"`
+	Rep        int     `json:"rep"`
+	Namespaces string  `json:"namespaces"`
+	T0MonoNS   int64   `json:"t0_mono_ns"`
+	T0UnixNS   int64   `json:"t0_unix_ns"`
+	EnterS     float64 `json:"enter_s"`
+	LeaveS     float64 `json:"leave_s"`
+	DurationS  float64 `json:"duration_s"`
+	EnterAtS   float64 `json:"enter_at_s"` // when the lab actually did it
+	LeaveAtS   float64 `json:"leave_at_s"`
+	ClientOK   bool    `json:"client_ok"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
+func Run(ctx context.Context, cfg RunConfig) (summary.Summary, error) {
+	if err := cfg.Validate(); err != nil {
+		return summary.Summary{}, err
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return summary.Summary{}, err
+	}
+	var runs []summary.Run
+	var results []measure.Result
+	for rep := 1; rep <= cfg.Reps; rep++ {
+		if err := ctx.Err(); err != nil {
+			return summary.Summary{}, err
+		}
+		res, err := runOnce(ctx, cfg, rep)
+		if err != nil {
+			return summary.Summary{}, fmt.Errorf("%s %s %s rep %d: %w", cfg.Scenario, cfg.Mode, cfg.Traffic, rep, err)
+		}
+		runs = append(runs, res.Run)
+		results = append(results, res)
+	}
+	s := summary.New(cfg.Scenario, cfg.Mode, cfg.Traffic, runs)
+	if err := s.Write(filepath.Join(cfg.Out, "summary.json")); err != nil {
+		return s, err
+	}
+	if err := overlayPlots(cfg, results); err != nil {
+		return s, err
+	}
+	return s, os.WriteFile(filepath.Join(cfg.Out, "report.md"), []byte(RunReport(cfg, s, results)), 0o644)
+}
+
+func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, err error) {
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, fmt.Sprintf("rep-%d", rep)))
+	if err != nil {
+		return res, err
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+	tr := Traffics[cfg.Traffic]
+	prof := cfg.Profile
+	progress := func(format string, a ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "\r\033[K[%s %s %s rep %d/%d] ", cfg.Scenario, cfg.Mode, cfg.Traffic, rep, cfg.Reps)
+			fmt.Fprintf(cfg.Progress, format, a...)
+		}
+	}
+	defer func() {
+		if cfg.Progress != nil {
+			fmt.Fprintln(cfg.Progress)
+		}
+	}()
+	progress("building testbed")
+	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
+		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir})
+	if err != nil {
+		return res, err
+	}
+	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
+		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds()}
+	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
+	defer func() {
+		if tErr := mode.Teardown(topo); tErr != nil {
+			err = errors.Join(err, tErr)
+		}
+		if cErr := topo.Close(); cErr != nil {
+			err = errors.Join(err, cErr)
+		}
+		if err != nil {
+			meta.Error = err.Error()
+		}
+		writeJSON(filepath.Join(dir, "run.json"), meta)
+	}()
+	progress("starting %s", mode.Name())
+	if err := mode.Setup(ctx, topo); err != nil {
+		return res, err
+	}
+
+	progress("measuring RTT")
+	pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second)
+	if err != nil {
+		return res, err
+	}
+	var rtt *float64
+	if len(pr.RTTs) > 0 {
+		v := pr.MeanMS()
+		rtt = &v
+	}
+
+	// Captures at both ends (the thesis's tcpdump at the MN and the CN).
+	mnCap, err := topo.Start(topo.MN, "tcpdump-mn", "tcpdump", "-i", "any", "-n", "-U", "-s", "200", "-Z", "root",
+		"-w", filepath.Join(dir, "mn.pcap"), "ip6 and not host ::1")
+	if err != nil {
+		return res, err
+	}
+	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", IfCN, "-n", "-U", "-s", "200", "-Z", "root",
+		"-w", filepath.Join(dir, "cn.pcap"), "ip6")
+	if err != nil {
+		return res, err
+	}
+	for _, c := range []*Proc{mnCap, cnCap} {
+		if err := waitLog(ctx, c, "listening on", 5*time.Second); err != nil {
+			return res, err
+		}
+	}
+	server, err := topo.Start(topo.MN, "iperf3-server", tr.ServerArgs(filepath.Join(dir, "iperf-server.json"))...)
+	if err != nil {
+		return res, err
+	}
+	if err := waitListening(ctx, topo, 5201, 5*time.Second); err != nil {
+		return res, fmt.Errorf("iperf3 server: %w: %s", err, server.Log())
+	}
+
+	lab, err := os.Create(filepath.Join(dir, "lab-events.jsonl"))
+	if err != nil {
+		return res, err
+	}
+	defer lab.Close()
+	events := timeline.NewWriter(lab)
+	t0Mono, t0Wall := timeline.Now(), time.Now()
+	meta.T0MonoNS, meta.T0UnixNS = t0Mono, t0Wall.UnixNano()
+	events.Emit(timeline.Event{MonoNS: t0Mono, Kind: "lab_flow_start", Node: "lab", Detail: cfg.Traffic})
+	client, err := topo.Start(topo.CN, "iperf3-client", tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))...)
+	if err != nil {
+		return res, err
+	}
+
+	entered, left, ticks := false, false, 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	hardStop := prof.Duration + 4*time.Second
+	for {
+		el := time.Since(t0Wall)
+		if !entered && el >= prof.Enter {
+			if _, err := topo.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
+				return res, err
+			}
+			events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: IfMNR3})
+			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
+		}
+		if !left && el >= prof.Leave {
+			if _, err := topo.MN.Run("ip", "link", "set", IfMNR2, "down"); err != nil {
+				return res, err
+			}
+			events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: IfMNR2})
+			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
+		}
+		phase := "in L2"
+		switch {
+		case left:
+			phase = "in L3 (left L2)"
+		case entered:
+			phase = "overlap L2+L3"
+		}
+		if ticks++; ticks%5 == 1 {
+			progress("%4.1f / %.0f s  %s", el.Seconds(), prof.Duration.Seconds(), phase)
+		}
+		if done, cerr := client.Exited(); done {
+			if el < prof.Duration-time.Second {
+				return res, fmt.Errorf("iperf3 client ended early after %.1f s (%v): %s", el.Seconds(), cerr, tail(filepath.Join(dir, "iperf-client.json"), 15))
+			}
+			meta.ClientOK = cerr == nil
+			break
+		}
+		if el > hardStop {
+			// A broken session (the ipv6 control) leaves iperf3 waiting on its control
+			// connection: end it.
+			client.Stop(2 * time.Second)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	events.Emit(timeline.Event{Kind: "lab_flow_end", Node: "lab"})
+	progress("collecting")
+	server.Stop(2 * time.Second)
+	time.Sleep(300 * time.Millisecond) // let the last packets reach the captures
+	mnCap.Stop(3 * time.Second)
+	cnCap.Stop(3 * time.Second)
+	mode.Collect(topo, dir)
+
+	// Measurement.
+	progress("analysing captures")
+	in := measure.Input{T0Wall: t0Wall, T0Mono: t0Mono, Enter: prof.Enter, Leave: prof.Leave, Duration: prof.Duration,
+		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID)}
+	if in.MN, err = readPcap(filepath.Join(dir, "mn.pcap")); err != nil {
+		return res, err
+	}
+	if in.CN, err = readPcap(filepath.Join(dir, "cn.pcap")); err != nil {
+		return res, err
+	}
+	if mnEv, _ := mode.Timelines(); mnEv != "" {
+		if f, err := os.Open(mnEv); err == nil {
+			in.MNEvents, err = timeline.Read(f)
+			f.Close()
+			if err != nil {
+				return res, fmt.Errorf("MN timeline: %w", err)
+			}
+		}
+	}
+	res = measure.Compute(in)
+	writeJSON(filepath.Join(dir, "result.json"), res)
+	if err := runPlots(cfg, dir, rep, res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func nid64(nid string) uint64 {
+	b := Addr(L1, nid).As16()
+	var v uint64
+	for _, x := range b[8:] {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+func readPcap(path string) ([]pcap.Packet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pkts, err := pcap.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return pkts, nil
+}
+
+func writeJSON(path string, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		_ = os.WriteFile(path, append(b, '\n'), 0o644)
+	}
+}
+
+func waitLog(ctx context.Context, p *Proc, want string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(p.Log(), want) {
+		if done, err := p.Exited(); done || time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready (%v): %s", p.Name, err, p.Log())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func waitListening(ctx context.Context, t *Topology, port int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		out, _ := t.MN.Run("ss", "-Hltn", fmt.Sprintf("sport = :%d", port))
+		if strings.TrimSpace(out) != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listening on port %d after %v", port, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func plotMarks(r measure.Result) plots.Marks {
+	m := plots.Marks{Enter: r.Enter, Leave: r.Leave, Handoff: -1, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd}
+	if r.HandoffAt != nil {
+		m.Handoff = *r.HandoffAt
+	}
+	return m
+}
+
+func runPlots(cfg RunConfig, dir string, rep int, r measure.Result) error {
+	title := fmt.Sprintf("%s, %s, %s (rep %d)", Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, rep)
+	label := cfg.Mode
+	if err := plots.Rate(filepath.Join(dir, "rate.png"), title, []plots.Series{{Label: label, Points: r.Rate}}, plotMarks(r)); err != nil {
+		return err
+	}
+	return plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r))
+}
+
+func overlayPlots(cfg RunConfig, results []measure.Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	var rate, seq []plots.Series
+	for i, r := range results {
+		rate = append(rate, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Rate})
+		seq = append(seq, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Seq})
+	}
+	title := fmt.Sprintf("%s, %s, %s (%d reps)", Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, len(results))
+	if err := plots.Rate(filepath.Join(cfg.Out, "rate.png"), title, rate, plotMarks(results[0])); err != nil {
+		return err
+	}
+	return plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0]))
+}

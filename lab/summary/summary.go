@@ -1,0 +1,358 @@
+// Package summary is the contract the lab writes as DIR/summary.json:
+//
+//	{"scenario","mode","traffic","reps","runs":[{RUN}...],"mean":{RUN},"ci95":{RUN}}
+//
+// with RUN = rtt_ms, handoff_delay_ms, lu_sent, udp_sent, udp_lost, udp_lost_window,
+// throughput_window_bps, offered_bps, interruption_ms, tcp_bytes, tcp_retransmissions, tcp_lost,
+// session_survived. Fields that do not apply are null. Mean and 95 % confidence half-width
+// (Student t) are over the runs where a field is not null; session_survived averages to the
+// fraction of runs that survived.
+package summary
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+)
+
+// Run is one repetition.
+type Run struct {
+	RTTms               *float64 `json:"rtt_ms"`
+	HandoffDelayMs      *float64 `json:"handoff_delay_ms"`
+	LUSent              *int     `json:"lu_sent"`
+	UDPSent             *int     `json:"udp_sent"`
+	UDPLost             *int     `json:"udp_lost"`
+	UDPLostWindow       *int     `json:"udp_lost_window"`
+	ThroughputWindowBps *float64 `json:"throughput_window_bps"`
+	OfferedBps          *float64 `json:"offered_bps"`
+	InterruptionMs      *float64 `json:"interruption_ms"`
+	TCPBytes            *int64   `json:"tcp_bytes"`
+	TCPRetransmissions  *int     `json:"tcp_retransmissions"`
+	TCPLost             *int     `json:"tcp_lost"`
+	SessionSurvived     *bool    `json:"session_survived"`
+}
+
+// Agg is a mean or a confidence half-width per field (null where no run had a value, and
+// for ci95 where fewer than two had).
+type Agg struct {
+	RTTms               *float64 `json:"rtt_ms"`
+	HandoffDelayMs      *float64 `json:"handoff_delay_ms"`
+	LUSent              *float64 `json:"lu_sent"`
+	UDPSent             *float64 `json:"udp_sent"`
+	UDPLost             *float64 `json:"udp_lost"`
+	UDPLostWindow       *float64 `json:"udp_lost_window"`
+	ThroughputWindowBps *float64 `json:"throughput_window_bps"`
+	OfferedBps          *float64 `json:"offered_bps"`
+	InterruptionMs      *float64 `json:"interruption_ms"`
+	TCPBytes            *float64 `json:"tcp_bytes"`
+	TCPRetransmissions  *float64 `json:"tcp_retransmissions"`
+	TCPLost             *float64 `json:"tcp_lost"`
+	SessionSurvived     *float64 `json:"session_survived"`
+}
+
+// Summary is the whole file.
+type Summary struct {
+	Scenario string `json:"scenario"`
+	Mode     string `json:"mode"`
+	Traffic  string `json:"traffic"`
+	Reps     int    `json:"reps"`
+	Runs     []Run  `json:"runs"`
+	Mean     Agg    `json:"mean"`
+	CI95     Agg    `json:"ci95"`
+}
+
+// Field describes one metric for tables.
+type Field struct {
+	Key   string
+	Title string
+	Unit  string
+}
+
+// Fields in contract order.
+var Fields = []Field{
+	{"rtt_ms", "RTT", "ms"},
+	{"handoff_delay_ms", "Handoff delay", "ms"},
+	{"lu_sent", "LUs sent", ""},
+	{"udp_sent", "UDP sent", "datagrams"},
+	{"udp_lost", "UDP lost", "datagrams"},
+	{"udp_lost_window", "UDP lost (5-s window)", "datagrams"},
+	{"throughput_window_bps", "Throughput (5-s window)", "bit/s"},
+	{"offered_bps", "Offered load", "bit/s"},
+	{"interruption_ms", "Interruption", "ms"},
+	{"tcp_bytes", "TCP bytes", "B"},
+	{"tcp_retransmissions", "TCP retransmissions", "segments"},
+	{"tcp_lost", "TCP lost", "segments"},
+	{"session_survived", "Session survived", "fraction"},
+}
+
+// Values returns a run's fields as float pointers keyed like Fields (true = 1).
+func (r Run) Values() map[string]*float64 {
+	f := func(p *float64) *float64 { return p }
+	i := func(p *int) *float64 {
+		if p == nil {
+			return nil
+		}
+		v := float64(*p)
+		return &v
+	}
+	m := map[string]*float64{
+		"rtt_ms": f(r.RTTms), "handoff_delay_ms": f(r.HandoffDelayMs), "lu_sent": i(r.LUSent),
+		"udp_sent": i(r.UDPSent), "udp_lost": i(r.UDPLost), "udp_lost_window": i(r.UDPLostWindow),
+		"throughput_window_bps": f(r.ThroughputWindowBps), "offered_bps": f(r.OfferedBps),
+		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
+		"tcp_lost": i(r.TCPLost),
+	}
+	if r.TCPBytes != nil {
+		v := float64(*r.TCPBytes)
+		m["tcp_bytes"] = &v
+	} else {
+		m["tcp_bytes"] = nil
+	}
+	if r.SessionSurvived != nil {
+		v := 0.0
+		if *r.SessionSurvived {
+			v = 1
+		}
+		m["session_survived"] = &v
+	} else {
+		m["session_survived"] = nil
+	}
+	return m
+}
+
+// Get returns the field named key of an Agg.
+func (a *Agg) Get(key string) *float64 { return *a.slot(key) }
+
+func (a *Agg) slot(key string) **float64 {
+	switch key {
+	case "rtt_ms":
+		return &a.RTTms
+	case "handoff_delay_ms":
+		return &a.HandoffDelayMs
+	case "lu_sent":
+		return &a.LUSent
+	case "udp_sent":
+		return &a.UDPSent
+	case "udp_lost":
+		return &a.UDPLost
+	case "udp_lost_window":
+		return &a.UDPLostWindow
+	case "throughput_window_bps":
+		return &a.ThroughputWindowBps
+	case "offered_bps":
+		return &a.OfferedBps
+	case "interruption_ms":
+		return &a.InterruptionMs
+	case "tcp_bytes":
+		return &a.TCPBytes
+	case "tcp_retransmissions":
+		return &a.TCPRetransmissions
+	case "tcp_lost":
+		return &a.TCPLost
+	case "session_survived":
+		return &a.SessionSurvived
+	}
+	panic("summary: unknown field " + key)
+}
+
+// New aggregates runs.
+func New(scenario, mode, traffic string, runs []Run) Summary {
+	s := Summary{Scenario: scenario, Mode: mode, Traffic: traffic, Reps: len(runs), Runs: runs}
+	if s.Runs == nil {
+		s.Runs = []Run{}
+	}
+	for _, f := range Fields {
+		var xs []float64
+		for _, r := range runs {
+			if v := r.Values()[f.Key]; v != nil {
+				xs = append(xs, *v)
+			}
+		}
+		mean, ci, ok := MeanCI95(xs)
+		if !ok {
+			continue
+		}
+		m := mean
+		*s.Mean.slot(f.Key) = &m
+		if len(xs) >= 2 {
+			c := ci
+			*s.CI95.slot(f.Key) = &c
+		}
+	}
+	return s
+}
+
+// MeanCI95 returns the mean and the 95 % confidence half-width t(0.975, n-1) * s / sqrt(n).
+func MeanCI95(xs []float64) (mean, half float64, ok bool) {
+	n := len(xs)
+	if n == 0 {
+		return 0, 0, false
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(n)
+	if n < 2 {
+		return mean, 0, true
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	sd := math.Sqrt(ss / float64(n-1))
+	return mean, TQuantile975(n-1) * sd / math.Sqrt(float64(n)), true
+}
+
+// t(0.975, df) for df = 1..30; beyond, the normal 1.96 is within 2 %.
+var t975 = []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// TQuantile975 is Student's t 97.5 % quantile.
+func TQuantile975(df int) float64 {
+	if df < 1 {
+		return math.NaN()
+	}
+	if df <= len(t975) {
+		return t975[df-1]
+	}
+	if df <= 60 {
+		return 2.000 + (2.042-2.000)*float64(60-df)/30
+	}
+	return 1.96
+}
+
+// Write stores the summary as indented JSON.
+func (s Summary) Write(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Read loads and validates a summary file.
+func Read(path string) (Summary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Summary{}, err
+	}
+	if err := Validate(b); err != nil {
+		return Summary{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var s Summary
+	err = json.Unmarshal(b, &s)
+	return s, err
+}
+
+// Validate checks a summary.json against the contract: exactly the keys above, numbers or
+// null (session_survived: boolean or null in runs), runs counted by reps.
+func Validate(data []byte) error {
+	var top map[string]json.RawMessage
+	if err := strictUnmarshal(data, &top); err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	if err := exactKeys("summary", top, []string{"scenario", "mode", "traffic", "reps", "runs", "mean", "ci95"}); err != nil {
+		return err
+	}
+	for _, k := range []string{"scenario", "mode", "traffic"} {
+		var s string
+		if err := json.Unmarshal(top[k], &s); err != nil || s == "" {
+			return fmt.Errorf("summary: %s must be a non-empty string", k)
+		}
+	}
+	var reps int
+	if err := json.Unmarshal(top["reps"], &reps); err != nil || reps < 0 {
+		return fmt.Errorf("summary: reps must be a non-negative integer")
+	}
+	var runs []map[string]json.RawMessage
+	if err := json.Unmarshal(top["runs"], &runs); err != nil || runs == nil {
+		return fmt.Errorf("summary: runs must be an array of objects")
+	}
+	if len(runs) != reps {
+		return fmt.Errorf("summary: %d runs but reps is %d", len(runs), reps)
+	}
+	keys := make([]string, len(Fields))
+	for i, f := range Fields {
+		keys[i] = f.Key
+	}
+	for i, r := range runs {
+		where := fmt.Sprintf("runs[%d]", i)
+		if err := exactKeys(where, r, keys); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := checkValue(where+"."+k, r[k], k == "session_survived"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, agg := range []string{"mean", "ci95"} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(top[agg], &m); err != nil || m == nil {
+			return fmt.Errorf("summary: %s must be an object", agg)
+		}
+		if err := exactKeys(agg, m, keys); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := checkValue(agg+"."+k, m[k], false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return fmt.Errorf("trailing data after the object")
+	}
+	return nil
+}
+
+func exactKeys(where string, m map[string]json.RawMessage, want []string) error {
+	wantSet := map[string]bool{}
+	for _, k := range want {
+		wantSet[k] = true
+		if _, ok := m[k]; !ok {
+			return fmt.Errorf("summary: %s lacks %q", where, k)
+		}
+	}
+	var extra []string
+	for k := range m {
+		if !wantSet[k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return fmt.Errorf("summary: %s has unknown keys %v", where, extra)
+	}
+	return nil
+}
+
+func checkValue(where string, raw json.RawMessage, boolean bool) error {
+	s := string(bytes.TrimSpace(raw))
+	if s == "null" {
+		return nil
+	}
+	if boolean {
+		if s == "true" || s == "false" {
+			return nil
+		}
+		return fmt.Errorf("summary: %s must be true, false or null, got %s", where, s)
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || math.IsNaN(f) {
+		return fmt.Errorf("summary: %s must be a number or null, got %s", where, s)
+	}
+	return nil
+}

@@ -113,7 +113,7 @@ func TestApplyLURejections(t *testing.T) {
 		want     error
 		security bool
 	}{
-		{"unknown peer", nil, cn2NID, nonce(7), good, ErrUnknownPeer, true},
+		{"unknown peer", nil, cn2NID, nonce(7), good, ErrUnknownPeer, false},
 		{"missing nonce", nil, myNID, wire.Nonce{}, good, ErrMissingNonce, true},
 		{"wrong nonce", nil, myNID, nonce(8), good, ErrNonceMismatch, true},
 		{"our own nonce", nil, myNID, nonce(1), good, ErrNonceMismatch, true},
@@ -122,7 +122,7 @@ func TestApplyLURejections(t *testing.T) {
 		{"only zero locators", nil, myNID, nonce(7), advert(wire.LocatorEntry{}), ErrNoLocators, false},
 		{"remote nonce not learned", func(c *Cache) {
 			c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: cn2NID}}, t0)
-		}, cn2NID, nonce(7), good, ErrNoRemoteNonce, true},
+		}, cn2NID, nonce(7), good, ErrNoRemoteNonce, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -211,9 +211,11 @@ type PeerError struct {
 func (e *PeerError) Error() string { return fmt.Sprintf("%s from %v: %v", e.Op, e.Peer, e.Err) }
 func (e *PeerError) Unwrap() error { return e.Err }
 
-// IsSecurityEvent reports whether err means a message failed the nonce check or came from a
-// node with no session: it fails the RFC 6744 nonce check, so drop it and log a security event.
+// IsSecurityEvent reports whether err means a message for an existing session failed the
+// RFC 6744 nonce check (wrong or missing nonce): drop it and log a security event. An LU from
+// a node with no session, or before its nonce is known, is dropped too but not reported as an
+// attack: it happens innocently when an LU overtakes the session's first packet or arrives
+// after the session idled out, and the sender's retransmission sorts it out.
 func IsSecurityEvent(err error) bool {
-	return errors.Is(err, ErrNonceMismatch) || errors.Is(err, ErrMissingNonce) ||
-		errors.Is(err, ErrUnknownPeer) || errors.Is(err, ErrNoRemoteNonce)
+	return errors.Is(err, ErrNonceMismatch) || errors.Is(err, ErrMissingNonce)
 }

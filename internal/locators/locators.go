@@ -50,8 +50,19 @@ type Options struct {
 	// NetNS, when set, is the network namespace to work in (default: the caller's). Sockets
 	// and netlink handles are opened there, so Run's goroutines need not stay on a
 	// namespace-switched thread. Run does not close it.
-	NetNS  *netns.NsHandle
-	Logger *slog.Logger
+	NetNS *netns.NsHandle
+	// NoSolicit turns off the Router Solicitations sent when an interface comes up. By default
+	// they are sent at once (no RFC 4861 s.6.3.7 random delay: a mobile node wants its new
+	// locator now, as DNA, RFC 6059, does) and repeated after 1 s and 4 s until an RA arrives,
+	// so a new locator does not wait for the router's next periodic RA.
+	NoSolicit bool
+	// DisableKernelAutoconf sets net.ipv6.conf.IF.autoconf=0, so the kernel's own SLAAC does
+	// not add a second address per prefix (with a different interface identifier when the NID
+	// is not the MAC's EUI-64) that applications might pick as source.
+	DisableKernelAutoconf bool
+	// RemoveOnExit deletes the addresses Run added when it returns.
+	RemoveOnExit bool
+	Logger       *slog.Logger
 }
 
 // Event is one of RASeen, AddressFormed, AddressError, LinkChange, AddressGone.
@@ -75,6 +86,10 @@ type RASeen struct {
 	RouterLifetime time.Duration
 	MTU            uint32 // 0: no MTU option
 	Prefixes       []Prefix
+	// Unicast is set when the RA was sent to one of our unicast addresses rather than to
+	// all-nodes: the router's answer to a Router Solicitation (RFC 7772 behaviour, radvd's
+	// default AdvRASolicitedUnicast).
+	Unicast bool
 }
 
 // AddressFormed reports that [prefix:NID] was added to an interface (first time, or again after
@@ -138,6 +153,7 @@ func Run(ctx context.Context, opts Options, out chan<- Event) error {
 		ifaces:  map[string]bool{},
 		formed:  map[netip.Addr]int{},
 		noDAD:   map[int]bool{},
+		lastRA:  map[int]int64{},
 		linkUp:  map[int]bool{},
 		indexes: map[int]string{},
 	}
@@ -159,6 +175,15 @@ func Run(ctx context.Context, opts Options, out chan<- Event) error {
 	conn, err := d.listenRA()
 	if err != nil {
 		return err
+	}
+	d.conn = conn
+	// On any return: stop the goroutines (cancel closes the socket), then wait for them.
+	defer func() {
+		cancel()
+		d.wg.Wait()
+	}()
+	if opts.RemoveOnExit {
+		defer d.removeFormed()
 	}
 	// Close the raw socket when ctx ends, which unblocks the reader.
 	go func() {
@@ -185,13 +210,11 @@ func Run(ctx context.Context, opts Options, out chan<- Event) error {
 	}
 
 	ras := make(chan RASeen, 16)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	d.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer d.wg.Done()
 		d.readRAs(ctx, conn, ras)
 	}()
-	defer wg.Wait()
 
 	for {
 		select {
@@ -223,7 +246,10 @@ type discovery struct {
 	linkUp  map[int]bool       // last reported state
 	formed  map[netip.Addr]int // addresses we added and believe present -> ifindex
 	noDAD   map[int]bool       // interfaces where optimistic DAD could not be enabled
-	mu      sync.Mutex         // guards indexes for the RA reader
+	lastRA  map[int]int64      // ifindex -> timeline.Now() of the last RA; guarded by mu
+	conn    *ndp.Conn
+	wg      sync.WaitGroup // solicitation goroutines
+	mu      sync.Mutex     // guards indexes for the RA reader
 }
 
 func (d *discovery) emit(ctx context.Context, e Event) {
@@ -285,7 +311,7 @@ func (d *discovery) listenRA() (*ndp.Conn, error) {
 			c.Close()
 			return fmt.Errorf("locators: ICMPv6 filter: %w", err)
 		}
-		if err := c.SetControlMessage(ipv6.FlagInterface|ipv6.FlagHopLimit, true); err != nil {
+		if err := c.SetControlMessage(ipv6.FlagInterface|ipv6.FlagHopLimit|ipv6.FlagDst, true); err != nil {
 			c.Close()
 			return fmt.Errorf("locators: control messages: %w", err)
 		}
@@ -340,6 +366,7 @@ func (d *discovery) readRAs(ctx context.Context, conn *ndp.Conn, ras chan<- RASe
 			IfIndex:        cm.IfIndex,
 			Router:         src.WithZone(name),
 			RouterLifetime: ra.RouterLifetime,
+			Unicast:        cm.Dst != nil && !cm.Dst.IsMulticast(),
 		}
 		for _, o := range ra.Options {
 			switch o := o.(type) {
@@ -367,6 +394,9 @@ func (d *discovery) readRAs(ctx context.Context, conn *ndp.Conn, ras chan<- RASe
 // handleRA reports the RA, then forms an address for each usable prefix. The RA goes out first
 // so that the timeline shows ra_seen before locator_added.
 func (d *discovery) handleRA(ctx context.Context, ra RASeen) {
+	d.mu.Lock()
+	d.lastRA[ra.IfIndex] = ra.MonoNS
+	d.mu.Unlock()
 	d.emit(ctx, ra)
 	for _, p := range ra.Prefixes {
 		// RFC 4862 s.5.5.3: autonomous, not link-local, preferred <= valid; ILNPv6 locators
@@ -446,8 +476,8 @@ func (d *discovery) handleLink(ctx context.Context, u netlink.LinkUpdate) {
 	if reported && prev == up {
 		return
 	}
-	if !reported && !deleted && d.opts.DAD == DADOptimistic {
-		d.enableOptimisticDAD(idx, name)
+	if !reported && !deleted {
+		d.configure(idx, name)
 	}
 	d.linkUp[idx] = up
 	if !up {
@@ -459,21 +489,119 @@ func (d *discovery) handleLink(ctx context.Context, u netlink.LinkUpdate) {
 			}
 		}
 	}
-	d.emit(ctx, LinkChange{MonoNS: timeline.Now(), Iface: name, IfIndex: idx, Up: up})
+	now := timeline.Now()
+	d.emit(ctx, LinkChange{MonoNS: now, Iface: name, IfIndex: idx, Up: up})
+	if up && !d.opts.NoSolicit {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.solicit(ctx, idx, name, now)
+		}()
+	}
 }
 
-// enableOptimisticDAD sets net.ipv6.conf.IF.optimistic_dad=1: without it the kernel silently
-// drops IFA_F_OPTIMISTIC from a netlink address request and the address stays tentative (not
-// bindable) for the whole DAD time (measured here: bind fails with EADDRNOTAVAIL). If the
-// sysctl cannot be written, addresses on that interface are added with IFA_F_NODAD instead, so
-// they are usable at once either way.
-func (d *discovery) enableOptimisticDAD(idx int, name string) {
-	err := d.inNS(func() error {
-		return os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", name, "optimistic_dad"), []byte("1\n"), 0o644)
+// allRouters is the RS destination (RFC 4861 s.6.3.7).
+var allRouters = netip.MustParseAddr("ff02::2")
+
+// solicit sends Router Solicitations on an interface that came up at upAt until an RA arrives
+// there: at once, then after 1 s and 4 s (RFC 4861 s.10: MAX_RTR_SOLICITATIONS 3). The RS has
+// no source link-layer option, so it may come from an optimistic link-local address (RFC 4429
+// s.3.2). If no source address is usable yet the send fails; it is retried every 50 ms within
+// each slot.
+func (d *discovery) solicit(ctx context.Context, idx int, name string, upAt int64) {
+	gotRA := func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.lastRA[idx] > upAt
+	}
+	for _, at := range []time.Duration{0, time.Second, 4 * time.Second} {
+		wait := time.Duration(upAt + int64(at) - timeline.Now())
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		for try := 0; ; try++ {
+			if gotRA() {
+				return
+			}
+			err := d.sendRS(idx, name)
+			if err == nil {
+				d.log.Debug("router solicitation sent", "iface", name)
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if try == 19 {
+				d.log.Debug("router solicitation not sent", "iface", name, "err", err)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// sendRS sends one Router Solicitation out of interface idx. It uses a short-lived socket of
+// its own: ndp.Conn scopes every destination to the interface it was opened on, and the
+// listening socket is opened on none in particular.
+func (d *discovery) sendRS(idx int, name string) error {
+	return d.inNS(func() error {
+		c, _, err := ndp.Listen(&net.Interface{Index: idx, Name: name, MTU: 1280}, ndp.Unspecified)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// The default control message: hop limit 255, the kernel picks the source.
+		return c.WriteTo(&ndp.RouterSolicitation{}, nil, allRouters)
 	})
-	if err != nil {
-		d.log.Warn("cannot enable optimistic DAD, adding addresses without DAD", "iface", name, "err", err)
-		d.noDAD[idx] = true
+}
+
+// removeFormed deletes the addresses Run added (RemoveOnExit).
+func (d *discovery) removeFormed() {
+	for a, idx := range d.formed {
+		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+		nlAddr := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(64, 128)}}
+		if err := d.nl.AddrDel(link, nlAddr); err != nil {
+			d.log.Warn("removing locator address", "addr", a, "err", err)
+		}
+	}
+}
+
+// configure sets the interface's IPv6 sysctls when it is first seen.
+//
+// optimistic_dad=1: without it the kernel silently drops IFA_F_OPTIMISTIC from a netlink
+// address request and the address stays tentative (not bindable) for the whole DAD time
+// (measured: bind fails with EADDRNOTAVAIL). use_optimistic=1: source address selection may
+// pick optimistic addresses, so unbound sockets can use a new locator at once too. If they
+// cannot be written, addresses on that interface are added with IFA_F_NODAD instead, so they
+// are usable at once either way.
+func (d *discovery) configure(idx int, name string) {
+	set := func(key, value string) error {
+		return d.inNS(func() error {
+			return os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", name, key), []byte(value+"\n"), 0o644)
+		})
+	}
+	if d.opts.DAD == DADOptimistic {
+		err := set("optimistic_dad", "1")
+		if err == nil {
+			err = set("use_optimistic", "1")
+		}
+		if err != nil {
+			d.log.Warn("cannot enable optimistic DAD, adding addresses without DAD", "iface", name, "err", err)
+			d.noDAD[idx] = true
+		}
+	}
+	if d.opts.DisableKernelAutoconf {
+		if err := set("autoconf", "0"); err != nil {
+			d.log.Warn("cannot turn kernel SLAAC off", "iface", name, "err", err)
+		}
 	}
 }
 

@@ -1,15 +1,19 @@
 package locators
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,13 +37,16 @@ type lab struct {
 	done         chan error
 }
 
-func radvdConf(iface, prefix string) string {
+func radvdConf(iface, prefix string) string { return radvdConfInterval(iface, prefix, 0.05, 0.1) }
+
+func radvdConfInterval(iface, prefix string, minInterval, maxInterval float64) string {
 	// AdvIntervalOpt lets radvd go below MinRtrAdvInterval 3 s (see shared/notes/platform.md).
 	return fmt.Sprintf(`interface %s {
 	AdvSendAdvert on;
 	AdvIntervalOpt on;
-	MinRtrAdvInterval 0.05;
-	MaxRtrAdvInterval 0.1;
+	MinRtrAdvInterval %g;
+	MaxRtrAdvInterval %g;
+	MinDelayBetweenRAs 0.05;
 	AdvDefaultLifetime 30;
 	prefix %s {
 		AdvOnLink on;
@@ -48,10 +55,12 @@ func radvdConf(iface, prefix string) string {
 		AdvPreferredLifetime 300;
 	};
 };
-`, iface, prefix)
+`, iface, minInterval, maxInterval, prefix)
 }
 
-func newLab(t *testing.T, dad DADMode) *lab {
+func newLab(t *testing.T, dad DADMode) *lab { return newLabOpts(t, Options{DAD: dad}) }
+
+func newLabOpts(t *testing.T, opts Options) *lab {
 	t.Helper()
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "radvd")
@@ -61,6 +70,8 @@ func newLab(t *testing.T, dad DADMode) *lab {
 	// The kernel's own SLAAC stays off on the host: the addresses under test are ours.
 	// DAD stays on (accept_dad=1, the default), so the optimistic path is what is measured.
 	l.host.Run("sysctl", "-qw", "net.ipv6.conf.default.autoconf=0")
+	// The kernel's own Router Solicitations are off: the ones under test are Run's.
+	l.host.Run("sysctl", "-qw", "net.ipv6.conf.default.router_solicitations=0")
 	nstest.Link(t, l.router, "r0", l.host, "h0")
 
 	h, err := netns.GetFromName(l.host.Name)
@@ -74,7 +85,11 @@ func newLab(t *testing.T, dad DADMode) *lab {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan error, 1)
 	go func() {
-		l.done <- Run(ctx, Options{Interfaces: []string{"h0"}, NID: testNID, DAD: dad, NetNS: &l.hostNS}, l.events)
+		opts.Interfaces, opts.NID, opts.NetNS = []string{"h0"}, testNID, &l.hostNS
+		if os.Getenv("LOCATORS_DEBUG") != "" {
+			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		l.done <- Run(ctx, opts, l.events)
 	}()
 	t.Cleanup(func() { l.stop(t) })
 	return l
@@ -97,14 +112,16 @@ func (l *lab) stop(t *testing.T) {
 	}
 }
 
-func (l *lab) startRadvd(t *testing.T, prefix string) {
+func (l *lab) startRadvd(t *testing.T, prefix string) { l.startRadvdConf(t, radvdConf("r0", prefix)) }
+
+func (l *lab) startRadvdConf(t *testing.T, text string) {
 	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "radvd.conf")
-	if err := os.WriteFile(conf, []byte(radvdConf("r0", prefix)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l.router.Start(func(c *exec.Cmd) { c.Stderr = os.Stderr },
+	l.router.Start(func(c *exec.Cmd) { c.Stderr = failureLog(t, "radvd") },
 		"radvd", "-n", "-C", conf, "-p", filepath.Join(dir, "radvd.pid"), "-m", "stderr")
 }
 
@@ -288,3 +305,54 @@ func TestOtherInterfaceIgnored(t *testing.T) {
 		}
 	}
 }
+
+// With periodic RAs 20-30 s apart (initial ones at most 16 s apart) and the kernel's own solicitations off, an RA within a few
+// seconds of the link coming up can only answer Run's Router Solicitation.
+func TestSolicitOnLinkUp(t *testing.T) {
+	l := newLabOpts(t, Options{DAD: DADOptimistic, RemoveOnExit: true})
+	l.wait(t, "initial link up", 3*time.Second, func(e Event) bool { c, ok := e.(LinkChange); return ok && c.Up })
+	l.startRadvdConf(t, radvdConfInterval("r0", "2001:db8:7::/64", 20, 30))
+	l.wait(t, "first address", 10*time.Second, func(e Event) bool { _, ok := e.(AddressFormed); return ok })
+
+	for round := 0; round < 3; round++ {
+		l.host.Run("ip", "link", "set", "h0", "down")
+		l.wait(t, "link down", 3*time.Second, func(e Event) bool { c, ok := e.(LinkChange); return ok && !c.Up })
+		l.host.Run("ip", "link", "set", "h0", "up")
+		up := l.wait(t, "link up", 3*time.Second, func(e Event) bool { c, ok := e.(LinkChange); return ok && c.Up }).(LinkChange)
+		// radvd answers a solicitation with a unicast RA; its own RAs are multicast.
+		ra := l.wait(t, "RA answering the solicitation", 6*time.Second, func(e Event) bool { _, ok := e.(RASeen); return ok }).(RASeen)
+		if !ra.Unicast {
+			t.Fatalf("first RA after link up is multicast, not an answer to a solicitation: %+v", ra)
+		}
+		formed := l.wait(t, "address after solicitation", 2*time.Second, func(e Event) bool { _, ok := e.(AddressFormed); return ok }).(AddressFormed)
+		t.Logf("link up -> locator address formed: %v", time.Duration(formed.MonoNS-up.MonoNS))
+	}
+
+	// RemoveOnExit: the address goes with Run.
+	l.stop(t)
+	if out := l.host.Run("ip", "-6", "addr", "show", "dev", "h0"); strings.Contains(out, "2001:db8:7:") {
+		t.Fatalf("address left after Run:\n%s", out)
+	}
+}
+
+// failureLog collects a helper program's output and shows it only if the test fails.
+func failureLog(t *testing.T, name string) io.Writer {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("%s output:\n%s", name, buf.String())
+		}
+	})
+	return writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

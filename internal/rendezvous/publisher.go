@@ -85,7 +85,8 @@ type Publisher struct {
 	cfg  PublisherConfig
 	name string
 	zone string
-	x    *exchanger
+	x    *exchanger // signed: updates
+	read *exchanger // unsigned: reading the current RRsets is an ordinary query
 	log  *slog.Logger
 
 	wake chan struct{} // capacity 1: "a newer state is waiting"
@@ -140,6 +141,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		name:    name,
 		zone:    zone,
 		x:       &exchanger{server: server, dial: cfg.Dial, timeout: cfg.Timeout, key: cfg.Key},
+		read:    &exchanger{server: server, dial: cfg.Dial, timeout: cfg.Timeout},
 		log:     cfg.Logger.With("component", "rendezvous", "name", name, "server", server),
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
@@ -265,6 +267,24 @@ func (p *Publisher) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		var delay time.Duration
+		if err != nil {
+			server = nil // after any failure the server's state is unknown: read it again
+			if cause.retryable() {
+				attempt++
+				delay = p.backoff(attempt)
+				if cause == CausePrereq && attempt == 1 {
+					delay = 0 // someone else changed the RRset: re-read and retry at once
+				}
+				p.log.WarnContext(ctx, "DNS update failed, will retry", "cause", string(cause),
+					"attempt", attempt, "retry_in", delay, "err", err)
+			} else {
+				// Only a configuration change (key, policy, zone) helps; say so once, loudly,
+				// and try again with the next locator change rather than hammer the server.
+				p.log.ErrorContext(ctx, "DNS update refused; not retrying until the locator set changes",
+					"cause", string(cause), "err", err)
+			}
+		}
 		p.mu.Lock()
 		if err == nil {
 			p.published = w.gen
@@ -278,24 +298,9 @@ func (p *Publisher) Run(ctx context.Context) {
 		}
 		p.notifyLocked()
 		p.mu.Unlock()
-		if err == nil {
+		if err == nil || !cause.retryable() {
 			continue
 		}
-		server = nil // after any failure the server's state is unknown: read it again
-		if !cause.retryable() {
-			// Only a configuration change (key, policy, zone) helps; say so once, loudly, and
-			// try again with the next locator change rather than hammering the server.
-			p.log.ErrorContext(ctx, "DNS update refused; not retrying until the locator set changes",
-				"cause", string(cause), "err", err)
-			continue
-		}
-		attempt++
-		delay := p.backoff(attempt)
-		if cause == CausePrereq && attempt == 1 {
-			delay = 0 // someone else changed the RRset: re-read and retry at once
-		}
-		p.log.WarnContext(ctx, "DNS update failed, will retry", "cause", string(cause), "attempt", attempt,
-			"retry_in", delay, "err", err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -351,14 +356,8 @@ func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Caus
 	}
 	have := *server
 	ttl := uint32(p.cfg.TTL / time.Second)
-	hdr := func(t uint16) dns.RR_Header {
-		return dns.RR_Header{Name: p.name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
-	}
-	wantNID := []dns.RR{&dns.NID{Hdr: hdr(dns.TypeNID), Preference: p.cfg.NIDPreference, NodeID: uint64(w.nid)}}
-	var wantL64 []dns.RR
-	for _, l := range w.locs {
-		wantL64 = append(wantL64, &dns.L64{Hdr: hdr(dns.TypeL64), Preference: l.Preference, Locator64: uint64(l.Locator)})
-	}
+	want := p.wantRRs(w)
+	wantNID, wantL64 := want.nids, want.l64s
 	if sameRdata(have.nids, wantNID) && sameRdata(have.l64s, wantL64) && sameTTL(have, ttl) {
 		return CauseOK, nil
 	}
@@ -412,12 +411,24 @@ func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Caus
 	if cause != CauseOK {
 		return cause, &ExchangeError{Op: "update", Name: p.name, Server: p.x.server, Cause: cause, Rcode: rc, Err: err}
 	}
-	*server = &rrsets{nids: wantNID, l64s: wantL64}
+	*server = want
 	p.mu.Lock()
 	p.stats.UpdatesOK++
 	p.mu.Unlock()
 	p.log.InfoContext(ctx, "DNS records updated", "generation", w.gen, "records", detail, "rtt", elapsed)
 	return CauseOK, nil
+}
+
+// wantRRs is the NID and L64 records that publish w.
+func (p *Publisher) wantRRs(w *desired) *rrsets {
+	hdr := func(t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: p.name, Rrtype: t, Class: dns.ClassINET, Ttl: uint32(p.cfg.TTL / time.Second)}
+	}
+	s := &rrsets{nids: []dns.RR{&dns.NID{Hdr: hdr(dns.TypeNID), Preference: p.cfg.NIDPreference, NodeID: uint64(w.nid)}}}
+	for _, l := range w.locs {
+		s.l64s = append(s.l64s, &dns.L64{Hdr: hdr(dns.TypeL64), Preference: l.Preference, Locator64: uint64(l.Locator)})
+	}
+	return s
 }
 
 // readState queries the server for the name's current NID and L64 RRsets.
@@ -430,7 +441,7 @@ func (p *Publisher) readState(ctx context.Context) (*rrsets, Cause, error) {
 		q := new(dns.Msg)
 		q.SetQuestion(p.name, t)
 		q.RecursionDesired = false
-		r, err := p.x.exchange(ctx, q)
+		r, err := p.read.exchange(ctx, q)
 		op := "read state (" + dns.TypeToString[t] + " query)"
 		if r == nil {
 			cause := classifyTransport(err)

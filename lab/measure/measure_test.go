@@ -1,0 +1,158 @@
+package measure
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"ilnp/internal/timeline"
+	"ilnp/lab/pcap"
+)
+
+const (
+	cnNID = 0x02144ffffe20cc01
+	mnNID = 0x02144ffffe20ee64
+)
+
+var t0 = time.Unix(1700000000, 0)
+
+func addr(prefix uint16, nid uint64) (a [16]byte) {
+	a[0], a[1], a[2], a[3] = 0x20, 0x01, 0x0d, 0xb8
+	binary.BigEndian.PutUint16(a[4:], prefix)
+	binary.BigEndian.PutUint64(a[8:], nid)
+	return a
+}
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func udp(s float64, seq int64, toMN bool, dir int) pcap.Packet {
+	p := pcap.Packet{Time: at(s), Dir: dir, Proto: pcap.ProtoUDP, UDPSeq: seq, Payload: 1300, SrcPort: 5201, DstPort: 40000}
+	if toMN {
+		p.Src, p.Dst = addr(1, cnNID), addr(2, mnNID)
+	} else {
+		p.Src, p.Dst = addr(2, mnNID), addr(1, cnNID)
+	}
+	return p
+}
+
+func tcp(s float64, seq uint32, payload int, dir int, flags uint8) pcap.Packet {
+	return pcap.Packet{Time: at(s), Dir: dir, Proto: pcap.ProtoTCP, TCPSeq: seq, Payload: payload, TCPFlags: flags,
+		SrcPort: 40001, DstPort: 5201, Src: addr(1, cnNID), Dst: addr(3, mnNID), UDPSeq: -1}
+}
+
+func base() Input {
+	return Input{MNNID: mnNID, CNNID: cnNID, T0Wall: t0, T0Mono: 1_000_000_000, Enter: 5 * time.Second,
+		Leave: 20 * time.Second, Duration: 30 * time.Second}
+}
+
+// 10 datagrams per second for 30 s; those sent in [12, 12.5) s never arrive.
+func TestUDPLossWindowInterruption(t *testing.T) {
+	in := base()
+	in.UDP, in.OfferedBps = true, 104000
+	seq := int64(0)
+	for ms := 0; ms < 30000; ms += 100 {
+		s := float64(ms) / 1000
+		seq++
+		in.CN = append(in.CN, udp(s, seq, true, pcap.DirUnknown))
+		if s < 12 || s >= 12.5 {
+			in.MN = append(in.MN, udp(s+0.001, seq, true, pcap.DirIncoming))
+		}
+		// The MN's own datagrams (outgoing at the MN) are not deliveries.
+		in.MN = append(in.MN, udp(s, seq, false, pcap.DirOutgoing))
+	}
+	// The handoff: first LU at 11 s (mono), ACK 4 ms later, one retry before it.
+	mono := func(s float64) int64 { return in.T0Mono + int64(s*1e9) }
+	in.MNEvents = []timeline.Event{
+		{MonoNS: mono(1), Kind: timeline.LUSent}, // before entering: ignored
+		{MonoNS: mono(11), Kind: timeline.LUSent, Attempt: 1},
+		{MonoNS: mono(11.002), Kind: timeline.LUSent, Attempt: 2},
+		{MonoNS: mono(11.004), Kind: timeline.LUAckReceived},
+		{MonoNS: mono(20.1), Kind: timeline.LUSent},
+	}
+	r := Compute(in).Run
+	if *r.UDPSent != 300 || *r.UDPLost != 5 {
+		t.Errorf("sent %d lost %d, want 300 and 5", *r.UDPSent, *r.UDPLost)
+	}
+	// Window [10, 15): all 5 losses inside; 45 datagrams of 1300 B delivered in 5 s.
+	if *r.UDPLostWindow != 5 || *r.ThroughputWindowBps != 45*1300*8/5.0 {
+		t.Errorf("window lost %d throughput %v", *r.UDPLostWindow, *r.ThroughputWindowBps)
+	}
+	if d := *r.HandoffDelayMs; d < 3.999 || d > 4.001 || *r.LUSent != 2 {
+		t.Errorf("handoff delay %v ms, LUs %d; want 4 ms and 2", d, *r.LUSent)
+	}
+	// Last delivery before the gap at 11.901, next at 12.501: 600 ms.
+	if g := *r.InterruptionMs; g < 599 || g > 601 {
+		t.Errorf("interruption %v ms, want 600", g)
+	}
+	if !*r.SessionSurvived || r.TCPBytes != nil || *r.OfferedBps != 104000 {
+		t.Errorf("survived %v tcp %v offered %v", *r.SessionSurvived, r.TCPBytes, *r.OfferedBps)
+	}
+}
+
+// Deliveries stop at leave: the session is broken and the gap runs to the end of the flow.
+func TestUDPBroken(t *testing.T) {
+	in := base()
+	in.UDP = true
+	for i := 1; i <= 290; i++ {
+		s := float64(i) / 10
+		in.CN = append(in.CN, udp(s, int64(i), true, pcap.DirUnknown))
+		if s < 20 {
+			in.MN = append(in.MN, udp(s, int64(i), true, pcap.DirIncoming))
+		}
+	}
+	res := Compute(in)
+	r := res.Run
+	if *r.SessionSurvived || r.HandoffDelayMs != nil || r.LUSent != nil {
+		t.Errorf("survived %v handoff %v lu %v", *r.SessionSurvived, r.HandoffDelayMs, r.LUSent)
+	}
+	if g := *r.InterruptionMs; g < 10099 || g > 10101 {
+		t.Errorf("interruption %v ms, want 10100 (19.9 s to 30 s)", g)
+	}
+	if res.WindowStart != 20 || *r.UDPLostWindow != 50 {
+		t.Errorf("window from %v lost %d, want 20 and 50", res.WindowStart, *r.UDPLostWindow)
+	}
+}
+
+// TCP: the CN sends 1000-byte segments; segment 5000 is lost once and retransmitted, segment
+// 8000 is retransmitted although the MN had it (reordering): 2 retransmissions, 1 lost.
+func TestTCPRetransmissionsAndLoss(t *testing.T) {
+	in := base()
+	isn := uint32(0xfffff000) // the relative sequence wraps through zero
+	in.CN = append(in.CN, tcp(0, isn, 0, pcap.DirUnknown, pcap.SYN))
+	// The control connection to the same port carries little and must not be taken for data.
+	ctl := tcp(0.1, 77, 37, pcap.DirUnknown, pcap.ACK)
+	ctl.SrcPort = 40000
+	in.CN = append(in.CN, ctl)
+	for k := 0; k < 10; k++ {
+		seq := isn + 1 + uint32(k*1000)
+		s := 1 + float64(k)*0.1
+		in.CN = append(in.CN, tcp(s, seq, 1000, pcap.DirUnknown, pcap.ACK))
+		if k != 5 {
+			in.MN = append(in.MN, tcp(s+0.01, seq, 1000, pcap.DirIncoming, pcap.ACK))
+		}
+	}
+	in.CN = append(in.CN, tcp(3, isn+1+5000, 1000, pcap.DirUnknown, pcap.ACK))
+	in.MN = append(in.MN, tcp(3.01, isn+1+5000, 1000, pcap.DirIncoming, pcap.ACK))
+	in.CN = append(in.CN, tcp(3.1, isn+1+8000, 1000, pcap.DirUnknown, pcap.ACK))
+	in.MN = append(in.MN, tcp(3.11, isn+1+8000, 1000, pcap.DirIncoming, pcap.ACK))
+	in.Leave, in.Duration = 2*time.Second, 4*time.Second
+	res := Compute(in)
+	r := res.Run
+	if *r.TCPRetransmissions != 2 || *r.TCPLost != 1 || *r.TCPBytes != 10000 {
+		t.Errorf("retransmissions %d lost %d bytes %d; want 2, 1, 10000", *r.TCPRetransmissions, *r.TCPLost, *r.TCPBytes)
+	}
+	if !*r.SessionSurvived || r.UDPSent != nil || r.OfferedBps != nil {
+		t.Errorf("survived %v udp %v offered %v", *r.SessionSurvived, r.UDPSent, r.OfferedBps)
+	}
+	if res.SeqUnit != "byte" || len(res.Seq) != 11 {
+		t.Errorf("seq series %s %d points", res.SeqUnit, len(res.Seq))
+	}
+}
+
+func TestNothingDelivered(t *testing.T) {
+	in := base()
+	r := Compute(in).Run
+	if *r.SessionSurvived || *r.InterruptionMs != 30000 {
+		t.Errorf("survived %v interruption %v", *r.SessionSurvived, *r.InterruptionMs)
+	}
+}

@@ -59,19 +59,19 @@ func (c Cause) hint() string {
 	case CauseNotZone:
 		return "the name is not inside the configured zone"
 	case CauseServFail:
-		return "server failure, will retry"
+		return "server failure (may be transient)"
 	case CauseFormErr:
 		return "the server could not parse the update (does it support NID/L64, BIND >= 9.9.3?)"
 	case CausePrereq:
-		return "the records changed on the server since we read them; re-reading and retrying"
+		return "the records changed on the server since we read them (stale update rejected)"
 	case CauseTimeout:
-		return "no answer from the server, will retry with backoff"
+		return "no answer from the server in time"
 	case CauseUnreachable:
-		return "server unreachable, will retry with backoff"
+		return "server unreachable (no route, nothing listening, or link down)"
 	case CauseMalformed:
-		return "the server's reply was malformed, will retry"
+		return "the server's reply was malformed"
 	case CauseResponseTSIG:
-		return "the reply's TSIG did not verify (spoofed or corrupted?), will retry"
+		return "the reply's TSIG did not verify (spoofed or corrupted?)"
 	}
 	return ""
 }

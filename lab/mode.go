@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ilnp/internal/config"
+	"ilnp/internal/wire"
 	"ilnp/lab/netns"
 )
 
@@ -123,6 +124,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		return fmt.Errorf("mode %s needs ilnpd: %w", m.Name(), err)
 	}
 	hosts := filepath.Join(dir, "hosts")
+	if _, err := wire.ParseHosts(strings.NewReader(HostsFile()), hosts); err != nil {
+		return fmt.Errorf("lab wrote a bad hosts file: %w", err)
+	}
 	if err := os.WriteFile(hosts, []byte(HostsFile()), 0o644); err != nil {
 		return err
 	}
@@ -228,6 +232,7 @@ func (m *ilnpMode) Teardown(t *Topology) error {
 			firstErr = err
 		}
 	}
+	_ = os.Remove("/etc/netns") // only if empty
 	return firstErr
 }
 

@@ -45,5 +45,6 @@ func TestTopologyWANAndMove(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	linkemu.RunIfRequested()
+	fakeILNPd()
 	os.Exit(m.Run())
 }

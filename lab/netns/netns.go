@@ -132,6 +132,7 @@ func (ns *NS) Delete() error {
 	if err := os.RemoveAll(EtcDir(ns.Name)); err != nil {
 		errs = append(errs, err)
 	}
+	_ = os.Remove("/etc/netns") // only if empty: other namespaces may still use it
 	return errors.Join(errs...)
 }
 

@@ -623,3 +623,17 @@ func (d *discovery) handleAddr(ctx context.Context, u netlink.AddrUpdate) {
 	delete(d.formed, a)
 	d.emit(ctx, AddressGone{MonoNS: timeline.Now(), Iface: name, IfIndex: u.LinkIndex, Addr: a})
 }
+
+// DefaultNID is the node's NID when none is configured: the modified EUI-64 of the MAC of
+// iface (RFC 6741 s.3 allows it; RFC 4291 Appendix A), looked up in the caller's namespace.
+func DefaultNID(iface string) (wire.NID, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return 0, fmt.Errorf("default NID: %w", err)
+	}
+	n, err := wire.NIDFromMAC(ifi.HardwareAddr)
+	if err != nil {
+		return 0, fmt.Errorf("default NID from %s: %w", iface, err)
+	}
+	return n, nil
+}

@@ -356,3 +356,27 @@ func failureLog(t *testing.T, name string) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestDefaultNID(t *testing.T) {
+	ns := nstest.New(t, "loc-n")
+	ns.Run("ip", "link", "add", "n0", "address", "00:14:4f:20:ee:64", "type", "veth", "peer", "name", "n1")
+	var nid wire.NID
+	err := ns.Do(func() error {
+		var err error
+		nid, err = DefaultNID("n0")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 00:14:4f:20:ee:64 -> 0214:4fff:fe20:ee64 (u/l bit inverted, fffe inserted).
+	if nid != 0x02144fff_fe20ee64 {
+		t.Fatalf("NID %v", nid)
+	}
+	if err := ns.Do(func() error { _, err := DefaultNID("lo"); return err }); err == nil {
+		t.Fatal("loopback (no MAC) gave a NID")
+	}
+	if _, err := DefaultNID("no-such-if0"); err == nil {
+		t.Fatal("missing interface gave a NID")
+	}
+}

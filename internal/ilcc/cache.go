@@ -78,10 +78,11 @@ type local struct {
 }
 
 type remote struct {
-	loc     wire.L64
-	pref    uint16
-	expires time.Time // zero: no expiry
-	state   State
+	loc      wire.L64
+	pref     uint16
+	lifetime uint16    // as advertised
+	expires  time.Time // zero: no expiry
+	state    State
 }
 
 type peer struct {
@@ -398,7 +399,7 @@ func (c *Cache) syncPeers(now time.Time, eff *Effects) {
 
 func (c *Cache) syncBinding(p *peer, eff *Effects) {
 	b := c.bindingFor(p)
-	if p.bound && b == p.binding {
+	if p.bound && b.Equal(p.binding) {
 		return
 	}
 	p.binding, p.bound = b, true
@@ -409,6 +410,12 @@ func (c *Cache) bindingFor(p *peer) Binding {
 	b := Binding{
 		Peer: p.nid, SessionLocal: p.sessLocal, SessionRemote: p.sessRemote,
 		RemoteLocator: p.lastActive, LocalNonce: p.localNonce, RemoteNonce: p.remoteNonce,
+	}
+	if len(p.remotes) > 0 {
+		b.RemoteLocators = make([]RemoteLocator, len(p.remotes))
+		for i, r := range p.remotes {
+			b.RemoteLocators[i] = RemoteLocator{Locator: r.loc, Preference: r.pref, Lifetime: r.lifetime, State: r.state}
+		}
 	}
 	if l := c.activeLocal(); l != nil {
 		b.LocalLocator, b.LocalIfIndex, b.LocalRouter, b.HasLocal = l.loc, l.ifindex, l.router, true
@@ -429,9 +436,9 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 	p.advertised, p.advertisedAt, p.retryAt = slices.Clone(adv), now, time.Time{}
 }
 
-// OpenSession records a session with a correspondent (keyed by its NID) and generates the
-// local nonce. Opening a session that exists only refreshes it (and learns the remote nonce
-// if it was unknown). The correspondent is assumed to know the locators usable now (it sees
+// OpenSession records a session with a correspondent (keyed by its NID) and takes the local
+// nonce from s or generates it. Opening a session that exists only refreshes it (and learns
+// the remote nonce if it was unknown; the local nonce, once chosen, stays). The correspondent is assumed to know the locators usable now (it sees
 // them on our packets); LUs follow when they change.
 func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	if s.Remote.NID == 0 || s.Local.NID == 0 || s.Remote.Locator == 0 {
@@ -448,9 +455,12 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		}
 		return eff, nil
 	}
-	nonce, err := c.cfg.NewNonce()
-	if err != nil {
-		return Effects{}, fmt.Errorf("session with %v: local nonce: %w", s.Remote.NID, err)
+	nonce := s.LocalNonce
+	if nonce.IsZero() {
+		var err error
+		if nonce, err = c.cfg.NewNonce(); err != nil {
+			return Effects{}, fmt.Errorf("session with %v: local nonce: %w", s.Remote.NID, err)
+		}
 	}
 	if nonce.IsZero() {
 		return Effects{}, fmt.Errorf("session with %v: local nonce generator returned no nonce", s.Remote.NID)
@@ -470,7 +480,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		if e.Locator == 0 || e.Locator == s.Remote.Locator {
 			continue
 		}
-		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, expires: remoteExpiry(now, e.Lifetime)})
+		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
 	}
 	p.selectRemote()
 	p.advertised, p.advertisedAt = c.advertisement(now), now
@@ -618,7 +628,7 @@ func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, 
 			continue
 		}
 		seen[e.Locator] = true
-		set = append(set, remote{loc: e.Locator, pref: e.Preference, expires: remoteExpiry(now, e.Lifetime)})
+		set = append(set, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
 	}
 	if len(set) == 0 {
 		return fail(ErrNoLocators)

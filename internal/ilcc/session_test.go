@@ -187,8 +187,8 @@ func TestRemoteLocatorLifetimeExpiry(t *testing.T) {
 	c.ApplyLU(myNID, nonce(7), advert(wire.LocatorEntry{Locator: lMN2, Lifetime: 5}), t0.Add(101*time.Second))
 	eff = c.Tick(t0.Add(106 * time.Second))
 	b, _ := c.Binding(myNID)
-	if b.RemoteLocator != lMN2 || len(eff.Bindings) != 0 {
-		t.Fatalf("with every remote locator expired the last active one stays the destination: %+v", b)
+	if b.RemoteLocator != lMN2 || len(b.RemoteLocators) != 0 || len(eff.Bindings) != 1 || !eff.Bindings[0].Equal(b) {
+		t.Fatalf("with every remote locator expired the last active one stays the destination: %+v %+v", b, eff.Bindings)
 	}
 	if s := c.Snapshot(t0.Add(106 * time.Second)).Sessions[0]; len(s.RemoteLocators) != 0 || s.ActiveRemote != lMN2.String() {
 		t.Fatalf("session view = %+v", s)
@@ -473,6 +473,52 @@ func TestVerifyNonce(t *testing.T) {
 	for _, tc := range cases {
 		if err := c.VerifyNonce(tc.peer, tc.nonce); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 			t.Errorf("VerifyNonce(%v, %v) = %v, want %v", tc.peer, tc.nonce, err, tc.want)
+		}
+	}
+}
+
+func TestBindingCarriesRemoteSetAndAdoptsDatapathNonce(t *testing.T) {
+	c := newCache(t, Soft)
+	eff, err := c.OpenSession(Session{
+		Local: wire.ILV{Locator: lMN1, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID},
+		RemoteLocators: []wire.LocatorEntry{{Locator: lCN2, Preference: 10, Lifetime: 60}},
+		LocalNonce:     nonce(0xabc), RemoteNonce: nonce(7),
+	}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := eff.Bindings[0]
+	want := []RemoteLocator{{Locator: lCN, Preference: 10, State: Active}, {Locator: lCN2, Preference: 10, Lifetime: 60, State: Valid}}
+	if b.LocalNonce != nonce(0xabc) || !slices.Equal(b.RemoteLocators, want) {
+		t.Fatalf("binding = %+v", b)
+	}
+	// A new remote set with the same active locator still reaches the datapath.
+	eff, _ = c.ApplyLU(cnNID, nonce(7), advert(wire.LocatorEntry{Locator: lCN, Lifetime: 600}), t0)
+	if len(eff.Bindings) != 1 || eff.Bindings[0].RemoteLocator != lCN || len(eff.Bindings[0].RemoteLocators) != 1 {
+		t.Fatalf("bindings = %+v", eff.Bindings)
+	}
+}
+
+func TestBindingEqual(t *testing.T) {
+	base := Binding{Peer: cnNID, RemoteLocator: lCN, RemoteLocators: []RemoteLocator{{Locator: lCN, State: Active}}}
+	same := base
+	same.RemoteLocators = slices.Clone(base.RemoteLocators)
+	if !base.Equal(same) {
+		t.Fatal("equal bindings differ")
+	}
+	for name, mod := range map[string]func(*Binding){
+		"remote set": func(b *Binding) {
+			b.RemoteLocators = append(slices.Clone(b.RemoteLocators), RemoteLocator{Locator: lCN2})
+		},
+		"remote state": func(b *Binding) { b.RemoteLocators = []RemoteLocator{{Locator: lCN, State: Valid}} },
+		"local":        func(b *Binding) { b.LocalLocator = lMN1 },
+		"nonce":        func(b *Binding) { b.RemoteNonce = nonce(1) },
+		"has local":    func(b *Binding) { b.HasLocal = true },
+	} {
+		o := base
+		mod(&o)
+		if base.Equal(o) {
+			t.Errorf("%s change not detected", name)
 		}
 	}
 }

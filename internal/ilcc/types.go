@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,6 +123,19 @@ type Session struct {
 	// RemoteNonce is the correspondent's nonce if a packet from it has been seen (RFC 6744);
 	// zero otherwise.
 	RemoteNonce wire.Nonce
+	// LocalNonce is our nonce if the datapath already chose one for this session (it puts
+	// it on the wire from the first packet); zero lets the cache generate it.
+	LocalNonce wire.Nonce
+}
+
+// RemoteLocator is one locator of a correspondent as the datapath sees it. Lifetime is the
+// value last advertised (seconds; 0: none), not a countdown, so bindings change only when the
+// set does; the cache expires the locator itself.
+type RemoteLocator struct {
+	Locator    wire.L64
+	Preference uint16
+	Lifetime   uint16
+	State      State
 }
 
 // Binding is what the datapath needs for one correspondent: the session view and the
@@ -138,10 +152,20 @@ type Binding struct {
 	HasLocal     bool
 	// RemoteLocator is the active remote locator (the last known one if all have expired).
 	RemoteLocator wire.L64
+	// RemoteLocators is the correspondent's current locator set, in the order received.
+	RemoteLocators []RemoteLocator
 	// LocalNonce goes into every packet we send; RemoteNonce is what packets from the peer
 	// must carry (zero until learned).
 	LocalNonce  wire.Nonce
 	RemoteNonce wire.Nonce
+}
+
+// Equal reports whether two bindings would program the datapath identically.
+func (b Binding) Equal(o Binding) bool {
+	return b.Peer == o.Peer && b.SessionLocal == o.SessionLocal && b.SessionRemote == o.SessionRemote &&
+		b.LocalLocator == o.LocalLocator && b.LocalIfIndex == o.LocalIfIndex && b.LocalRouter == o.LocalRouter &&
+		b.HasLocal == o.HasLocal && b.RemoteLocator == o.RemoteLocator && b.LocalNonce == o.LocalNonce &&
+		b.RemoteNonce == o.RemoteNonce && slices.Equal(b.RemoteLocators, o.RemoteLocators)
 }
 
 // Ack is an LU-ACK to send in answer to an accepted LU: the same body with Operation 2 (RFC

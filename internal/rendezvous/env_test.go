@@ -31,7 +31,7 @@ type env struct {
 
 var serverAddrInNS = netip.MustParseAddr("2001:db8:53::1")
 
-func newEnv(t *testing.T, records ...string) *env {
+func newEnv(t testing.TB, records ...string) *env {
 	t.Helper()
 	nstest.RequireTool(t, "named", "dig")
 	dnsNS := nstest.New(t, "rdv-dns")
@@ -107,7 +107,7 @@ func (r *recorder) kinds() map[timeline.Kind]int {
 }
 
 // startPublisher runs a publisher for mn.ilnp.test. until the test ends.
-func (e *env) startPublisher(t *testing.T, key *TSIGKey, name string, tweak func(*PublisherConfig)) (*Publisher, *recorder) {
+func (e *env) startPublisher(t testing.TB, key *TSIGKey, name string, tweak func(*PublisherConfig)) (*Publisher, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	cfg := PublisherConfig{
@@ -157,7 +157,7 @@ func (e *env) queryL64(ctx context.Context, name string) (map[wire.L64]uint16, i
 	return set, r.Rcode, nil
 }
 
-func mustL64(t *testing.T, s string) wire.L64 {
+func mustL64(t testing.TB, s string) wire.L64 {
 	t.Helper()
 	l, err := wire.ParseL64(s)
 	if err != nil {
@@ -166,7 +166,7 @@ func mustL64(t *testing.T, s string) wire.L64 {
 	return l
 }
 
-func waitPublished(t *testing.T, p *Publisher, within time.Duration) {
+func waitPublished(t testing.TB, p *Publisher, within time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()

@@ -137,6 +137,25 @@ func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, tim
 	return cloneILVs(ilvs, left), left, nil
 }
 
+// LookupILNP adapts Lookup to the resolver's Source contract (internal/resolver.Source, whose
+// PreferredILV is wire.RankedILV): nil, nil for a name that is not ILNP, so the stub passes the
+// ordinary AAAA through. An upstream that refuses or does not implement the NID/L64 types also
+// means "not ILNP here" rather than a failure; timeouts and SERVFAIL stay errors. Each I-LV's
+// TTL is what is left of the answer's TTL: the stub should not answer with a longer one.
+func (f *Finder) LookupILNP(ctx context.Context, name string) ([]wire.RankedILV, error) {
+	ilvs, _, err := f.Lookup(ctx, name)
+	var xe *ExchangeError
+	switch {
+	case err == nil:
+		return ilvs, nil
+	case errors.Is(err, ErrNoILNP):
+		return nil, nil
+	case errors.As(err, &xe) && (xe.Cause == CauseRefused || xe.Cause == CauseFormErr || xe.Cause == CauseNotAuth || xe.Cause == CauseOtherRcode):
+		return nil, nil
+	}
+	return nil, err
+}
+
 // cloneILVs copies cached I-LVs, with TTL set to what is left of it.
 func cloneILVs(in []wire.RankedILV, left time.Duration) []wire.RankedILV {
 	out := make([]wire.RankedILV, len(in))

@@ -77,6 +77,17 @@ func TestLookupAgainstNamed(t *testing.T) {
 		}
 	}
 
+	// The resolver.Source view: ILNP names give I-LVs, others nil without error.
+	if got, err := f.LookupILNP(ctx, "cn.ilnp.test"); err != nil || len(got) != 2 {
+		t.Errorf("LookupILNP(cn) = %v %v", got, err)
+	}
+	if got, err := f.LookupILNP(ctx, "plain.ilnp.test"); err != nil || got != nil {
+		t.Errorf("LookupILNP(plain) = %v %v, want nil, nil", got, err)
+	}
+	if got, err := f.LookupILNP(ctx, "out.of.zone.example"); err != nil || got != nil {
+		t.Errorf("LookupILNP(out of zone, REFUSED) = %v %v, want nil, nil", got, err)
+	}
+
 	// A published name is found with the publisher's TTL.
 	p, _ := e.startPublisher(t, &e.key, mnName, nil)
 	if err := p.Publish(ctx, testNID, []LocatorEntry{{mustL64(t, "2001:db8:1:0"), 10}}); err != nil {

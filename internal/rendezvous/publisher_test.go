@@ -310,3 +310,26 @@ func TestStaleUpdateCannotOverwrite(t *testing.T) {
 		t.Fatalf("after a stale update: %v, want only %v", got, l2)
 	}
 }
+
+// BenchmarkPublishToVisible measures one move: Publish of a new single-locator set until an
+// L64 query to the server (over a veth link, from the mobile node's namespace) returns it.
+func BenchmarkPublishToVisible(b *testing.B) {
+	e := newEnv(b)
+	p, _ := e.startPublisher(b, &e.key, mnName, nil)
+	locs := []wire.L64{mustL64(b, "2001:db8:1:0"), mustL64(b, "2001:db8:2:0")}
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		to := locs[i%2]
+		i++
+		if err := p.Publish(ctx, testNID, []LocatorEntry{{to, 10}}); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			set, _, err := e.queryL64(ctx, mnName)
+			if err == nil && len(set) == 1 && set[to] == 10 {
+				break
+			}
+		}
+	}
+}

@@ -319,3 +319,16 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestListenRefusesNonSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ctl.sock")
+	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Fatalf("err = %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Fatal("file replaced")
+	}
+}

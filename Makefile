@@ -36,7 +36,7 @@ fuzz:
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg | tail -n 2; \
+	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s $$pkg | tail -n 2; \
 	  done; \
 	done
 

@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"ilnp/internal/config"
+	"ilnp/internal/control"
+	"ilnp/internal/ilcc"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// The node answers ilnpctl through control.Handler. Reads of the ILCC are safe from any
+// goroutine; anything that changes state or reads the LU engine runs on the loop.
+var _ control.Handler = (*Node)(nil)
+
+// SessionRow is one line of `ilnpctl show sessions`.
+type SessionRow struct {
+	PeerNID        string  `json:"peer_nid"`
+	SessionLocal   string  `json:"session_local"`
+	SessionRemote  string  `json:"session_remote"`
+	ActiveLocal    string  `json:"active_local"`
+	ActiveRemote   string  `json:"active_remote"`
+	RemoteLocators string  `json:"remote_locators"`
+	LocalNonce     string  `json:"local_nonce"`
+	RemoteNonce    string  `json:"remote_nonce"`
+	TxPackets      uint64  `json:"tx_packets"`
+	RxPackets      uint64  `json:"rx_packets"`
+	IdleS          float64 `json:"idle_s"`
+	SRTTMs         float64 `json:"lu_srtt_ms"`
+}
+
+func (n *Node) ShowLocators(ctx context.Context) (any, error) {
+	snap := n.cache.Snapshot(time.Now())
+	rows := make([]control.LocatorRow, 0, len(snap.Locators))
+	for _, l := range snap.Locators {
+		loc, err := wire.ParseL64(l.Locator)
+		if err != nil {
+			continue
+		}
+		rows = append(rows, control.LocatorRow{
+			Iface:     n.ifaces[l.IfIndex],
+			Locator:   l.Locator,
+			Address:   wire.ILV{Locator: loc, NID: n.nid}.Addr().String(),
+			State:     l.State.String(),
+			Router:    l.Router,
+			ValidSecs: l.ValidLifetimeS,
+		})
+	}
+	return rows, nil
+}
+
+func (n *Node) ShowSessions(ctx context.Context) (any, error) {
+	snap := n.cache.Snapshot(time.Now())
+	var peers map[string]float64
+	if err := n.do(ctx, func() error {
+		peers = map[string]float64{}
+		for _, p := range n.engine.Snapshot() {
+			peers[p.Peer] = p.SRTTMillis
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	traffic := map[string][2]uint64{}
+	if sessions, err := n.dp.Sessions(); err == nil {
+		for _, s := range sessions {
+			traffic[s.RemoteNID.String()] = [2]uint64{s.TxPackets, s.RxPackets}
+		}
+	}
+	rows := make([]SessionRow, 0, len(snap.Sessions))
+	for _, s := range snap.Sessions {
+		locs := make([]string, 0, len(s.RemoteLocators))
+		for _, r := range s.RemoteLocators {
+			locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
+		}
+		rows = append(rows, SessionRow{
+			PeerNID:        s.PeerNID,
+			SessionLocal:   s.SessionLocal,
+			SessionRemote:  s.SessionRemote,
+			ActiveLocal:    s.ActiveLocal,
+			ActiveRemote:   s.ActiveRemote,
+			RemoteLocators: strings.Join(locs, ","),
+			LocalNonce:     s.LocalNonce,
+			RemoteNonce:    s.RemoteNonce,
+			TxPackets:      traffic[s.PeerNID][0],
+			RxPackets:      traffic[s.PeerNID][1],
+			IdleS:          s.IdleS,
+			SRTTMs:         peers[s.PeerNID],
+		})
+	}
+	return rows, nil
+}
+
+func (n *Node) ShowPeers(ctx context.Context) (any, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rows := make([]control.PeerRow, 0, len(n.peers))
+	for name, ilvs := range n.peers {
+		row := control.PeerRow{Name: name, NID: ilvs[0].ILV.NID.String()}
+		for _, v := range ilvs {
+			row.ILVs = append(row.ILVs, fmt.Sprintf("%s|%d", v.ILV.Addr(), v.Preference))
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows, nil
+}
+
+// ShowStats merges the datapath's counters (prefixed "dp_") with the daemon's own and the LU
+// engine's.
+func (n *Node) ShowStats(ctx context.Context) (any, error) {
+	stats := map[string]uint64{}
+	counters, err := n.dp.Counters()
+	if err != nil {
+		return nil, fmt.Errorf("datapath counters: %w", err)
+	}
+	for name, v := range counters {
+		stats["dp_"+name] = v
+	}
+	n.mu.Lock()
+	for name, v := range n.counters {
+		stats[name] = v
+	}
+	n.mu.Unlock()
+	return stats, nil
+}
+
+func (n *Node) Events(ctx context.Context, follow bool) ([]timeline.Event, <-chan timeline.Event, func(), error) {
+	past := n.history.all()
+	if !follow {
+		return past, nil, nil, nil
+	}
+	live, stop := n.timeline.Subscribe(256)
+	return past, live, stop, nil
+}
+
+func (n *Node) SetHandoff(ctx context.Context, mode config.Handoff) error {
+	m, err := ilcc.ParseMode(string(mode))
+	if err != nil {
+		return err
+	}
+	return n.do(ctx, func() error {
+		now := time.Now()
+		eff, err := n.cache.SetMode(m, now)
+		if err != nil {
+			return err
+		}
+		n.emit(timeline.Event{Kind: timeline.HandoffMode, Detail: m.String()})
+		n.apply(eff, now)
+		return nil
+	})
+}
+
+func (n *Node) AddPeer(ctx context.Context, name string, ilvs []wire.RankedILV) error {
+	return n.RegisterPeer(ctx, name, ilvs)
+}

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
+
+	"ilnp/internal/wire"
+)
+
+// luSocket sends and receives ICMPv6 Locator Updates on a raw socket.
+//
+// LUs are sent between the session-view addresses, like any other packet of the session: the
+// datapath's egress rewrites them to the active locators, inserts the session's nonce and fixes
+// the checksum, so the daemon never builds a nonce option itself and an LU takes exactly the
+// path (and interface) the session's data takes. On receipt the datapath has already checked
+// the nonce (an LU without the session's nonce is dropped and counted there) and stripped it;
+// it keeps the LU's wire addresses so the daemon sees where it came from.
+type luSocket struct {
+	conn *icmp.PacketConn
+	pc   *ipv6.PacketConn
+}
+
+// receivedLU is one LU or LU-ACK read from the socket.
+type receivedLU struct {
+	src, dst netip.Addr
+	ifindex  int
+	update   wire.LocatorUpdate
+	err      error
+}
+
+func openLUSocket() (*luSocket, error) {
+	conn, err := icmp.ListenPacket("ip6:ipv6-icmp", "::")
+	if err != nil {
+		return nil, fmt.Errorf("raw ICMPv6 socket for Locator Updates: %w", err)
+	}
+	pc := conn.IPv6PacketConn()
+	var filter ipv6.ICMPFilter
+	filter.SetAll(true)
+	filter.Accept(ipv6.ICMPType(wire.ICMPv6TypeLocatorUpdate))
+	if err := pc.SetICMPFilter(&filter); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ICMPv6 filter: %w", err)
+	}
+	if err := pc.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ICMPv6 control messages: %w", err)
+	}
+	return &luSocket{conn: conn, pc: pc}, nil
+}
+
+func (s *luSocket) Close() error { return s.conn.Close() }
+
+// send writes one LU (advertisement or ACK) from src to dst. The kernel fills in the ICMPv6
+// checksum for raw ICMPv6 sockets (RFC 3542 s.3.1); the datapath adjusts it after rewriting.
+func (s *luSocket) send(src, dst netip.Addr, lu wire.LocatorUpdate) error {
+	msg, err := lu.Marshal(src, dst)
+	if err != nil {
+		return fmt.Errorf("encode LU: %w", err)
+	}
+	cm := &ipv6.ControlMessage{Src: src.AsSlice(), HopLimit: 64}
+	if _, err := s.pc.WriteTo(msg, cm, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		return fmt.Errorf("send LU %s -> %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// read delivers received LUs until ctx ends or the socket is closed.
+func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<- receivedLU) {
+	buf := make([]byte, 1500)
+	for {
+		n, cm, from, err := s.pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		ipAddr, ok := from.(*net.IPAddr)
+		if !ok || cm == nil {
+			continue
+		}
+		src, _ := netip.AddrFromSlice(ipAddr.IP)
+		dst, _ := netip.AddrFromSlice(cm.Dst)
+		r := receivedLU{src: src.Unmap(), dst: dst.Unmap(), ifindex: cm.IfIndex}
+		r.update, r.err = wire.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

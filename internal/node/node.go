@@ -1,0 +1,734 @@
+// Package node is a running ILNPv6 node: it ties locator discovery, the ILNP Communication
+// Cache, the Locator Update engine, the BPF datapath, the stub resolver and the control socket
+// together. One goroutine (the loop) owns the ILCC's effects and the LU engine, so every
+// event - an RA, a datapath event, an LU, a timer, a command - is applied in one order and no
+// two of them interleave.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"ilnp/internal/config"
+	"ilnp/internal/datapath"
+	"ilnp/internal/ilcc"
+	"ilnp/internal/locators"
+	"ilnp/internal/lu"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// touchInterval is how often the loop copies the datapath's per-session traffic times into the
+// ILCC, so that busy sessions never idle out.
+const touchInterval = 5 * time.Second
+
+// Node is an ILNP node. Create it with New, then Run it.
+type Node struct {
+	cfg    config.Config
+	log    *slog.Logger
+	nid    wire.NID
+	ifaces map[int]string // ILNP interfaces by index
+
+	timeline *timeline.Writer
+	history  *history
+
+	cache  *ilcc.Cache
+	engine *lu.Engine // loop-owned
+	dp     *datapath.Datapath
+	host   *host
+	lusock *luSocket
+
+	// Loop-owned state.
+	locals    map[wire.L64]ilcc.Local
+	formed    map[netip.Addr]int // addresses the discovery formed, by interface
+	lastTouch uint64
+
+	cmds chan func()
+
+	mu       sync.Mutex // guards peers and counters (read by the control socket)
+	peers    map[string][]wire.RankedILV
+	counters map[string]uint64
+}
+
+// New prepares a node from its configuration: identity, the ILCC and the LU engine. Nothing
+// touches the system until Run.
+func New(cfg config.Config, log *slog.Logger, events *os.File) (*Node, error) {
+	nid, err := chooseNID(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := ilcc.ParseMode(string(cfg.Handoff))
+	if err != nil {
+		return nil, err
+	}
+	policy, err := ilcc.PolicyByName(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := ilcc.New(ilcc.Config{
+		NID:         nid,
+		Mode:        mode,
+		Policy:      policy,
+		IdleTimeout: cfg.SessionIdleTimeout,
+		NonceSize:   cfg.NonceSize,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ILCC: %w", err)
+	}
+	engine, err := lu.New(lu.Config{
+		InitialTimeout: cfg.LUInitialTimeout,
+		MaxTimeout:     cfg.LUMaxTimeout,
+		MaxAttempts:    cfg.LUMaxAttempts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("LU engine: %w", err)
+	}
+	var out *os.File
+	if events != nil {
+		out = events
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      log.With("node", cfg.Node, "nid", nid.String()),
+		nid:      nid,
+		ifaces:   map[int]string{},
+		history:  newHistory(4096),
+		cache:    cache,
+		engine:   engine,
+		locals:   map[wire.L64]ilcc.Local{},
+		formed:   map[netip.Addr]int{},
+		cmds:     make(chan func()),
+		peers:    map[string][]wire.RankedILV{},
+		counters: map[string]uint64{},
+	}
+	if out != nil {
+		n.timeline = timeline.NewWriter(out)
+	} else {
+		n.timeline = timeline.NewWriter(nil)
+	}
+	return n, nil
+}
+
+// NID is the node's identifier.
+func (n *Node) NID() wire.NID { return n.nid }
+
+func chooseNID(cfg config.Config) (wire.NID, error) {
+	switch {
+	case cfg.HasNID:
+		return cfg.NID, nil
+	case cfg.NIDMode == config.NIDEphemeral:
+		return wire.RandomNID()
+	}
+	ifc, err := net.InterfaceByName(cfg.Interfaces[0])
+	if err != nil {
+		return 0, fmt.Errorf("NID from %s: %w", cfg.Interfaces[0], err)
+	}
+	nid, err := wire.NIDFromMAC(ifc.HardwareAddr)
+	if err != nil {
+		return 0, fmt.Errorf("NID from %s's MAC: %w", cfg.Interfaces[0], err)
+	}
+	return nid, nil
+}
+
+// emit records one event on the timeline and in the history ilnpctl reads.
+func (n *Node) emit(e timeline.Event) {
+	if e.MonoNS == 0 {
+		e.MonoNS = timeline.Now()
+	}
+	e.Node = n.cfg.Node
+	n.timeline.Emit(e)
+	n.history.add(e)
+}
+
+func (n *Node) count(name string) {
+	n.mu.Lock()
+	n.counters[name]++
+	n.mu.Unlock()
+}
+
+// Run brings the node up, serves until ctx ends, and removes what it added. The datapath is
+// attached before discovery starts, so no locator is ever in use without it.
+func (n *Node) Run(ctx context.Context) (err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() { err = errors.Join(err, n.shutdown()) }()
+
+	if err := n.setup(); err != nil {
+		return err
+	}
+
+	locEvents := make(chan locators.Event, 64)
+	dpEvents, err := n.dp.Events(ctx)
+	if err != nil {
+		return fmt.Errorf("datapath events: %w", err)
+	}
+	luIn := make(chan receivedLU, 64)
+	go n.lusock.read(ctx, wire.LUParseOptions{}, luIn)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := locators.Run(ctx, locators.Options{
+			Interfaces: n.cfg.Interfaces,
+			NID:        n.nid,
+			DAD:        locators.DADOptimistic,
+			Logger:     n.log,
+		}, locEvents); err != nil {
+			errc <- fmt.Errorf("locator discovery: %w", err)
+		}
+	}()
+	if err := n.startServices(ctx, &wg, errc); err != nil {
+		return err
+	}
+	defer wg.Wait()
+
+	n.log.Info("ilnpd running", "interfaces", n.cfg.Interfaces, "handoff", n.cfg.Handoff)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	touch := time.NewTicker(touchInterval)
+	defer touch.Stop()
+	for {
+		n.armTimer(timer)
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case ev := <-locEvents:
+			n.onLocatorEvent(ev)
+		case ev, ok := <-dpEvents:
+			if !ok {
+				return errors.New("datapath event stream ended")
+			}
+			n.onDatapathEvent(ev)
+		case r := <-luIn:
+			n.onLU(r)
+		case cmd := <-n.cmds:
+			cmd()
+		case <-timer.C:
+			n.onTimer()
+		case <-touch.C:
+			n.touchSessions()
+		}
+	}
+}
+
+// setup loads the datapath and the raw socket and prepares the interfaces.
+func (n *Node) setup() error {
+	h, err := newHost(n.cfg.MTUHeadroom)
+	if err != nil {
+		return err
+	}
+	n.host = h
+	if err := mountBPFFS(n.cfg.BPFDir()); err != nil {
+		return err
+	}
+	n.dp, err = datapath.Load(datapath.Options{
+		PinDir:      n.cfg.BPFDir(),
+		NonceSize:   n.cfg.NonceSize,
+		NonceFirstN: uint32(n.cfg.NonceFirstN),
+		EchoNonce:   n.cfg.EchoNonce,
+	})
+	if err != nil {
+		return fmt.Errorf("load datapath: %w", err)
+	}
+	if err := n.dp.SetLocalNID(n.nid, 0); err != nil {
+		return fmt.Errorf("datapath NID: %w", err)
+	}
+	for _, name := range n.cfg.Interfaces {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			return fmt.Errorf("interface %s: %w", name, err)
+		}
+		if err := n.host.prepareInterface(name); err != nil {
+			return err
+		}
+		if err := n.dp.Attach(ifc.Index); err != nil {
+			return fmt.Errorf("attach datapath to %s: %w", name, err)
+		}
+		n.ifaces[ifc.Index] = name
+	}
+	n.lusock, err = openLUSocket()
+	return err
+}
+
+func (n *Node) shutdown() error {
+	var errs []error
+	if n.lusock != nil {
+		errs = append(errs, n.lusock.Close())
+	}
+	if n.dp != nil {
+		errs = append(errs, n.dp.Close())
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.close())
+	}
+	errs = append(errs, unmountBPFFS(n.cfg.BPFDir()))
+	return errors.Join(errs...)
+}
+
+// do runs fn on the loop and waits for it (commands from the control socket and the
+// resolver), or gives up when ctx ends.
+func (n *Node) do(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	select {
+	case n.cmds <- func() { done <- fn() }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *Node) armTimer(t *time.Timer) {
+	next := time.Now().Add(time.Hour)
+	if d, ok := n.cache.NextDeadline(); ok && d.Before(next) {
+		next = d
+	}
+	if d, ok := n.engine.NextDeadline(); ok && d.Before(next) {
+		next = d
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(max(time.Until(next), 0))
+}
+
+func (n *Node) onTimer() {
+	now := time.Now()
+	n.apply(n.cache.Tick(now), now)
+	n.perform(n.engine.Tick(now))
+}
+
+// onLocatorEvent feeds discovery into the ILCC. A prefix becomes a locator once its
+// [prefix:NID] address exists (optimistic DAD makes that immediate); later RAs refresh its
+// lifetimes.
+func (n *Node) onLocatorEvent(ev locators.Event) {
+	now := time.Now()
+	switch e := ev.(type) {
+	case locators.RASeen:
+		n.emit(timeline.Event{MonoNS: e.MonoNS, Kind: timeline.RASeen, Iface: e.Iface,
+			Detail: "router " + e.Router.String()})
+		if e.RouterLifetime == 0 {
+			n.apply(n.cache.RouterGone(e.IfIndex, e.Router, now), now)
+			return
+		}
+		for _, p := range e.Prefixes {
+			if !p.Autonomous || p.Prefix.Bits() != 64 {
+				continue
+			}
+			loc, err := wire.ParseL64(p.Prefix.String())
+			if err != nil {
+				continue
+			}
+			addr := wire.ILV{Locator: loc, NID: n.nid}.Addr()
+			if n.formed[addr] != e.IfIndex {
+				continue // AddressFormed follows
+			}
+			n.updateLocal(loc, e.IfIndex, e.Router, p.Valid, p.Preferred, now)
+		}
+	case locators.AddressFormed:
+		ilv, err := wire.ILVFromAddr(e.Addr)
+		if err != nil || ilv.NID != n.nid {
+			return
+		}
+		n.formed[e.Addr] = e.IfIndex
+		if err := n.host.addIdentity(e.Addr); err != nil {
+			n.log.Warn("identity address", "err", err)
+		}
+		n.log.Info("locator formed", "iface", e.Iface, "addr", e.Addr, "elapsed", e.Elapsed)
+		n.updateLocal(ilv.Locator, e.IfIndex, e.Router, e.Valid, e.Valid, now)
+	case locators.AddressGone:
+		delete(n.formed, e.Addr)
+		if ilv, err := wire.ILVFromAddr(e.Addr); err == nil && ilv.NID == n.nid {
+			n.apply(n.cache.RemoveLocal(ilv.Locator, "address gone from "+e.Iface, now), now)
+		}
+	case locators.LinkChange:
+		if !e.Up {
+			for addr, idx := range n.formed {
+				if idx == e.IfIndex {
+					delete(n.formed, addr)
+				}
+			}
+			n.apply(n.cache.InterfaceDown(e.IfIndex, now), now)
+		}
+		n.log.Info("link", "iface", e.Iface, "up", e.Up)
+	case locators.AddressError:
+		n.log.Warn("address", "iface", e.Iface, "addr", e.Addr, "err", e.Err)
+	}
+}
+
+func (n *Node) updateLocal(loc wire.L64, ifindex int, router netip.Addr, valid, preferred time.Duration, now time.Time) {
+	eff, err := n.cache.UpdateLocal(ilcc.LocalUpdate{
+		Locator:           loc,
+		IfIndex:           ifindex,
+		Router:            router,
+		ValidLifetime:     valid,
+		PreferredLifetime: preferred,
+	}, now)
+	if err != nil {
+		n.log.Warn("locator update rejected", "locator", loc, "err", err)
+		return
+	}
+	n.apply(eff, now)
+}
+
+// apply carries out what an ILCC operation decided: datapath first (so packets follow the new
+// state), then ACKs (which must leave towards the new locator), then LUs.
+func (n *Node) apply(eff ilcc.Effects, now time.Time) {
+	for _, e := range eff.Events {
+		ev := timeline.Event{Kind: e.Kind, Detail: e.Detail}
+		if e.Locator != 0 {
+			ev.Locator = e.Locator.String()
+		}
+		if e.Peer != 0 {
+			ev.Peer = e.Peer.String()
+		}
+		if e.From != 0 || e.To != 0 {
+			ev.Detail = joinDetail(ev.Detail, fmt.Sprintf("%s -> %s", e.From, e.To))
+		}
+		n.emit(ev)
+	}
+	if eff.LocalChanged {
+		n.syncLocals()
+	}
+	for _, b := range eff.Bindings {
+		n.syncBinding(b)
+	}
+	for _, peer := range eff.Removed {
+		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+			n.log.Warn("delete session", "peer", peer, "err", err)
+		}
+		n.engine.Forget(peer)
+	}
+	for _, ack := range eff.Acks {
+		n.sendAck(ack)
+	}
+	for _, msg := range eff.Updates {
+		actions, err := n.engine.Send(msg, now)
+		if err != nil {
+			n.log.Warn("LU not sent", "peer", msg.Peer, "err", err)
+			continue
+		}
+		n.perform(actions)
+	}
+}
+
+func joinDetail(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
+// the peer routes to the active interface.
+func (n *Node) syncLocals() {
+	current := map[wire.L64]ilcc.Local{}
+	for _, l := range n.cache.Locals() {
+		current[l.Locator] = l
+		err := n.dp.PutLocalLocator(datapath.LocalLocator{
+			Locator: l.Locator,
+			State:   datapathState(l.State),
+			Ifindex: l.IfIndex,
+			NextHop: l.Router,
+		})
+		if err != nil {
+			n.log.Warn("datapath locator", "locator", l.Locator, "err", err)
+		}
+	}
+	for loc := range n.locals {
+		if _, ok := current[loc]; !ok {
+			if err := n.dp.DeleteLocalLocator(loc); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+				n.log.Warn("datapath locator delete", "locator", loc, "err", err)
+			}
+		}
+	}
+	n.locals = current
+	active, ok := n.cache.Active()
+	var loc wire.L64
+	if ok {
+		loc = active.Locator
+		if err := n.host.reroutePeers(active.IfIndex, active.Router); err != nil {
+			n.log.Warn("peer routes", "err", err)
+		}
+	}
+	if err := n.dp.SetActiveLocator(loc); err != nil {
+		n.log.Warn("datapath active locator", "err", err)
+	}
+	n.pruneIdentities()
+}
+
+// pruneIdentities drops identity addresses on lo whose locator is gone and that no session
+// uses as its view.
+func (n *Node) pruneIdentities() {
+	inUse := map[netip.Addr]bool{}
+	for _, b := range n.cache.Bindings() {
+		inUse[b.SessionLocal.Addr()] = true
+	}
+	for addr := range n.host.identities {
+		ilv, err := wire.ILVFromAddr(addr)
+		if err != nil {
+			continue
+		}
+		if _, ok := n.locals[ilv.Locator]; ok || inUse[addr] {
+			continue
+		}
+		if err := n.host.removeIdentity(addr); err != nil {
+			n.log.Warn("identity address", "err", err)
+		}
+	}
+}
+
+func datapathState(s ilcc.State) datapath.LocatorState {
+	switch s {
+	case ilcc.Active:
+		return datapath.LocatorActive
+	case ilcc.Valid:
+		return datapath.LocatorValid
+	case ilcc.Aged:
+		return datapath.LocatorAged
+	}
+	return datapath.LocatorExpired
+}
+
+// syncBinding writes one correspondent's remote locators into the datapath.
+func (n *Node) syncBinding(b ilcc.Binding) {
+	locs := make([]datapath.RemoteLocator, 0, len(b.RemoteLocators))
+	for _, r := range b.RemoteLocators {
+		if len(locs) == datapath.MaxRemoteLocators {
+			break
+		}
+		locs = append(locs, datapath.RemoteLocator{
+			Locator:    r.Locator,
+			State:      datapathState(r.State),
+			Preference: r.Preference,
+			Lifetime:   r.Lifetime,
+		})
+	}
+	if _, err := n.dp.SetRemoteLocators(b.Peer, locs, b.RemoteLocator); err != nil &&
+		!errors.Is(err, datapath.ErrNotFound) {
+		n.log.Warn("datapath remote locators", "peer", b.Peer, "err", err)
+	}
+}
+
+// perform carries out the LU engine's actions.
+func (n *Node) perform(actions []lu.Action) {
+	for _, a := range actions {
+		switch a.Kind {
+		case lu.Transmit:
+			b, ok := n.cache.Binding(a.Message.Peer)
+			if !ok {
+				continue
+			}
+			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
+			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
+			if err != nil {
+				n.count("lu_send_errors")
+				detail = joinDetail(detail, err.Error())
+				n.log.Warn("LU send", "peer", a.Message.Peer, "err", err)
+			}
+			n.count("lu_sent")
+			n.emit(timeline.Event{Kind: timeline.LUSent, Peer: a.Message.Peer.String(),
+				Locator: a.Message.Source.Locator.String(), Attempt: a.Attempt, Detail: detail})
+		case lu.GiveUp:
+			n.count("lu_gave_up")
+			n.emit(timeline.Event{Kind: timeline.LUGaveUp, Peer: a.Message.Peer.String(), Attempt: a.Attempt})
+			n.cache.LUGaveUp(a.Message.Peer, time.Now())
+		}
+	}
+}
+
+func (n *Node) sendAck(ack ilcc.Ack) {
+	b, ok := n.cache.Binding(ack.Peer)
+	if !ok {
+		return
+	}
+	if err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), ack.Update); err != nil {
+		n.count("lu_send_errors")
+		n.log.Warn("LU-ACK send", "peer", ack.Peer, "err", err)
+		return
+	}
+	n.count("lu_ack_sent")
+	n.emit(timeline.Event{Kind: timeline.LUAckSent, Peer: ack.Peer.String(),
+		Detail: fmt.Sprintf("locators=%d", len(ack.Update.Locators))})
+}
+
+// onLU handles a Locator Update or LU-ACK read from the raw socket. The datapath has checked
+// its nonce against the session; the ILCC checks that the session exists.
+func (n *Node) onLU(r receivedLU) {
+	now := time.Now()
+	if r.err != nil {
+		n.count("lu_malformed")
+		n.log.Warn("malformed Locator Update dropped", "src", r.src, "err", r.err)
+		return
+	}
+	src, err := wire.ILVFromAddr(r.src)
+	if err != nil {
+		n.count("lu_malformed")
+		return
+	}
+	peer := src.NID
+	switch r.update.Op {
+	case wire.OpAdvertisement:
+		n.count("lu_received")
+		n.emit(timeline.Event{Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
+			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
+		nonce := wire.Nonce{}
+		if s, err := n.dp.GetSession(n.nid, peer); err == nil {
+			nonce = s.RemoteNonce
+		}
+		eff, err := n.cache.ApplyLU(peer, nonce, r.update, now)
+		if err != nil {
+			if ilcc.IsSecurityEvent(err) {
+				n.count("lu_rejected")
+				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
+				n.log.Warn("security: Locator Update rejected", "src", r.src, "err", err)
+			} else {
+				n.log.Warn("Locator Update not applied", "src", r.src, "err", err)
+			}
+			return
+		}
+		n.apply(eff, now)
+	case wire.OpAcknowledgement:
+		res, actions := n.engine.Ack(peer, r.update, now)
+		n.count("lu_ack_" + res.Outcome.String())
+		ev := timeline.Event{Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
+			Attempt: res.Attempts, Detail: "outcome=" + res.Outcome.String()}
+		if res.Outcome == lu.Acked {
+			ev.Duration = res.Elapsed.Nanoseconds()
+			if res.RTTSampled {
+				ev.Detail = joinDetail(ev.Detail, "rtt="+res.RTT.String())
+			}
+		}
+		n.emit(ev)
+		n.perform(actions)
+	}
+}
+
+// onDatapathEvent handles what the BPF programs reported.
+func (n *Node) onDatapathEvent(ev datapath.Event) {
+	now := time.Now()
+	switch ev.Type {
+	case datapath.EventSessionInitiator, datapath.EventSessionResponder:
+		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
+		if err != nil {
+			n.log.Warn("new session vanished", "peer", ev.RemoteNID, "err", err)
+			return
+		}
+		remote := make([]wire.LocatorEntry, 0, len(s.RemoteLocators))
+		for _, r := range s.RemoteLocators {
+			remote = append(remote, wire.LocatorEntry{Locator: r.Locator, Preference: r.Preference, Lifetime: r.Lifetime})
+		}
+		eff, err := n.cache.OpenSession(ilcc.Session{
+			Local:          wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
+			Remote:         wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
+			RemoteLocators: remote,
+			LocalNonce:     s.LocalNonce,
+			RemoteNonce:    s.RemoteNonce,
+		}, now)
+		if err != nil {
+			n.log.Warn("session not recorded", "peer", ev.RemoteNID, "err", err)
+			return
+		}
+		if active, ok := n.cache.Active(); ok {
+			if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
+				n.log.Warn("peer route", "err", err)
+			}
+		}
+		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.SessionNew, Peer: ev.RemoteNID.String(),
+			Detail: fmt.Sprintf("%s %s -> %s", ev.Type, s.LocalAddr(), s.RemoteAddr())})
+		n.apply(eff, now)
+	case datapath.EventNonceLearned:
+		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
+		if err != nil {
+			return
+		}
+		eff, err := n.cache.LearnRemoteNonce(ev.RemoteNID, s.RemoteNonce, now)
+		if err != nil {
+			n.log.Warn("nonce not learned", "peer", ev.RemoteNID, "err", err)
+			return
+		}
+		n.apply(eff, now)
+	case datapath.EventBadNonce, datapath.EventMissingNonce, datapath.EventMultipleNonces:
+		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.BadNonce, Peer: ev.RemoteNID.String(),
+			Detail: fmt.Sprintf("%s from %s", ev.Type, ev.Src)})
+		n.log.Warn("security: packet dropped", "reason", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
+	case datapath.EventParamProblem:
+		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.ParameterProblem, Peer: ev.RemoteNID.String(),
+			Detail: "peer does not understand the nonce option (RFC 6744 s.6)"})
+		n.log.Warn("peer rejected the nonce option; it is not an ILNP node", "src", ev.Src)
+	default:
+		n.log.Debug("datapath event", "type", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
+	}
+}
+
+// touchSessions keeps sessions that carry traffic from idling out of the ILCC.
+func (n *Node) touchSessions() {
+	sessions, err := n.dp.Sessions()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	newest := n.lastTouch
+	for _, s := range sessions {
+		last := max(s.LastTxNs, s.LastRxNs)
+		if last > n.lastTouch {
+			n.cache.Touch(s.RemoteNID, now)
+			newest = max(newest, last)
+		}
+	}
+	n.lastTouch = newest
+}
+
+// RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the
+// first packet an application sends to the most preferred one opens an ILNP session. It runs
+// on the loop and returns once the datapath knows the peer.
+func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.RankedILV) error {
+	if len(ilvs) == 0 {
+		return fmt.Errorf("peer %s: no I-LV", name)
+	}
+	return n.do(ctx, func() error {
+		first := ilvs[0].ILV
+		locs := make([]datapath.RemoteLocator, 0, len(ilvs))
+		for i, v := range ilvs {
+			if v.ILV.NID != first.NID || len(locs) == datapath.MaxRemoteLocators {
+				continue
+			}
+			state := datapath.LocatorValid
+			if i == 0 {
+				state = datapath.LocatorActive
+			}
+			locs = append(locs, datapath.RemoteLocator{Locator: v.ILV.Locator, State: state, Preference: v.Preference})
+		}
+		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: first.Locator, Locators: locs}); err != nil {
+			return fmt.Errorf("register peer %s: %w", name, err)
+		}
+		if active, ok := n.cache.Active(); ok {
+			if err := n.host.routePeer(first.Addr(), active.IfIndex, active.Router); err != nil {
+				n.log.Warn("peer route", "err", err)
+			}
+		}
+		n.mu.Lock()
+		n.peers[name] = ilvs
+		n.mu.Unlock()
+		n.emit(timeline.Event{Kind: timeline.PeerAdded, Peer: first.NID.String(), Detail: name + " " + first.Addr().String()})
+		return nil
+	})
+}

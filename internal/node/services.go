@@ -1,0 +1,68 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"ilnp/internal/control"
+	"ilnp/internal/resolver"
+	"ilnp/internal/wire"
+)
+
+// peerRegistrationTimeout bounds how long a DNS answer waits for the loop to register the peer.
+const peerRegistrationTimeout = 2 * time.Second
+
+// startServices starts the control socket and, when configured, the stub resolver.
+func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<- error) error {
+	ln, err := control.Listen(filepath.Join(n.cfg.StateDir, "ctl.sock"))
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := control.ServeWithLogger(ctx, ln, n, n.log); err != nil {
+			errc <- fmt.Errorf("control socket: %w", err)
+		}
+	}()
+
+	if !n.cfg.DNSListen.IsValid() {
+		return nil
+	}
+	var source resolver.Source
+	if n.cfg.HostsFile != "" {
+		hosts, err := resolver.LoadHostsFile(n.cfg.HostsFile)
+		if err != nil {
+			return err
+		}
+		source = hosts
+	}
+	srv, err := resolver.Listen(resolver.Options{
+		Addr:     n.cfg.DNSListen,
+		Upstream: n.cfg.DNSUpstream,
+		Source:   source,
+		Logger:   n.log,
+		OnILNPPeer: func(name string, ilvs []wire.RankedILV) {
+			ctx, cancel := context.WithTimeout(ctx, peerRegistrationTimeout)
+			defer cancel()
+			if err := n.RegisterPeer(ctx, name, ilvs); err != nil {
+				n.log.Warn("peer not registered", "name", name, "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("stub resolver: %w", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ctx); err != nil {
+			errc <- fmt.Errorf("stub resolver: %w", err)
+		}
+	}()
+	n.log.Info("stub resolver listening", "addr", srv.Addr())
+	return nil
+}

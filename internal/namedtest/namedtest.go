@@ -45,21 +45,31 @@ type Options struct {
 	SOAMinimum int
 }
 
+// Files is a generated server configuration: everything named needs, in one directory.
+type Files struct {
+	Zone     string         // fully qualified, lower case
+	Addr     netip.AddrPort // where it answers
+	KeyName  string         // fully qualified
+	Secret   string         // base64 hmac-sha256 secret
+	KeyFile  string         // the key in BIND "key { };" syntax, as tsig-keygen writes it
+	Dir      string         // private directory holding config, zone, journal
+	Conf     string         // named.conf (absolute path)
+	ZoneFile string         // master file; its journal is ZoneFile + ".jnl"
+}
+
+// Command is the argv that runs named in the foreground (logging to stderr) on this
+// configuration; run it inside the namespace that holds Addr.
+func (f *Files) Command() []string { return []string{"named", "-g", "-c", f.Conf, "-u", "root"} }
+
 // Server is a running (or stopped) named.
 type Server struct {
-	Zone    string         // fully qualified, lower case
-	Addr    netip.AddrPort // where it answers
-	KeyName string         // fully qualified
-	Secret  string         // base64 hmac-sha256 secret
-	KeyFile string         // the key in BIND "key { };" syntax, as tsig-keygen writes it
-	Dir     string         // private directory holding config, zone, journal
-	NS      *nstest.NS
+	*Files
+	NS *nstest.NS
 
-	t    testing.TB
-	conf string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	log  *lockedBuffer
+	t   testing.TB
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	log *lockedBuffer
 }
 
 // AppArmorState reports how the kernel confines /usr/sbin/named: "disabled" (no AppArmor in
@@ -70,7 +80,12 @@ func AppArmorState() string {
 	if err != nil {
 		return "disabled"
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	return namedProfileMode(string(data))
+}
+
+// namedProfileMode finds named's profile in the kernel's list ("NAME (MODE)" lines).
+func namedProfileMode(profiles string) string {
+	for _, line := range strings.Split(profiles, "\n") {
 		name, mode, ok := strings.Cut(line, " (")
 		if ok && (name == "/usr/sbin/named" || name == "named") {
 			return strings.TrimSuffix(mode, ")")
@@ -83,13 +98,36 @@ func AppArmorState() string {
 // directory removed) when the test ends.
 func Start(t testing.TB, ns *nstest.NS, opt Options) *Server {
 	t.Helper()
-	nstest.RequireTool(t, "named", "dig")
+	nstest.RequireTool(t, "named", "dig", "named-checkconf")
+	files, err := Generate(privateDir(t), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("named-checkconf", files.Conf).CombinedOutput(); err != nil {
+		t.Fatalf("named-checkconf %s: %v: %s", files.Conf, err, out)
+	}
+	s := &Server{Files: files, NS: ns, t: t, log: &lockedBuffer{}}
+	t.Cleanup(s.Stop)
+	s.Restart()
+	return s
+}
+
+// Generate writes named.conf, the zone's master file and the TSIG key into dir, which must
+// exist and belong to this one server (the journal is written there too). It is the part of
+// Start that a non-test user (the lab) can run named from: exec f.Command() in a namespace.
+func Generate(dir string, opt Options) (*Files, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("namedtest: directory %q is not absolute", dir)
+	}
 	if opt.Zone == "" {
 		opt.Zone = "ilnp.test."
 	}
 	zone := strings.ToLower(strings.TrimSuffix(opt.Zone, ".")) + "."
 	if !opt.Listen.IsValid() {
 		opt.Listen = netip.IPv6Loopback()
+	}
+	if !opt.Listen.Is6() || opt.Listen.Is4In6() {
+		return nil, fmt.Errorf("namedtest: listen address %v is not IPv6", opt.Listen)
 	}
 	if opt.Port == 0 {
 		opt.Port = 53
@@ -103,19 +141,20 @@ func Start(t testing.TB, ns *nstest.NS, opt Options) *Server {
 	if opt.SOAMinimum == 0 {
 		opt.SOAMinimum = 5
 	}
-	s := &Server{
-		Zone:    zone,
-		Addr:    netip.AddrPortFrom(opt.Listen, uint16(opt.Port)),
-		KeyName: strings.TrimSuffix(opt.KeyName, ".") + ".",
-		NS:      ns,
-		t:       t,
-		log:     &lockedBuffer{},
+	f := &Files{
+		Zone:     zone,
+		Addr:     netip.AddrPortFrom(opt.Listen, uint16(opt.Port)),
+		KeyName:  strings.TrimSuffix(opt.KeyName, ".") + ".",
+		Dir:      dir,
+		Conf:     filepath.Join(dir, "named.conf"),
+		KeyFile:  filepath.Join(dir, "update.key"),
+		ZoneFile: filepath.Join(dir, "zone.db"),
 	}
-	s.Dir = privateDir(t)
-	s.KeyFile = filepath.Join(s.Dir, "update.key")
-	s.Secret = writeKey(t, s.KeyFile, s.KeyName)
+	var err error
+	if f.Secret, err = writeKey(f.KeyFile, f.KeyName); err != nil {
+		return nil, err
+	}
 
-	zoneFile := filepath.Join(s.Dir, "zone.db")
 	var z strings.Builder
 	fmt.Fprintf(&z, "$ORIGIN %s\n$TTL 60\n", zone)
 	fmt.Fprintf(&z, "@ IN SOA ns.%s hostmaster.%s 1 3600 600 86400 %d\n", zone, zone, opt.SOAMinimum)
@@ -123,15 +162,16 @@ func Start(t testing.TB, ns *nstest.NS, opt Options) *Server {
 	for _, r := range opt.Records {
 		fmt.Fprintln(&z, r)
 	}
-	mustWrite(t, zoneFile, z.String())
+	if err := os.WriteFile(f.ZoneFile, []byte(z.String()), 0o600); err != nil {
+		return nil, fmt.Errorf("namedtest: %w", err)
+	}
 
 	var grants strings.Builder
 	for _, n := range opt.UpdateNames {
-		fmt.Fprintf(&grants, "\t\tgrant %s name %s NID L64;\n", s.KeyName, strings.TrimSuffix(n, ".")+".")
+		fmt.Fprintf(&grants, "\t\tgrant %s name %s NID L64;\n", f.KeyName, strings.TrimSuffix(n, ".")+".")
 	}
-	d := s.Dir
-	s.conf = filepath.Join(d, "named.conf")
-	mustWrite(t, s.conf, fmt.Sprintf(`# generated by internal/namedtest for one test; never the machine's DNS
+	d := dir
+	conf := fmt.Sprintf(`# generated by internal/namedtest for one server; never the machine's DNS
 options {
 	directory %[1]q;
 	pid-file %[2]q;
@@ -159,14 +199,11 @@ zone %[10]q {
 };
 `, d, filepath.Join(d, "named.pid"), filepath.Join(d, "session.key"), filepath.Join(d, "cache_dump.db"),
 		filepath.Join(d, "named.stats"), filepath.Join(d, "named.memstats"), opt.Port, opt.Listen,
-		s.KeyFile, strings.TrimSuffix(zone, "."), zoneFile, zoneFile+".jnl", grants.String()))
-
-	if out, err := exec.Command("named-checkconf", s.conf).CombinedOutput(); err != nil {
-		t.Fatalf("named-checkconf %s: %v: %s", s.conf, err, out)
+		f.KeyFile, strings.TrimSuffix(zone, "."), f.ZoneFile, f.ZoneFile+".jnl", grants.String())
+	if err := os.WriteFile(f.Conf, []byte(conf), 0o600); err != nil {
+		return nil, fmt.Errorf("namedtest: %w", err)
 	}
-	t.Cleanup(s.Stop)
-	s.Restart()
-	return s
+	return f, nil
 }
 
 // privateDir is where config, zone and journal live: t.TempDir(), or a directory under
@@ -183,27 +220,23 @@ func privateDir(t testing.TB) string {
 	return dir
 }
 
-func writeKey(t testing.TB, path, name string) string {
+// writeKey writes a fresh hmac-sha256 key, with tsig-keygen when installed (so the key file is
+// exactly what an operator would have), and returns its secret.
+func writeKey(path, name string) (string, error) {
 	if out, err := exec.Command("tsig-keygen", "-a", "hmac-sha256", name).Output(); err == nil {
-		mustWrite(t, path, string(out))
 		_, rest, _ := strings.Cut(string(out), `secret "`)
 		secret, _, _ := strings.Cut(rest, `"`)
-		return secret
+		if secret != "" {
+			return secret, os.WriteFile(path, out, 0o600)
+		}
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
-		t.Fatalf("random TSIG secret: %v", err)
+		return "", fmt.Errorf("namedtest: random TSIG secret: %w", err)
 	}
 	secret := base64.StdEncoding.EncodeToString(raw)
-	mustWrite(t, path, fmt.Sprintf("key %q {\n\talgorithm hmac-sha256;\n\tsecret %q;\n};\n", name, secret))
-	return secret
-}
-
-func mustWrite(t testing.TB, path, data string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-		t.Fatalf("write %s: %v", path, err)
-	}
+	key := fmt.Sprintf("key %q {\n\talgorithm hmac-sha256;\n\tsecret %q;\n};\n", name, secret)
+	return secret, os.WriteFile(path, []byte(key), 0o600)
 }
 
 // Restart starts named again (after Stop) on the same directory: the zone comes back with
@@ -218,7 +251,7 @@ func (s *Server) Restart() {
 	s.cmd = s.NS.Start(func(c *exec.Cmd) {
 		c.Stdout, c.Stderr = s.log, s.log
 		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
-	}, "named", "-g", "-c", s.conf, "-u", "root")
+	}, s.Command()...)
 	s.mu.Unlock()
 	deadline := time.Now().Add(15 * time.Second)
 	for {

@@ -135,7 +135,9 @@ func (o *RouteOptimizer) move(coa netip.Addr, now time.Time) {
 	o.bu.active = false
 	o.refresh = time.Time{}
 	o.coTest = test{}
-	o.startTest(&o.coTest, now)
+	if !o.startTest(&o.coTest, now) {
+		return
+	}
 	if !o.home.fresh(now) && !o.home.active {
 		o.startTest(&o.home, now)
 	}
@@ -165,14 +167,15 @@ func (o *RouteOptimizer) returnHome(now time.Time) {
 	o.maybeBU(now)
 }
 
-func (o *RouteOptimizer) startTest(t *test, now time.Time) {
+func (o *RouteOptimizer) startTest(t *test, now time.Time) bool {
 	if _, err := io.ReadFull(o.cfg.Rand, t.cookie[:]); err != nil {
 		o.fail(now, fmt.Errorf("binding: drawing an init cookie: %w", err))
-		return
+		return false
 	}
 	t.have = false
 	t.start(now, o.cfg.InitialTimeout)
 	o.sendTest(t, now)
+	return true
 }
 
 func (o *RouteOptimizer) sendTest(t *test, now time.Time) {

@@ -249,6 +249,8 @@ func (p *Publisher) Wait(ctx context.Context) error {
 func (p *Publisher) Run(ctx context.Context) {
 	var server *rrsets // what the server holds, as far as we know; nil: unknown, read it
 	attempt := 0       // consecutive failures of retryable causes
+	var gen uint64     // generation being worked on
+	tries := 0         // sync attempts for gen (timeline Attempt)
 	for {
 		p.mu.Lock()
 		w := p.want
@@ -263,7 +265,11 @@ func (p *Publisher) Run(ctx context.Context) {
 				continue
 			}
 		}
-		cause, err := p.sync(ctx, w, &server)
+		if w.gen != gen {
+			gen, tries = w.gen, 0
+		}
+		tries++
+		cause, err := p.sync(ctx, w, &server, tries)
 		if ctx.Err() != nil {
 			return
 		}
@@ -346,7 +352,29 @@ type rrsets struct {
 //     prerequisite with NXRRSET instead of overwriting newer records: a stale state can
 //     never win. When our belief is unknown (start, after any failure), we read the RRsets
 //     first.
-func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Cause, error) {
+//
+// Every attempt is one DNSUpdateSent and one DNSUpdateResult event (the result names the cause,
+// also of a failed read), so the timeline shows each try even while the server is away.
+func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets, try int) (Cause, error) {
+	detail := describe(w)
+	if *server == nil {
+		detail += " read-first"
+	}
+	best := slices.MinFunc(w.locs, func(a, b LocatorEntry) int { return cmp.Compare(a.Preference, b.Preference) })
+	p.emit(timeline.Event{Kind: timeline.DNSUpdateSent, Locator: best.Locator.String(), Detail: detail,
+		Seq: uint32(w.gen), Attempt: try})
+	start := time.Now()
+	cause, err := p.syncOnce(ctx, w, server)
+	elapsed := time.Since(start)
+	p.emit(timeline.Event{Kind: timeline.DNSUpdateResult, Locator: best.Locator.String(),
+		Detail: string(cause) + " " + detail, Seq: uint32(w.gen), Attempt: try, Duration: elapsed.Nanoseconds()})
+	if err == nil {
+		p.log.InfoContext(ctx, "DNS records up to date", "generation", w.gen, "records", detail, "took", elapsed)
+	}
+	return cause, err
+}
+
+func (p *Publisher) syncOnce(ctx context.Context, w *desired, server **rrsets) (Cause, error) {
 	if *server == nil {
 		cur, cause, err := p.readState(ctx)
 		if err != nil {
@@ -391,11 +419,7 @@ func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Caus
 	p.mu.Lock()
 	p.stats.UpdatesSent++
 	p.mu.Unlock()
-	detail := describe(w)
-	p.emit(timeline.Event{Kind: timeline.DNSUpdateSent, Detail: detail, Seq: uint32(w.gen)})
-	start := time.Now()
 	r, err := p.x.exchange(ctx, m)
-	elapsed := time.Since(start)
 	cause, rc := CauseOK, -1
 	switch {
 	case r != nil:
@@ -406,8 +430,6 @@ func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Caus
 	case err != nil:
 		cause = classifyTransport(err)
 	}
-	p.emit(timeline.Event{Kind: timeline.DNSUpdateResult, Detail: string(cause) + " " + detail,
-		Seq: uint32(w.gen), Duration: elapsed.Nanoseconds()})
 	if cause != CauseOK {
 		return cause, &ExchangeError{Op: "update", Name: p.name, Server: p.x.server, Cause: cause, Rcode: rc, Err: err}
 	}
@@ -415,7 +437,6 @@ func (p *Publisher) sync(ctx context.Context, w *desired, server **rrsets) (Caus
 	p.mu.Lock()
 	p.stats.UpdatesOK++
 	p.mu.Unlock()
-	p.log.InfoContext(ctx, "DNS records updated", "generation", w.gen, "records", detail, "rtt", elapsed)
 	return CauseOK, nil
 }
 

@@ -229,7 +229,8 @@ func TestWrongKeyRefusedCountedNamed(t *testing.T) {
 				t.Errorf("records appeared despite the refusal: %q", out)
 			}
 			ev := rec.events
-			if len(ev) != 2 || ev[1].Kind != timeline.DNSUpdateResult || !strings.HasPrefix(ev[1].Detail, string(c.cause)) {
+			if len(ev) != 2 || ev[1].Kind != timeline.DNSUpdateResult || !strings.HasPrefix(ev[1].Detail, string(c.cause)) ||
+				ev[0].Attempt != 1 || ev[1].Locator != l1.String() || ev[1].Node != "mn" || ev[1].Duration <= 0 {
 				t.Errorf("timeline %+v", ev)
 			}
 		})
@@ -271,11 +272,22 @@ func TestUnreachableRetriesLatestWins(t *testing.T) {
 	if got := digSet(t, e, "L64"); !maps.Equal(got, map[uint64]uint16{uint64(l3): 10}) {
 		t.Fatalf("after the server came back: %v, want only %v", got, l3)
 	}
-	// No UPDATE for the superseded l2 state may have succeeded.
+	// No UPDATE for the superseded l2 state may have succeeded, and every failed try is on
+	// the timeline with its cause and attempt number.
+	maxAttempt := 0
 	for _, ev := range rec.events {
-		if ev.Kind == timeline.DNSUpdateResult && strings.HasPrefix(ev.Detail, "ok") && strings.Contains(ev.Detail, l2.String()) {
+		if ev.Kind != timeline.DNSUpdateResult {
+			continue
+		}
+		if strings.HasPrefix(ev.Detail, "ok") && strings.Contains(ev.Detail, l2.String()) {
 			t.Errorf("stale state was applied: %+v", ev)
 		}
+		if strings.HasPrefix(ev.Detail, string(CauseTimeout)) || strings.HasPrefix(ev.Detail, string(CauseUnreachable)) {
+			maxAttempt = max(maxAttempt, ev.Attempt)
+		}
+	}
+	if maxAttempt < 2 {
+		t.Errorf("timeline shows no retried attempt (max attempt %d): %+v", maxAttempt, rec.events)
 	}
 }
 
@@ -301,7 +313,7 @@ func TestStaleUpdateCannotOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	belief := stale.wantRRs(&desired{nid: testNID, locs: []LocatorEntry{{l1, 10}}})
-	cause, err := stale.sync(context.Background(), &desired{gen: 1, nid: testNID, locs: []LocatorEntry{{l1, 10}, {l3, 20}}}, &belief)
+	cause, err := stale.sync(context.Background(), &desired{gen: 1, nid: testNID, locs: []LocatorEntry{{l1, 10}, {l3, 20}}}, &belief, 1)
 	if cause != CausePrereq || err == nil {
 		t.Fatalf("stale update: cause %s err %v, want %s", cause, err, CausePrereq)
 	}

@@ -167,6 +167,9 @@ type Entry struct {
 // s.9.5.1: compare within a window of half the space).
 func SeqNewer(a, b uint16) bool { return a != b && a-b < 0x8000 }
 
+// inExchange reports whether seq lies in first..last, modulo 2^16.
+func inExchange(seq, first, last uint16) bool { return seq-first <= last-first }
+
 // emitter collects actions and announces timer changes.
 type emitter struct {
 	node      string

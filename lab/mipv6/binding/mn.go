@@ -83,17 +83,20 @@ func (s MNState) String() string {
 
 // MobileNode is the mobile node's home registration (RFC 6275 s.11.7.1, s.11.5.5, s.11.8).
 type MobileNode struct {
-	cfg     MNConfig
-	emit    emitter
-	state   MNState
-	bound   bool // the home agent holds a binding (a first registration uses the 1.5 s timeout)
-	careOf  netip.Addr
-	seq     uint16
-	bu      retx
-	trigger time.Time
-	granted time.Duration
-	expires time.Time
-	refresh time.Time
+	cfg    MNConfig
+	emit   emitter
+	state  MNState
+	bound  bool // the home agent holds a binding (a first registration uses the 1.5 s timeout)
+	careOf netip.Addr
+	seq    uint16
+	// firstSeq is the sequence number of the exchange's first BU: an acknowledgement of any
+	// BU of the exchange completes it (a retransmission may overtake a slow BAck).
+	firstSeq uint16
+	bu       retx
+	trigger  time.Time
+	granted  time.Duration
+	expires  time.Time
+	refresh  time.Time
 }
 
 // NewMobileNode validates cfg.
@@ -161,6 +164,9 @@ func (n *MobileNode) home(now time.Time) {
 
 func (n *MobileNode) sendBU(now time.Time) {
 	n.seq++
+	if n.bu.attempts == 1 {
+		n.firstSeq = n.seq
+	}
 	bu := &mh.BindingUpdate{Seq: n.seq, Ack: true, Home: true, Lifetime: mh.LifetimeUnits(n.cfg.Lifetime)}
 	// Away: CoA -> HA with the Home Address option (s.11.7.1). Returning home: HoA -> HA,
 	// lifetime 0, no Home Address option needed since the source is the home address
@@ -191,10 +197,11 @@ func (n *MobileNode) ack(p mh.Packet, back *mh.BindingAck, now time.Time) {
 		n.bu.attempts++
 		n.bu.deadline = now.Add(n.bu.timeout)
 		n.sendBU(now)
+		n.firstSeq = n.seq
 		return
 	}
-	if back.Seq != n.seq {
-		return // s.11.7.3: not for the outstanding BU
+	if !inExchange(back.Seq, n.firstSeq, n.seq) {
+		return // s.11.7.3: not for an outstanding BU
 	}
 	res := Result{Peer: n.cfg.HomeAgent, CareOf: n.careOf, Status: back.Status, Seq: back.Seq, Attempts: n.bu.attempts,
 		Elapsed: now.Sub(n.bu.first), Total: now.Sub(n.trigger), Lifetime: mh.LifetimeDuration(back.Lifetime),

@@ -277,6 +277,20 @@ func TestMobileNodeRefreshAdvice(t *testing.T) {
 	}
 }
 
+func TestInExchange(t *testing.T) {
+	for _, tc := range []struct {
+		seq, first, last uint16
+		want             bool
+	}{
+		{5, 5, 5, true}, {4, 5, 5, false}, {6, 5, 7, true}, {8, 5, 7, false},
+		{0xffff, 0xfffe, 1, true}, {0, 0xfffe, 1, true}, {2, 0xfffe, 1, false}, {0xfffd, 0xfffe, 1, false},
+	} {
+		if got := inExchange(tc.seq, tc.first, tc.last); got != tc.want {
+			t.Errorf("inExchange(%d, %d, %d) = %v", tc.seq, tc.first, tc.last, got)
+		}
+	}
+}
+
 func TestSeqNewer(t *testing.T) {
 	for _, tc := range []struct {
 		a, b uint16

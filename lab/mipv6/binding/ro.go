@@ -62,20 +62,21 @@ func (t *test) fresh(now time.Time) bool {
 // RouteOptimizer runs return routability and the correspondent registration for one
 // correspondent (RFC 6275 s.5.2, s.11.6, s.11.7.2).
 type RouteOptimizer struct {
-	cfg     ROConfig
-	emit    emitter
-	state   ROState
-	atHome  bool
-	careOf  netip.Addr // care-of address to register; the home address to deregister
-	home    test
-	coTest  test
-	bu      retx
-	seq     uint16
-	kbm     rr.Key
-	dereg   bool
-	trigger time.Time
-	refresh time.Time
-	granted time.Duration
+	cfg      ROConfig
+	emit     emitter
+	state    ROState
+	atHome   bool
+	careOf   netip.Addr // care-of address to register; the home address to deregister
+	home     test
+	coTest   test
+	bu       retx
+	seq      uint16
+	firstSeq uint16
+	kbm      rr.Key
+	dereg    bool
+	trigger  time.Time
+	refresh  time.Time
+	granted  time.Duration
 }
 
 // NewRouteOptimizer validates cfg.
@@ -242,6 +243,9 @@ func (o *RouteOptimizer) maybeBU(now time.Time) {
 
 func (o *RouteOptimizer) sendBU(now time.Time) {
 	o.seq++
+	if o.bu.attempts == 1 {
+		o.firstSeq = o.seq
+	}
 	bu := &mh.BindingUpdate{Seq: o.seq, Ack: true, Lifetime: mh.LifetimeUnits(o.cfg.Lifetime),
 		Options: []mh.Option{mh.NonceIndices{Home: o.home.index, CareOf: o.coTest.index}, mh.AuthData{}}}
 	env := mh.Envelope{Src: o.careOf, Dst: o.cfg.Correspondent, HomeAddress: o.cfg.HomeAddress}
@@ -269,7 +273,7 @@ func (o *RouteOptimizer) ack(p mh.Packet, back *mh.BindingAck, now time.Time) {
 	if !o.bu.active {
 		return
 	}
-	if back.Seq != o.seq && back.Status != mh.StatusSeqOutOfWindow {
+	if !inExchange(back.Seq, o.firstSeq, o.seq) && back.Status != mh.StatusSeqOutOfWindow {
 		return
 	}
 	// An authenticated BAck must verify; error BAcks about nonces carry no authorization data
@@ -292,6 +296,7 @@ func (o *RouteOptimizer) ack(p mh.Packet, back *mh.BindingAck, now time.Time) {
 		o.bu.attempts++
 		o.bu.deadline = now.Add(o.bu.timeout)
 		o.sendBU(now)
+		o.firstSeq = o.seq
 		return
 	case nonceError:
 		// s.11.7.2: get fresh tokens for what expired, then send a new BU.

@@ -1,7 +1,3 @@
-// Package rendezvous makes ILNPv6 nodes findable through real DNS (RFC 6742 NID and L64
-// records): a Publisher keeps a mobile node's records on its authoritative server current
-// with TSIG-signed RFC 2136 UPDATEs, and a Finder looks names up for a correspondent, with a
-// cache that never outlives the records' TTLs.
 package rendezvous
 
 import (

@@ -1,7 +1,7 @@
 // Package rendezvous makes ILNPv6 nodes findable through real DNS (RFC 6742 NID and L64
-// records). The thesis left this as future work (s.7.2.1); RFC 6740 s.6 and RFC 6741 s.6 give
-// the design: a mobile node keeps its own records current with Secure Dynamic Update
-// (RFC 2136 signed with TSIG, RFC 3007/8945) and publishes them with very low TTLs.
+// records). The thesis left this as future work (s.7.2.1): a mobile node keeps its own records
+// current with Secure Dynamic Update (RFC 2136 signed with TSIG, RFC 3007/8945) and publishes
+// them with very low TTLs (s.2.6.3).
 //
 // Mobile node side (ilnpd):
 //

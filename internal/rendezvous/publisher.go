@@ -25,9 +25,9 @@ type LocatorEntry struct {
 	Preference uint16 // lower is more preferred (RFC 6742 s.2.3)
 }
 
-// Defaults. TTL: the thesis (s.2.6.3, s.7) and RFC 6741 s.6 want L64 TTLs very low, even zero,
-// because a cached stale locator makes a moved node unreachable; measured DNS load impact of
-// zero TTLs is not significant.
+// Defaults. TTL: the thesis (s.2.6.3, s.7.2.1) wants L64 TTLs very low, even zero, because a
+// cached stale locator makes a moved node unreachable, and cites measurements showing zero TTLs
+// add no significant DNS load.
 const (
 	DefaultTTL           = 0 * time.Second
 	DefaultNIDPreference = 10

@@ -1,0 +1,353 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"ilnp/internal/nstest"
+	"ilnp/internal/wire"
+)
+
+// TestNetnsLocatorFlip: a TCP stream and a UDP echo exchange opened on the session view keep
+// working while the test flips B's active locator between its two interfaces by map updates
+// only. Captures on the router show the nonce and the new locator; every captured checksum
+// verifies (tshark for what it can judge, Go for ILNP TCP/UDP whose wire checksum counts the
+// locators as zero, RFC 6744 s.3, which tshark does not know).
+func TestNetnsLocatorFlip(t *testing.T) {
+	nstest.RequireTool(t, "tcpdump", "tshark", "ethtool")
+	tp := newTopo(t, topoOptions{hostTSOOff: true})
+	dir := t.TempDir()
+	caps := map[string]string{"r1": filepath.Join(dir, "r1.pcap"), "r2": filepath.Join(dir, "r2.pcap")}
+	var dumps []*exec.Cmd
+	for dev, file := range caps {
+		var stderr bytes.Buffer
+		cmd := tp.r.Start(func(c *exec.Cmd) { c.Stderr = &stderr }, "tcpdump", "-i", dev, "-U", "-n", "-w", file, "ip6")
+		dumps = append(dumps, cmd)
+		waitFor(t, 5*time.Second, func() bool { return strings.Contains(stderr.String(), "listening on") }, "tcpdump on "+dev)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// TCP: A streams a known pattern to B at about 2 MB/s; B checks every byte.
+	ln, _ := listen(t, tp.b, "tcp6", "[::]:5001")
+	defer ln.Close()
+	var tcpBytes atomic.Int64
+	tcpErr := make(chan error, 2)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			tcpErr <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		var off int64
+		for {
+			n, err := c.Read(buf)
+			for i := 0; i < n; i++ {
+				if buf[i] != byte((off+int64(i))%251) {
+					tcpErr <- fmt.Errorf("TCP byte %d corrupted", off+int64(i))
+					return
+				}
+			}
+			off += int64(n)
+			tcpBytes.Store(off)
+			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+					tcpErr <- fmt.Errorf("TCP read: %w", err)
+				}
+				return
+			}
+		}
+	}()
+	client := dial(t, tp.a, "tcp6", netip.AddrPortFrom(tp.viewB, 5001).String())
+	defer client.Close()
+	go func() {
+		chunk := make([]byte, 16<<10)
+		var off int64
+		tick := time.NewTicker(8 * time.Millisecond)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			for i := range chunk {
+				chunk[i] = byte((off + int64(i)) % 251)
+			}
+			if _, err := client.Write(chunk); err != nil {
+				if ctx.Err() == nil {
+					tcpErr <- fmt.Errorf("TCP write: %w", err)
+				}
+				return
+			}
+			off += int64(len(chunk))
+			<-tick.C
+		}
+	}()
+
+	// UDP: A sends numbered datagrams every 2 ms; B echoes them. The server binds the
+	// session-view address: an unbound one would answer from whatever source address the
+	// kernel picks for the reply (B has several), which the client's connected socket refuses.
+	_, srv := listen(t, tp.b, "udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = srv.WriteTo(buf[:n], from)
+		}
+	}()
+	uc := dial(t, tp.a, "udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
+	defer uc.Close()
+	var udpSent, udpEchoed atomic.Int64
+	go func() {
+		msg := make([]byte, 200)
+		for ctx.Err() == nil {
+			binary.BigEndian.PutUint64(msg, uint64(udpSent.Add(1)))
+			_, _ = uc.Write(msg)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, err := uc.Read(buf); err != nil {
+				return
+			}
+			udpEchoed.Add(1)
+		}
+	}()
+
+	// Plain IPv6 beside ILNP (dual stack): UDP to an address of B that is no ILNP peer.
+	_, plainSrv := listen(t, tp.b, "udp6", netip.AddrPortFrom(tp.plainB, 5003).String())
+	defer plainSrv.Close()
+	var plainGot atomic.Int64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := plainSrv.ReadFrom(buf); err != nil {
+				return
+			}
+			plainGot.Add(1)
+		}
+	}()
+	plainC := dial(t, tp.a, "udp6", netip.AddrPortFrom(tp.plainB, 5003).String())
+	defer plainC.Close()
+	// ICMPv6 echo over ILNP (its checksum keeps the ordinary pseudo-header, which tshark
+	// can judge): requests from a raw socket, replies from B's kernel.
+	var icmpSock net.PacketConn
+	must(t, tp.a.Do(func() error {
+		var err error
+		icmpSock, err = net.ListenPacket("ip6:ipv6-icmp", "::")
+		return err
+	}))
+	defer icmpSock.Close()
+	var echoReplies atomic.Int64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, _, err := icmpSock.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n > 0 && buf[0] == 129 {
+				echoReplies.Add(1)
+			}
+		}
+	}()
+	go func() {
+		echo := []byte{128, 0, 0, 0, 0x42, 0x42, 0, 0, 'i', 'l', 'n', 'p'}
+		dst := &net.IPAddr{IP: tp.viewB.AsSlice()}
+		for seq := 0; ctx.Err() == nil; seq++ {
+			binary.BigEndian.PutUint16(echo[6:], uint16(seq))
+			_, _ = icmpSock.WriteTo(echo, dst)
+			_, _ = plainC.Write([]byte("plain ipv6"))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	progress := func(phase string) {
+		t.Helper()
+		tcp0, udp0 := tcpBytes.Load(), udpEchoed.Load()
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: TCP %d bytes, UDP %d sent / %d echoed", phase, tcpBytes.Load(), udpSent.Load(), udpEchoed.Load())
+			}
+		}()
+		waitFor(t, 5*time.Second, func() bool {
+			select {
+			case err := <-tcpErr:
+				t.Fatalf("%s: %v", phase, err)
+			default:
+			}
+			return tcpBytes.Load() > tcp0+1<<20 && udpEchoed.Load() > udp0+100
+		}, phase+": TCP and UDP progress")
+		t.Logf("%s: TCP %d bytes, UDP %d sent / %d echoed", phase, tcpBytes.Load(), udpSent.Load(), udpEchoed.Load())
+	}
+	progress("locator 1")
+	for i, l := range []wire.L64{lB2, lB1, lB2} {
+		tp.flip(t, l)
+		progress(fmt.Sprintf("flip %d to %v", i+1, l))
+	}
+	cancel()
+	client.Close()
+	uc.Close()
+	time.Sleep(200 * time.Millisecond)
+	for _, c := range dumps {
+		_ = c.Process.Signal(os.Interrupt)
+		_ = c.Wait()
+	}
+
+	if plainGot.Load() == 0 || echoReplies.Load() == 0 {
+		t.Fatalf("plain IPv6 datagrams %d, ILNP echo replies %d", plainGot.Load(), echoReplies.Load())
+	}
+	t.Logf("UDP lost %d of %d; plain IPv6 datagrams %d; ICMPv6 echo replies %d", udpSent.Load()-udpEchoed.Load(), udpSent.Load(), plainGot.Load(), echoReplies.Load())
+
+	sa, err := tp.da.GetSession(nidA, nidB)
+	must(t, err)
+	sb, err := tp.db.GetSession(nidB, nidA)
+	must(t, err)
+	if sa.LocalNonce != sb.RemoteNonce || sb.LocalNonce != sa.RemoteNonce || sa.LocalNonce == sa.RemoteNonce {
+		t.Fatalf("nonces: A sends %v expects %v, B sends %v expects %v", sa.LocalNonce, sa.RemoteNonce, sb.LocalNonce, sb.RemoteNonce)
+	}
+	for name, d := range map[string]*Datapath{"A": tp.da, "B": tp.db} {
+		c, err := d.Counters()
+		must(t, err)
+		for _, bad := range []string{"ingress_bad_nonce", "ingress_unknown_locator", "ingress_invalid_local_locator", "ingress_malformed", "egress_errors", "ingress_errors"} {
+			if c[bad] != 0 {
+				t.Errorf("host %s: %s = %d", name, bad, c[bad])
+			}
+		}
+		t.Logf("host %s counters: egress_ilnp=%d redirected=%d ingress_ilnp=%d", name, c["egress_ilnp"], c["egress_redirected"], c["ingress_ilnp"])
+	}
+
+	// The new locator with the nonce, in both directions, on the router's second link.
+	newB := addr(lB2, nidB).String()
+	for _, filter := range []string{"ipv6.opt.ilnp_nonce && ipv6.dst == " + newB, "ipv6.opt.ilnp_nonce && ipv6.src == " + newB} {
+		out, err := exec.Command("tshark", "-r", caps["r2"], "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
+		if err != nil {
+			t.Fatalf("tshark: %v", err)
+		}
+		if n := len(strings.Fields(string(out))); n < 100 {
+			t.Fatalf("%q: %d packets on the second link", filter, n)
+		}
+	}
+	for dev, file := range caps {
+		checkCapture(t, dev, file)
+	}
+}
+
+// checkCapture verifies every checksum in a capture: tshark (validation on) for packets whose
+// checksum it can judge (ICMPv6 and plain IPv6), Go for ILNP TCP/UDP (locators as zero).
+func checkCapture(t *testing.T, dev, file string) {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", file, "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+		"-T", "fields", "-E", "separator=,", "-e", "ipv6.opt.ilnp_nonce", "-e", "tcp.checksum.status", "-e", "udp.checksum.status",
+		"-e", "icmpv6.checksum.status").Output()
+	if err != nil {
+		t.Fatalf("tshark %s: %v", file, err)
+	}
+	tsharkBad, tsharkJudged := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) != 4 {
+			continue
+		}
+		judge := f[1:]
+		if f[0] != "" {
+			judge = f[3:] // ILNP: only ICMPv6 uses the ordinary pseudo-header
+		}
+		for _, s := range judge {
+			if s == "" || s == "2" {
+				continue
+			}
+			tsharkJudged++
+			if s == "0" {
+				tsharkBad++
+			}
+		}
+	}
+	frames := readPcap(t, file)
+	goBad, ilnp := 0, 0
+	for _, f := range frames {
+		if len(f) < 14 || binary.BigEndian.Uint16(f[12:]) != 0x86dd {
+			continue
+		}
+		p, err := wire.ParsePacket(f[14:])
+		if err != nil {
+			t.Errorf("%s: unparsable packet: %v", dev, err)
+			continue
+		}
+		if p.Proto != wire.ProtoTCP && p.Proto != wire.ProtoUDP && p.Proto != wire.ProtoICMPv6 {
+			continue
+		}
+		src, dst := p.IPv6.Src, p.IPv6.Dst
+		if _, ok := p.Nonce(); ok {
+			ilnp++
+			if p.Proto != wire.ProtoICMPv6 {
+				src, dst = zeroLocator(src), zeroLocator(dst)
+			}
+		}
+		if wire.PseudoHeaderChecksum(src, dst, p.Proto, p.UpperLayer(f[14:])) != 0 {
+			goBad++
+		}
+	}
+	t.Logf("%s: %d frames, %d ILNP; bad checksums: Go %d, tshark %d of %d judged", dev, len(frames), ilnp, goBad, tsharkBad, tsharkJudged)
+	if goBad != 0 || tsharkBad != 0 {
+		t.Errorf("%s: corrupt checksums (Go %d, tshark %d)", dev, goBad, tsharkBad)
+	}
+	if ilnp == 0 {
+		t.Errorf("%s: no ILNP packet captured", dev)
+	}
+}
+
+// readPcap reads the frames of a classic pcap file as tcpdump -w writes it.
+func readPcap(t testing.TB, file string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 24 || binary.LittleEndian.Uint32(b) != 0xa1b2c3d4 {
+		t.Fatalf("%s: not a little-endian microsecond pcap", file)
+	}
+	var frames [][]byte
+	for off := 24; off+16 <= len(b); {
+		n := int(binary.LittleEndian.Uint32(b[off+8:]))
+		orig := int(binary.LittleEndian.Uint32(b[off+12:]))
+		off += 16
+		if off+n > len(b) {
+			break // cut short by the interrupt
+		}
+		if n == orig {
+			frames = append(frames, b[off:off+n])
+		}
+		off += n
+	}
+	return frames
+}
+
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,8 +1,10 @@
 package namedtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -32,6 +34,25 @@ func TestServesZoneWithILNPRecords(t *testing.T) {
 	if out, _ := s.Dig(nil, "example.org.", "A"); !strings.Contains(out, "REFUSED") {
 		t.Errorf("recursion/out-of-zone query not refused:\n%s", out)
 	}
+	// The key may update mn's NID/L64 (checked with BIND's own nsupdate), nothing else.
+	nstest.RequireTool(t, "nsupdate")
+	update := func(cmds string) (string, error) {
+		path := filepath.Join(t.TempDir(), "cmds")
+		script := fmt.Sprintf("server %s %d\nzone %s\n%s\nsend\n", s.Addr.Addr(), s.Addr.Port(), s.Zone, cmds)
+		if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Try("nsupdate", "-k", s.KeyFile, path)
+	}
+	if out, err := update("update add mn." + s.Zone + " 5 IN L64 10 2001:db8:7:0"); err != nil {
+		t.Fatalf("nsupdate L64 for mn: %v %s", err, out)
+	}
+	if out, err := update("update add mn." + s.Zone + " 5 IN AAAA 2001:db8::7"); err == nil || !strings.Contains(out, "REFUSED") {
+		t.Fatalf("nsupdate AAAA for mn was not refused: %v %s", err, out)
+	}
+	if out, err := update("update add cn." + s.Zone + " 5 IN L64 10 2001:db8:7:0"); err == nil || !strings.Contains(out, "REFUSED") {
+		t.Fatalf("nsupdate of another name was not refused: %v %s", err, out)
+	}
 	s.Stop()
 	if _, err := s.Dig(nil, "+short", s.Zone, "SOA"); err == nil {
 		t.Fatal("named still answers after Stop")
@@ -39,6 +60,9 @@ func TestServesZoneWithILNPRecords(t *testing.T) {
 	s.Restart()
 	if out, err := s.Dig(nil, "+short", "cn."+s.Zone, "L64"); err != nil || !sameRecord(out, "10 2001:0db8:0001:0000") {
 		t.Fatalf("after restart dig L64: %q %v", out, err)
+	}
+	if out, err := s.Dig(nil, "+short", "mn."+s.Zone, "L64"); err != nil || !sameRecord(out, "10 2001:0db8:0007:0000") {
+		t.Fatalf("update lost across restart (journal): %q %v", out, err)
 	}
 	if !strings.Contains(s.Log(), "running") {
 		t.Errorf("named log lacks 'running':\n%s", s.Log())

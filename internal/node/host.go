@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -41,19 +39,6 @@ func newHost(headroom int) (*host, error) {
 		peerRoutes: map[netip.Addr]*netlink.Route{},
 		mtu:        1500 - headroom,
 	}, nil
-}
-
-// prepareInterface stops the kernel's own SLAAC on an ILNP interface (the daemon forms
-// [prefix:NID] itself, with the node's one NID on every interface) while it keeps accepting
-// RAs for default routes.
-func (h *host) prepareInterface(name string) error {
-	for key, value := range map[string]string{"autoconf": "0", "accept_ra": "1"} {
-		path := filepath.Join("/proc/sys/net/ipv6/conf", name, key)
-		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-			return fmt.Errorf("sysctl %s: %w", path, err)
-		}
-	}
-	return nil
 }
 
 // addIdentity keeps addr as a /128 on lo, so sockets bound to it survive the interface that
@@ -136,4 +121,42 @@ func (h *host) close() error {
 	}
 	h.nl.Close()
 	return errors.Join(errs...)
+}
+
+// staticLocator is a global address with the node's NID that was configured on an ILNP
+// interface by someone else (a CN on a wired link without Router Advertisements).
+type staticLocator struct {
+	addr    netip.Addr
+	ifindex int
+	router  netip.Addr
+}
+
+// staticLocators lists the global addresses on ifindex and the interface's default router.
+func (h *host) staticLocators(ifindex int) ([]staticLocator, error) {
+	link, err := h.nl.LinkByIndex(ifindex)
+	if err != nil {
+		return nil, fmt.Errorf("interface %d: %w", ifindex, err)
+	}
+	addrs, err := h.nl.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return nil, fmt.Errorf("addresses of %s: %w", link.Attrs().Name, err)
+	}
+	var router netip.Addr
+	if routes, err := h.nl.RouteList(link, netlink.FAMILY_V6); err == nil {
+		for _, r := range routes {
+			if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.Gw != nil {
+				router, _ = netip.AddrFromSlice(r.Gw)
+				break
+			}
+		}
+	}
+	var out []staticLocator
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || a.Scope != unix.RT_SCOPE_UNIVERSE || !ip.IsGlobalUnicast() {
+			continue
+		}
+		out = append(out, staticLocator{addr: ip, ifindex: ifindex, router: router})
+	}
+	return out, nil
 }

@@ -181,7 +181,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			Interfaces: n.cfg.Interfaces,
 			NID:        n.nid,
 			DAD:        locators.DADOptimistic,
-			Logger:     n.log,
+			// The node forms [prefix:NID] itself; a kernel EUI-64 address beside it could
+			// become an application's source address and escape ILNP.
+			DisableKernelAutoconf: true,
+			RemoveOnExit:          true,
+			Logger:                n.log,
 		}, locEvents); err != nil {
 			errc <- fmt.Errorf("locator discovery: %w", err)
 		}
@@ -191,6 +195,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	defer wg.Wait()
 
+	n.adoptStaticLocators()
 	n.log.Info("ilnpd running", "interfaces", n.cfg.Interfaces, "handoff", n.cfg.Handoff)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -248,9 +253,6 @@ func (n *Node) setup() error {
 		ifc, err := net.InterfaceByName(name)
 		if err != nil {
 			return fmt.Errorf("interface %s: %w", name, err)
-		}
-		if err := n.host.prepareInterface(name); err != nil {
-			return err
 		}
 		if err := n.dp.Attach(ifc.Index); err != nil {
 			return fmt.Errorf("attach datapath to %s: %w", name, err)
@@ -371,6 +373,31 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 		n.log.Info("link", "iface", e.Iface, "up", e.Up)
 	case locators.AddressError:
 		n.log.Warn("address", "iface", e.Iface, "addr", e.Addr, "err", e.Err)
+	}
+}
+
+// adoptStaticLocators makes the [L64:NID] addresses already configured on the ILNP interfaces
+// locators that never expire: a correspondent on a wired network without Router
+// Advertisements is an ILNP node too.
+func (n *Node) adoptStaticLocators() {
+	now := time.Now()
+	for ifindex, name := range n.ifaces {
+		statics, err := n.host.staticLocators(ifindex)
+		if err != nil {
+			n.log.Warn("static locators", "iface", name, "err", err)
+			continue
+		}
+		for _, s := range statics {
+			ilv, err := wire.ILVFromAddr(s.addr)
+			if err != nil || ilv.NID != n.nid {
+				continue
+			}
+			if err := n.host.addIdentity(s.addr); err != nil {
+				n.log.Warn("identity address", "err", err)
+			}
+			n.log.Info("static locator", "iface", name, "addr", s.addr, "router", s.router)
+			n.updateLocal(ilv.Locator, ifindex, s.router, ilcc.Infinite, ilcc.Infinite, now)
+		}
 	}
 }
 

@@ -198,9 +198,7 @@ func (f *Finder) Flush() {
 	f.mu.Unlock()
 }
 
-// query asks for one type. It follows a CNAME chain inside the answer so records of the
-// chain's target are returned under the queried name; the negative TTL is min(SOA TTL, SOA
-// MINIMUM) from the authority section (RFC 2308 s.5), 0 when there is no SOA.
+// query asks for one type; see answerRRs for what is taken from the reply.
 func (f *Finder) query(ctx context.Context, name string, t uint16) ([]dns.RR, uint32, error) {
 	q := new(dns.Msg)
 	q.SetQuestion(name, t)
@@ -220,9 +218,18 @@ func (f *Finder) query(ctx context.Context, name string, t uint16) ([]dns.RR, ui
 		cause, rc := classifyReply(r)
 		return nil, 0, &ExchangeError{Op: op, Name: name, Server: f.x.server, Cause: cause, Rcode: rc}
 	}
+	out, neg := answerRRs(r, name, t)
+	return out, neg, nil
+}
+
+// answerRRs picks the records of type t for name out of a reply: it follows a CNAME chain
+// inside the answer (so records of the chain's target are returned under name, with TTLs
+// no longer than the chain's), and reads the negative TTL min(SOA TTL, SOA MINIMUM) from the
+// authority section (RFC 2308 s.5), 0 when there is no SOA.
+func answerRRs(r *dns.Msg, name string, t uint16) ([]dns.RR, uint32) {
 	owner := name
-	chainTTL := uint32(math.MaxUint32) // records reached through a CNAME live no longer than it
-	for range 16 {                     // CNAME chain, bounded against loops
+	chainTTL := uint32(math.MaxUint32)
+	for range 16 { // bounded against CNAME loops
 		next := ""
 		for _, rr := range r.Answer {
 			if c, ok := rr.(*dns.CNAME); ok && dns.CanonicalName(c.Hdr.Name) == owner {
@@ -252,5 +259,5 @@ func (f *Finder) query(ctx context.Context, name string, t uint16) ([]dns.RR, ui
 			neg = min(soa.Hdr.Ttl, soa.Minttl)
 		}
 	}
-	return out, neg, nil
+	return out, neg
 }

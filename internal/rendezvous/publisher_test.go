@@ -345,3 +345,38 @@ func BenchmarkPublishToVisible(b *testing.B) {
 		}
 	}
 }
+
+// TestOutOfBandChangeIsRepaired: another writer adds a stray L64 behind the publisher's back.
+// The publisher's next compare-and-swap fails (its belief is stale), it re-reads and makes the
+// RRset equal to its own locators again; a NID change replaces the NID RR.
+func TestOutOfBandChangeIsRepaired(t *testing.T) {
+	e := newEnv(t)
+	p, _ := e.startPublisher(t, &e.key, mnName, nil)
+	l1, l2, stray := mustL64(t, "2001:db8:1:0"), mustL64(t, "2001:db8:2:0"), mustL64(t, "2001:db8:99:0")
+	if err := p.Publish(context.Background(), testNID, []LocatorEntry{{l1, 10}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, p, 5*time.Second)
+
+	other, _ := e.startPublisher(t, &e.key, mnName, nil)
+	if err := other.Publish(context.Background(), testNID, []LocatorEntry{{l1, 10}, {stray, 5}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, other, 5*time.Second)
+
+	newNID := testNID + 1
+	if err := p.Publish(context.Background(), newNID, []LocatorEntry{{l2, 10}, {l1, 20}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, p, 5*time.Second)
+	if got := digSet(t, e, "L64"); !maps.Equal(got, map[uint64]uint16{uint64(l2): 10, uint64(l1): 20}) {
+		t.Fatalf("L64 after repair: %v", got)
+	}
+	if got := digSet(t, e, "NID"); !maps.Equal(got, map[uint64]uint16{uint64(newNID): DefaultNIDPreference}) {
+		t.Fatalf("NID after change: %v", got)
+	}
+	st := p.Status().Stats
+	if st.Errors[CausePrereq] != 1 || st.StateReads != 2 {
+		t.Errorf("stats %+v: want one prerequisite failure and a second state read", st)
+	}
+}

@@ -250,10 +250,16 @@ func TestUnreachableRetriesLatestWins(t *testing.T) {
 
 	e.srv.NS.Run("ip", "link", "set", "srv0", "down")
 	for _, l := range []wire.L64{l2, l3} {
+		time.Sleep(700 * time.Millisecond) // the worker is inside a 500 ms exchange timeout or backoff
+		start := time.Now()
 		if err := p.Publish(context.Background(), testNID, []LocatorEntry{{l, 10}}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		// Publish hands the state over and returns; it must not wait for the stuck exchange.
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("Publish blocked for %v while the server was unreachable", d)
+		}
+		time.Sleep(800 * time.Millisecond)
 	}
 	st := p.Status()
 	failures := st.Stats.Errors[CauseTimeout] + st.Stats.Errors[CauseUnreachable]

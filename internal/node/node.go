@@ -427,7 +427,10 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		if e.Peer != 0 {
 			ev.Peer = e.Peer.String()
 		}
-		if e.From != 0 || e.To != 0 {
+		switch {
+		case e.From == 0 && e.To != 0:
+			ev.Detail = joinDetail(ev.Detail, "new -> "+e.To.String())
+		case e.From != 0:
 			ev.Detail = joinDetail(ev.Detail, fmt.Sprintf("%s -> %s", e.From, e.To))
 		}
 		n.emit(ev)

@@ -191,7 +191,7 @@ func Demo(ctx context.Context, out, binDir string, stdout, progress io.Writer) e
 	}
 	fmt.Fprintf(stdout, "\nLAN to WAN, ILNP soft handoff: enter L3 (WAN, +100 ms each way) at %v, leave L2 at %v, %v flows\n\n",
 		DemoProfile.Enter, DemoProfile.Leave, DemoProfile.Duration)
-	fmt.Fprintf(stdout, "%-8s %10s %14s %14s %10s %12s %9s\n", "traffic", "RTT", "handoff delay", "UDP lost", "survived", "TCP retrans", "TCP lost")
+	fmt.Fprintf(stdout, "%-8s %10s %14s %14s %10s %12s %9s\n", "traffic", "RTT (L3)", "handoff delay", "UDP lost", "survived", "TCP retrans", "TCP lost")
 	for _, r := range rows {
 		run := r.s.Runs[0]
 		v := run.Values()

@@ -68,7 +68,8 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nDefinitions (thesis 4.4, 5.3): UDP figures are the CN -> MN direction as captured at the MN; " +
+	b.WriteString("\nDefinitions (thesis 4.4, 5.3): RTT is MN-CN via L3 after the move (the ideal handoff delay; " +
+		"rep-N/run.json also has the RTT via L2 before it); UDP figures are the CN -> MN direction as captured at the MN; " +
 		"the 5-s window starts 1 s before the first LU after entering L3 (or at leaving L2 when there is no LU); " +
 		"interruption is the longest gap between deliveries at the MN (to the end of the flow if delivery stops); " +
 		"TCP retransmissions are segments the CN sent again (sequence number below the highest sent), lost ones " +

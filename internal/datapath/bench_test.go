@@ -1,0 +1,127 @@
+package datapath
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"ilnp/internal/nstest"
+	"ilnp/internal/wire"
+)
+
+// benchFigures is what BenchmarkDatapath writes to bench/out/datapath.json.
+type benchFigures struct {
+	ILNPBps   float64 `json:"ilnp_bps"`
+	IPv6Bps   float64 `json:"ipv6_bps"`
+	Ratio     float64 `json:"ratio"`
+	EgressNs  float64 `json:"egress_ns"`
+	IngressNs float64 `json:"ingress_ns"`
+}
+
+// BenchmarkDatapath measures ns per packet of the two programs (BPF_PROG_TEST_RUN, one fresh
+// packet per run, the kernel's own timing) and TCP bulk throughput with ILNP against plain IPv6
+// over the same namespace path, then writes bench/out/datapath.json.
+func BenchmarkDatapath(b *testing.B) {
+	var fig benchFigures
+	b.Run("egress", func(b *testing.B) { fig.EgressNs = benchProgram(b, true) })
+	b.Run("ingress", func(b *testing.B) { fig.IngressNs = benchProgram(b, false) })
+	b.Run("tcp-throughput", func(b *testing.B) { fig.ILNPBps, fig.IPv6Bps = benchThroughput(b) })
+	if fig.IPv6Bps > 0 {
+		fig.Ratio = fig.ILNPBps / fig.IPv6Bps
+	}
+	out := filepath.Join("..", "..", "bench", "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	js, _ := json.MarshalIndent(fig, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "datapath.json"), append(js, '\n'), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("datapath: egress %.0f ns/pkt, ingress %.0f ns/pkt, TCP ILNP %.2f Gbit/s vs IPv6 %.2f Gbit/s, ratio %.3f\n",
+		fig.EgressNs, fig.IngressNs, fig.ILNPBps/1e9, fig.IPv6Bps/1e9, fig.Ratio)
+}
+
+// benchProgram runs one fresh 1400-byte TCP packet per BPF_PROG_TEST_RUN (repeat would reuse
+// the already translated buffer) and returns the mean kernel-measured ns per packet.
+func benchProgram(b *testing.B, egress bool) float64 {
+	d := newDatapath(b, Options{})
+	h := hostA(b, 4)
+	h.setup(b, d, true)
+	body := make([]byte, 1400)
+	var in []byte
+	prog := d.objs.IlnpEgress
+	if egress {
+		in = frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoTCP, tcpSegment(h.viewSrc(), h.viewDst(), body)))
+	} else {
+		from, to := addr(lB2, nidB), addr(lA2, nidA)
+		in = frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, h.peerNonce, wire.ProtoTCP,
+			tcpSegment(zeroLocator(from), zeroLocator(to), body)))
+		prog = d.objs.IlnpIngress
+	}
+	want := map[bool]uint32{true: verdictRedirect, false: verdictNext}[egress]
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ret, dur, err := prog.Benchmark(in, 1, nil)
+		if err != nil || ret != want {
+			b.Fatalf("run: verdict %d, %v", ret, err)
+		}
+		total += dur
+	}
+	ns := float64(total.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(ns, "kernel-ns/pkt")
+	return ns
+}
+
+// benchThroughput runs iperf3 from A to B, alternating ILNP (B's session-view address) and
+// plain IPv6 (another address of B) over the same path with the same offloads: TSO on and the
+// router's links at MTU 1600 (the workaround for the router GSO bug, platform.md). Each figure
+// is the mean of the interleaved runs.
+func benchThroughput(b *testing.B) (ilnp, ipv6 float64) {
+	nstest.RequireTool(b, "iperf3")
+	tp := newTopo(b, topoOptions{})
+	tp.b.Start(nil, "iperf3", "-s", "-p", "5201")
+	time.Sleep(300 * time.Millisecond)
+	const runs = 4
+	var sumILNP, sumIPv6 float64
+	for i := 0; i < runs; i++ {
+		sumILNP += iperf(b, tp, tp.viewB)
+		sumIPv6 += iperf(b, tp, tp.plainB)
+	}
+	c, err := tp.da.Counters()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if c["egress_ilnp"] == 0 {
+		b.Fatal("the ILNP runs did not go through the datapath")
+	}
+	ilnp, ipv6 = sumILNP/runs, sumIPv6/runs
+	b.ReportMetric(ilnp/1e9, "ilnp-Gbit/s")
+	b.ReportMetric(ipv6/1e9, "ipv6-Gbit/s")
+	b.ReportMetric(ilnp/ipv6, "ratio")
+	return ilnp, ipv6
+}
+
+func iperf(b *testing.B, tp *topo, dst netip.Addr) float64 {
+	b.Helper()
+	out, err := tp.a.Try("iperf3", "-c", dst.String(), "-p", "5201", "-t", "2", "-J")
+	if err != nil {
+		b.Fatalf("iperf3 to %v: %v", dst, err)
+	}
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &r); err != nil {
+		b.Fatalf("iperf3 JSON: %v", err)
+	}
+	return r.End.SumReceived.BitsPerSecond
+}

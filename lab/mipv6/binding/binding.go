@@ -246,3 +246,28 @@ func routable(a netip.Addr) bool {
 	return a.Is6() && !a.Is4In6() && !a.IsUnspecified() && !a.IsLoopback() && !a.IsMulticast() &&
 		!a.IsLinkLocalUnicast()
 }
+
+// BindingErrorFor answers a received packet whose Mobility Header has an unknown MH Type with
+// a Binding Error, status 2, to its source (RFC 6275 s.9.2); the Home Address field carries
+// the Home Address option's address, or :: without one. ok is false for any other packet.
+// Rate limiting is the caller's business.
+func BindingErrorFor(packet []byte, self netip.Addr) (Action, bool) {
+	p, err := mh.ParsePacket(packet)
+	if err != nil || p.Proto != mh.Proto {
+		return Action{}, false
+	}
+	if _, err := mh.Parse(p.Payload, p.PseudoSrc(), p.PseudoDst()); !errors.Is(err, mh.ErrUnknownType) {
+		return Action{}, false
+	}
+	home := netip.IPv6Unspecified()
+	if p.HomeAddress.IsValid() {
+		home = p.HomeAddress
+	}
+	be := &mh.BindingError{Status: mh.ErrorStatusUnknownMHType, HomeAddress: home}
+	env := mh.Envelope{Src: self, Dst: p.Src}
+	pkt, err := mh.AppendMessage(nil, env, be)
+	if err != nil {
+		return Action{}, false
+	}
+	return Action{Kind: Send, Packet: pkt, Env: env, Msg: be}, true
+}

@@ -331,3 +331,53 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("route optimiser without randomness accepted")
 	}
 }
+
+func TestBindingErrorFor(t *testing.T) {
+	// An MH of unknown type 42 from a care-of address with a Home Address option. Its checksum
+	// is valid: only the type is unknown.
+	body := []byte{59, 1, 42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	env := mh.Envelope{Src: coa, Dst: cnAddr, HomeAddress: hoa}
+	sum := mhChecksum(hoa, cnAddr, body)
+	body[4], body[5] = byte(sum>>8), byte(sum)
+	pkt, err := mh.AppendPacket(nil, env, mh.Proto, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := BindingErrorFor(pkt, cnAddr)
+	if !ok {
+		t.Fatal("no binding error")
+	}
+	r := wireRoundTrip(t, a)
+	be := r.Msg.(*mh.BindingError)
+	if be.Status != mh.ErrorStatusUnknownMHType || be.HomeAddress != hoa || r.Packet.Dst != coa || r.Packet.Src != cnAddr {
+		t.Fatalf("BE %+v to %v", be, r.Packet.Envelope)
+	}
+	// Known types, bad checksums and non-MH packets get nothing.
+	good, _ := mh.AppendMessage(nil, mh.Envelope{Src: coa, Dst: cnAddr}, &mh.CareOfTestInit{})
+	corrupt := append([]byte(nil), pkt...)
+	corrupt[len(corrupt)-1] ^= 1
+	for _, p := range [][]byte{good, corrupt, pkt[:30]} {
+		if _, ok := BindingErrorFor(p, cnAddr); ok {
+			t.Fatalf("binding error for %x", p)
+		}
+	}
+}
+
+// mhChecksum is the MH checksum of body (checksum field zero) for src -> dst.
+func mhChecksum(src, dst netip.Addr, body []byte) uint16 {
+	var sum uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+	}
+	s, d := src.As16(), dst.As16()
+	add(s[:])
+	add(d[:])
+	add([]byte{0, 0, 0, byte(len(body)), 0, 0, 0, mh.Proto})
+	add(body)
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}

@@ -354,8 +354,11 @@ type Header struct {
 
 // Parse decodes the Mobility Header b (exactly the header's bytes) and verifies its checksum
 // against the pseudo-header addresses src and dst (see Marshal).
+//
+// The checksum is verified once the header's length is known and before anything else, so a
+// corrupted header is reported as ErrChecksum (and never answered with a Binding Error).
 func Parse(b []byte, src, dst netip.Addr) (Message, error) {
-	if _, err := parseHeader(b); err != nil {
+	if err := frame(b); err != nil {
 		return nil, err
 	}
 	if c := wire.PseudoHeaderChecksum(src, dst, Proto, b); c != 0 {
@@ -368,17 +371,26 @@ func Parse(b []byte, src, dst netip.Addr) (Message, error) {
 // ParseHeader checks the common header of b and returns it.
 func ParseHeader(b []byte) (Header, error) { return parseHeader(b) }
 
-func parseHeader(b []byte) (Header, error) {
+// frame checks that b holds exactly one Mobility Header according to its Header Len.
+func frame(b []byte) error {
 	if len(b) < 8 {
-		return Header{}, errAt("MH", 0, ErrTruncated, "%d bytes, the smallest header is 8", len(b))
+		return errAt("MH", 0, ErrTruncated, "%d bytes, the smallest header is 8", len(b))
 	}
 	n := (int(b[1]) + 1) * 8
 	if n > len(b) {
-		return Header{}, errAt("MH", 1, ErrTruncated, "header len says %d bytes, %d present", n, len(b))
+		return errAt("MH", 1, ErrTruncated, "header len says %d bytes, %d present", n, len(b))
 	}
 	if n != len(b) {
-		return Header{}, errAt("MH", n, ErrLength, "%d bytes after the %d-byte header", len(b)-n, n)
+		return errAt("MH", n, ErrLength, "%d bytes after the %d-byte header", len(b)-n, n)
 	}
+	return nil
+}
+
+func parseHeader(b []byte) (Header, error) {
+	if err := frame(b); err != nil {
+		return Header{}, err
+	}
+	n := len(b)
 	if b[0] != ProtoNone {
 		return Header{}, errAt("MH", 0, ErrPayloadProto, "payload proto %d", b[0])
 	}

@@ -18,6 +18,15 @@
 //	hosts FILE                   ILNP hosts file                     default: none
 //	dns-listen ADDR[:PORT]       stub resolver                       default: off (port 53 when omitted)
 //	dns-upstream ADDR[:PORT]     forwarder for non-ILNP names        default: none (port 53 when omitted)
+//	dns-lookup-server ADDR[:PORT] where the stub asks for NID/L64    default: dns-upstream (needs dns-listen)
+//	dns-publish-name NAME        publish this node's NID/L64 records default: off
+//	                             (RFC 2136 update on every locator change)
+//	dns-publish-zone ZONE        the zone to update                  required with dns-publish-name
+//	dns-publish-server ADDR[:PORT] primary server for the zone       required with dns-publish-name
+//	dns-publish-key FILE [NAME]  TSIG key file (BIND syntax) and the default: unsigned updates
+//	                             key to use when it holds several
+//	dns-publish-ttl DURATION     TTL of the published records, whole default: 0s (RFC 6741 s.6,
+//	                             seconds, 0s..24h                    thesis s.2.6.3: very low)
 //	lu-initial-timeout DURATION  first LU retransmission timeout     default: 1s
 //	lu-max-timeout DURATION      backoff ceiling                     default: 8s
 //	lu-max-attempts N            1..100                              default: 7
@@ -44,6 +53,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"ilnp/internal/wire"
 )
@@ -87,16 +98,26 @@ type Config struct {
 	Node       string
 	Interfaces []string
 	// NID is the configured node identifier when HasNID is set.
-	NID                wire.NID
-	HasNID             bool
-	NIDMode            NIDMode
-	Handoff            Handoff
-	Policy             string
-	StateDir           string
-	EventsFile         string
-	HostsFile          string
-	DNSListen          netip.AddrPort // zero: resolver off
-	DNSUpstream        netip.AddrPort // zero: no forwarding
+	NID         wire.NID
+	HasNID      bool
+	NIDMode     NIDMode
+	Handoff     Handoff
+	Policy      string
+	StateDir    string
+	EventsFile  string
+	HostsFile   string
+	DNSListen   netip.AddrPort // zero: resolver off
+	DNSUpstream netip.AddrPort // zero: no forwarding
+	// DNSLookupServer is where the stub resolver asks for NID and L64 records; zero: use
+	// DNSUpstream (the resolver looks up ILNP names in DNS only when one of them is set).
+	DNSLookupServer netip.AddrPort
+	// DNS rendezvous publishing (issue 6): off while DNSPublishName is empty.
+	DNSPublishName     string         // lower case, no trailing dot
+	DNSPublishZone     string         // lower case, no trailing dot; contains DNSPublishName
+	DNSPublishServer   netip.AddrPort // primary server for the zone
+	DNSPublishKeyFile  string         // TSIG key file; empty: unsigned updates
+	DNSPublishKeyName  string         // key in the file; empty: the file's only key
+	DNSPublishTTL      time.Duration  // whole seconds
 	LUInitialTimeout   time.Duration
 	LUMaxTimeout       time.Duration
 	LUMaxAttempts      int
@@ -193,6 +214,9 @@ func Parse(r io.Reader, filename string) (Config, error) {
 		return Config{}, fmt.Errorf("%s:%d: lu-initial-timeout %v is larger than lu-max-timeout %v",
 			filename, at, cfg.LUInitialTimeout, cfg.LUMaxTimeout)
 	}
+	if err := checkDNS(&cfg, seen); err != nil {
+		return Config{}, fmt.Errorf("%s:%w", filename, err)
+	}
 	need := NonceOptionSize(cfg.NonceSize)
 	if headroomSet == 0 {
 		cfg.MTUHeadroom = need
@@ -227,16 +251,35 @@ func init() {
 			c.Node = v
 			return nil
 		}),
-		"interfaces":   setInterfaces,
-		"nid":          one(setNID),
-		"nid-mode":     one(choice(NIDStable, NIDEphemeral, func(c *Config) *NIDMode { return &c.NIDMode })),
-		"handoff":      one(choice(HandoffSoft, HandoffHard, func(c *Config) *Handoff { return &c.Handoff })),
-		"policy":       one(setPolicy),
-		"state-dir":    one(absPath(func(c *Config) *string { return &c.StateDir })),
-		"events":       one(absPath(func(c *Config) *string { return &c.EventsFile })),
-		"hosts":        one(absPath(func(c *Config) *string { return &c.HostsFile })),
-		"dns-listen":   one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSListen })),
-		"dns-upstream": one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSUpstream })),
+		"interfaces":         setInterfaces,
+		"nid":                one(setNID),
+		"nid-mode":           one(choice(NIDStable, NIDEphemeral, func(c *Config) *NIDMode { return &c.NIDMode })),
+		"handoff":            one(choice(HandoffSoft, HandoffHard, func(c *Config) *Handoff { return &c.Handoff })),
+		"policy":             one(setPolicy),
+		"state-dir":          one(absPath(func(c *Config) *string { return &c.StateDir })),
+		"events":             one(absPath(func(c *Config) *string { return &c.EventsFile })),
+		"hosts":              one(absPath(func(c *Config) *string { return &c.HostsFile })),
+		"dns-listen":         one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSListen })),
+		"dns-upstream":       one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSUpstream })),
+		"dns-lookup-server":  one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSLookupServer })),
+		"dns-publish-name":   one(domain(func(c *Config) *string { return &c.DNSPublishName })),
+		"dns-publish-zone":   one(domain(func(c *Config) *string { return &c.DNSPublishZone })),
+		"dns-publish-server": one(addrPort(func(c *Config) *netip.AddrPort { return &c.DNSPublishServer })),
+		"dns-publish-key":    setPublishKey,
+		"dns-publish-ttl": one(func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("want a duration like 0s or 30s, got %q", v)
+			}
+			if d < 0 || d > 24*time.Hour {
+				return fmt.Errorf("%v is out of range [0s, 24h]", d)
+			}
+			if d%time.Second != 0 {
+				return fmt.Errorf("%v is not a whole number of seconds (DNS TTLs are seconds)", d)
+			}
+			c.DNSPublishTTL = d
+			return nil
+		}),
 		"lu-initial-timeout": one(duration(time.Millisecond, time.Minute,
 			func(c *Config) *time.Duration { return &c.LUInitialTimeout })),
 		"lu-max-timeout": one(duration(time.Millisecond, time.Hour,
@@ -419,6 +462,74 @@ func setNonce(c *Config, args []string) error {
 	return fmt.Errorf("want \"every\" or \"first N\", got %q", strings.Join(args, " "))
 }
 
+// domain accepts a DNS name ("mn.ilnp.test", a trailing dot is allowed) and stores it lower
+// case without the trailing dot.
+func domain(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		name := strings.ToLower(strings.TrimSuffix(v, "."))
+		// Letters, digits, '-' and '_' per label: what a host name in a zone file needs, and
+		// nothing that would need quoting in an UPDATE or a log line.
+		_, ok := dns.IsDomainName(name)
+		for _, l := range strings.Split(name, ".") {
+			ok = ok && validName(l, 63)
+		}
+		if !ok || len(name) > 253 {
+			return fmt.Errorf("want a domain name like mn.ilnp.test, got %q", v)
+		}
+		*field(c) = name
+		return nil
+	}
+}
+
+// setPublishKey reads "FILE [KEYNAME]". The file is read when ilnpd starts (it is a secret
+// that may be rotated without touching the configuration).
+func setPublishKey(c *Config, args []string) error {
+	if len(args) < 1 || len(args) > 2 {
+		return fmt.Errorf("want FILE [KEYNAME], got %d values", len(args))
+	}
+	if !filepath.IsAbs(args[0]) {
+		return fmt.Errorf("want an absolute path, got %q", args[0])
+	}
+	c.DNSPublishKeyFile = filepath.Clean(args[0])
+	c.DNSPublishKeyName = ""
+	if len(args) == 2 {
+		var name string
+		if err := domain(func(*Config) *string { return &name })(c, args[1]); err != nil {
+			return fmt.Errorf("key name: %w", err)
+		}
+		c.DNSPublishKeyName = name
+	}
+	return nil
+}
+
+// checkDNS checks the DNS keys that depend on each other; the error starts with the line.
+func checkDNS(c *Config, seen map[string]int) error {
+	if at := seen["dns-lookup-server"]; at != 0 && !c.DNSListen.IsValid() {
+		return fmt.Errorf("%d: dns-lookup-server is only used by the stub resolver: set dns-listen too", at)
+	}
+	publishing := c.DNSPublishName != ""
+	for _, k := range []string{"dns-publish-zone", "dns-publish-server", "dns-publish-key", "dns-publish-ttl"} {
+		if at := seen[k]; at != 0 && !publishing {
+			return fmt.Errorf("%d: %s without dns-publish-name", at, k)
+		}
+	}
+	if !publishing {
+		return nil
+	}
+	at := seen["dns-publish-name"]
+	if c.DNSPublishZone == "" {
+		return fmt.Errorf("%d: dns-publish-name needs dns-publish-zone (the zone to update)", at)
+	}
+	if !c.DNSPublishServer.IsValid() {
+		return fmt.Errorf("%d: dns-publish-name needs dns-publish-server (the zone's primary server)", at)
+	}
+	if !dns.IsSubDomain(c.DNSPublishZone+".", c.DNSPublishName+".") {
+		return fmt.Errorf("%d: dns-publish-name %s is not inside dns-publish-zone %s",
+			max(at, seen["dns-publish-zone"]), c.DNSPublishName, c.DNSPublishZone)
+	}
+	return nil
+}
+
 func validName(s string, maxLen int) bool {
 	if s == "" || len(s) > maxLen {
 		return false
@@ -460,6 +571,18 @@ func (c Config) Format() string {
 	}
 	if c.DNSUpstream.IsValid() {
 		kv("dns-upstream", c.DNSUpstream.String())
+	}
+	if c.DNSLookupServer.IsValid() {
+		kv("dns-lookup-server", c.DNSLookupServer.String())
+	}
+	if c.DNSPublishName != "" {
+		kv("dns-publish-name", c.DNSPublishName)
+		kv("dns-publish-zone", c.DNSPublishZone)
+		kv("dns-publish-server", c.DNSPublishServer.String())
+		if c.DNSPublishKeyFile != "" {
+			kv("dns-publish-key", strings.TrimSpace(c.DNSPublishKeyFile+" "+c.DNSPublishKeyName))
+		}
+		kv("dns-publish-ttl", c.DNSPublishTTL.String())
 	}
 	kv("lu-initial-timeout", c.LUInitialTimeout.String())
 	kv("lu-max-timeout", c.LUMaxTimeout.String())

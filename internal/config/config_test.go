@@ -23,6 +23,12 @@ events /tmp/lab/mn/events.jsonl
 hosts /tmp/lab/hosts
 dns-listen [::1]:5353
 dns-upstream [2001:db8::53]:53
+dns-lookup-server [2001:db8:53::1]:5353
+dns-publish-name MN.ilnp.test.
+dns-publish-zone ilnp.test
+dns-publish-server [2001:db8:53::1]:53
+dns-publish-key /etc/ilnp/mn.key mn-key.ilnp.test.
+dns-publish-ttl 5s
 lu-initial-timeout 200ms
 lu-max-timeout 4s
 lu-max-attempts 5
@@ -52,6 +58,13 @@ func TestParseFull(t *testing.T) {
 		HostsFile:          "/tmp/lab/hosts",
 		DNSListen:          netip.MustParseAddrPort("[::1]:5353"),
 		DNSUpstream:        netip.MustParseAddrPort("[2001:db8::53]:53"),
+		DNSLookupServer:    netip.MustParseAddrPort("[2001:db8:53::1]:5353"),
+		DNSPublishName:     "mn.ilnp.test",
+		DNSPublishZone:     "ilnp.test",
+		DNSPublishServer:   netip.MustParseAddrPort("[2001:db8:53::1]:53"),
+		DNSPublishKeyFile:  "/etc/ilnp/mn.key",
+		DNSPublishKeyName:  "mn-key.ilnp.test",
+		DNSPublishTTL:      5 * time.Second,
 		LUInitialTimeout:   200 * time.Millisecond,
 		LUMaxTimeout:       4 * time.Second,
 		LUMaxAttempts:      5,
@@ -100,6 +113,9 @@ func TestParseDefaults(t *testing.T) {
 		{"log", cfg.LogLevel, slog.LevelInfo},
 		{"dns off", cfg.DNSListen.IsValid(), false},
 		{"nid unset", cfg.HasNID, false},
+		{"publish off", cfg.DNSPublishName, ""},
+		{"publish ttl", cfg.DNSPublishTTL, time.Duration(0)},
+		{"lookup server", cfg.DNSLookupServer.IsValid(), false},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -181,6 +197,27 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nlog-level verbose\n", "log-level: want debug, info, warn or error"},
 		{"interfaces a\nnode bad/name\n", "node: want a name"},
 		{"interfaces a\n" + strings.Repeat("x", 70000) + "\n", "f.conf:2:"},
+		{"interfaces a\ndns-lookup-server [::1]:53\n", "f.conf:2: dns-lookup-server is only used by the stub resolver"},
+		{"interfaces a\ndns-listen ::1\ndns-lookup-server name:53\n", "f.conf:3: dns-lookup-server: want ADDRESS"},
+		{"interfaces a\ndns-publish-name mn.ilnp.test\n", "f.conf:2: dns-publish-name needs dns-publish-zone"},
+		{"interfaces a\ndns-publish-name mn.ilnp.test\ndns-publish-zone ilnp.test\n", "f.conf:2: dns-publish-name needs dns-publish-server"},
+		{"interfaces a\ndns-publish-name mn.other.test\ndns-publish-zone ilnp.test\ndns-publish-server ::1\n",
+			"f.conf:3: dns-publish-name mn.other.test is not inside dns-publish-zone ilnp.test"},
+		{"interfaces a\ndns-publish-name mn..test\n", "f.conf:2: dns-publish-name: want a domain name"},
+		{"interfaces a\ndns-publish-name mn;x.test\n", "dns-publish-name: want a domain name"},
+		{"interfaces a\ndns-publish-name .\n", "dns-publish-name: want a domain name"},
+		{"interfaces a\ndns-publish-name " + strings.Repeat("a", 64) + ".test\n", "dns-publish-name: want a domain name"},
+		{"interfaces a\ndns-publish-zone ilnp.test\n", "f.conf:2: dns-publish-zone without dns-publish-name"},
+		{"interfaces a\ndns-publish-ttl 0s\n", "f.conf:2: dns-publish-ttl without dns-publish-name"},
+		{"interfaces a\ndns-publish-ttl 1.5s\n", "f.conf:2: dns-publish-ttl: 1.5s is not a whole number of seconds"},
+		{"interfaces a\ndns-publish-ttl -1s\n", "dns-publish-ttl: -1s is out of range"},
+		{"interfaces a\ndns-publish-ttl 48h\n", "dns-publish-ttl: 48h0m0s is out of range"},
+		{"interfaces a\ndns-publish-ttl soon\n", "dns-publish-ttl: want a duration"},
+		{"interfaces a\ndns-publish-key\n", "f.conf:2: dns-publish-key: want FILE [KEYNAME], got 0 values"},
+		{"interfaces a\ndns-publish-key mn.key\n", "dns-publish-key: want an absolute path"},
+		{"interfaces a\ndns-publish-key /k a b\n", "want FILE [KEYNAME], got 3 values"},
+		{"interfaces a\ndns-publish-key /k bad/key\n", "dns-publish-key: key name: want a domain name"},
+		{"interfaces a\ndns-publish-server [::1]:0\n", "dns-publish-server: port 0"},
 	} {
 		_, err := Parse(strings.NewReader(tc.in), "f.conf")
 		if err == nil {
@@ -222,6 +259,33 @@ func TestExampleFile(t *testing.T) {
 	}
 }
 
+// Every default shown commented out in the example, uncommented together, is a valid file too
+// (so the documented keys and values cannot rot).
+func TestExampleFileUncommented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "dist", "ilnpd.conf.example"))
+	if err != nil {
+		t.Skipf("no example yet: %v", err)
+	}
+	var b strings.Builder
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if key, _, ok := strings.Cut(strings.TrimPrefix(line, "#"), " "); ok && line != "" && line[0] == '#' {
+			if _, known := setters[key]; known {
+				line = line[1:]
+				n++
+			}
+		}
+		b.WriteString(line + "\n")
+	}
+	cfg, err := Parse(strings.NewReader(b.String()), "example-uncommented")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 20 || cfg.DNSPublishName != "mn.ilnp.test" || !cfg.DNSLookupServer.IsValid() {
+		t.Fatalf("uncommented %d keys; publish %q lookup %v", n, cfg.DNSPublishName, cfg.DNSLookupServer)
+	}
+}
+
 func TestLoadMissing(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "none.conf"))
 	if err == nil || !strings.Contains(err.Error(), "none.conf") {
@@ -234,6 +298,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("interfaces eth0\n")
 	f.Add("interfaces a b\nnonce first 3\nnid 1:2:3:4 # x\n")
 	f.Add("interfaces a\ndns-listen ::1\nlu-max-timeout 1h\n")
+	f.Add("interfaces a\ndns-listen ::1\ndns-lookup-server ::1\ndns-publish-name mn.ilnp.test\n" +
+		"dns-publish-zone ilnp.test\ndns-publish-server [::1]:53\ndns-publish-key /k\ndns-publish-ttl 0s\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		cfg, err := Parse(strings.NewReader(in), "fuzz")
 		if err != nil {

@@ -124,8 +124,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		pseudo_new[0] = local;
 		pseudo_new[1] = remote;
 	}
-	if (ilnp_rewrite_locators(skb, &pkt, local, remote, pseudo_old, pseudo_new) < 0 ||
-	    (nonce && ilnp_insert_nonce(skb, &pkt, nonce_bytes, nonce_len) < 0)) {
+	if (ilnp_encap(skb, &pkt, local, remote, pseudo_old, pseudo_new, nonce_bytes,
+		       nonce ? nonce_len : 0) < 0) {
 		ilnp_count(ILNP_C_EG_ERRORS);
 		return TCX_DROP;
 	}
@@ -137,19 +137,19 @@ int ilnp_egress(struct __sk_buff *skb)
 	return ilnp_egress_redirect(skb, local, nonce);
 }
 
-/* Translates an accepted packet back to the session view. */
-static __always_inline int ilnp_to_session_view(struct __sk_buff *skb, struct ilnp_pkt *pkt,
-						const struct ilnp_session *sess)
+/* The pseudo-header locators before and after translating back to the session view. */
+static __always_inline void ilnp_view_pseudo(const struct ilnp_pkt *pkt,
+					     const struct ilnp_session *sess, __be64 *pseudo_old,
+					     __be64 *pseudo_new)
 {
-	__be64 pseudo_old[2] = {0, 0};
-	__be64 pseudo_new[2] = {sess->remote_view, sess->local_view};
-
+	pseudo_old[0] = 0;
+	pseudo_old[1] = 0;
 	if (pkt->l4_proto == ILNP_NH_ICMPV6) {
 		pseudo_old[0] = pkt->ip6.src_l64;
 		pseudo_old[1] = pkt->ip6.dst_l64;
 	}
-	return ilnp_rewrite_locators(skb, pkt, sess->remote_view, sess->local_view, pseudo_old,
-				     pseudo_new);
+	pseudo_new[0] = sess->remote_view;
+	pseudo_new[1] = sess->local_view;
 }
 
 /* A packet without a nonce: plain IPv6, unless it claims to be part of an ILNP session. */
@@ -197,7 +197,10 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 		ilnp_count(ILNP_C_IN_MALFORMED);
 		return TCX_DROP;
 	}
-	if (ilnp_to_session_view(skb, pkt, sess) < 0) {
+	__be64 pseudo_old[2], pseudo_new[2];
+
+	ilnp_view_pseudo(pkt, sess, pseudo_old, pseudo_new);
+	if (ilnp_rewrite(skb, pkt, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}
@@ -311,8 +314,10 @@ int ilnp_ingress(struct __sk_buff *skb)
 
 	/* Locator Updates keep their wire addresses: the daemon reads them from a raw ICMPv6
 	 * socket and needs the locator they came from; their nonce is verified here. */
-	if ((!is_lu && ilnp_to_session_view(skb, &pkt, sess) < 0) ||
-	    ilnp_strip_nonce(skb, &pkt) < 0) {
+	__be64 pseudo_old[2], pseudo_new[2];
+
+	ilnp_view_pseudo(&pkt, sess, pseudo_old, pseudo_new);
+	if (ilnp_decap(skb, &pkt, is_lu, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}

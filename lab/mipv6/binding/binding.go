@@ -170,11 +170,50 @@ func SeqNewer(a, b uint16) bool { return a != b && a-b < 0x8000 }
 // inExchange reports whether seq lies in first..last, modulo 2^16.
 func inExchange(seq, first, last uint16) bool { return seq-first <= last-first }
 
-// emitter collects actions and announces timer changes.
+// emitter collects actions, holds back those postponed by a processing delay, and announces
+// timer changes.
 type emitter struct {
 	node      string
 	out       []Action
 	announced time.Time
+	pending   []deferred
+}
+
+// deferred holds actions postponed by a processing delay.
+type deferred struct {
+	at      time.Time
+	actions []Action
+}
+
+// after emits actions now, or once delay has passed (the caller's timer must include
+// nextRelease).
+func (e *emitter) after(now time.Time, delay time.Duration, actions []Action) {
+	if delay <= 0 {
+		e.out = append(e.out, actions...)
+		return
+	}
+	e.pending = append(e.pending, deferred{at: now.Add(delay), actions: actions})
+}
+
+// release emits the postponed actions that are due, in the order they were postponed.
+func (e *emitter) release(now time.Time) {
+	keep := e.pending[:0]
+	for _, d := range e.pending {
+		if now.Before(d.at) {
+			keep = append(keep, d)
+			continue
+		}
+		e.out = append(e.out, d.actions...)
+	}
+	e.pending = keep
+}
+
+func (e *emitter) nextRelease() time.Time {
+	var next time.Time
+	for _, d := range e.pending {
+		next = earliest(next, d.at)
+	}
+	return next
 }
 
 func (e *emitter) send(env mh.Envelope, m mh.Message, packet []byte, viaTunnel bool) {

@@ -22,7 +22,10 @@ type CNConfig struct {
 	NonceLifetime time.Duration
 	// MaxLifetime caps granted lifetimes; 0 means MAX_RR_BINDING_LIFETIME (420 s).
 	MaxLifetime time.Duration
-	Node        string
+	// ProcessingDelay postpones every answer (HoT, CoT, BAck) and binding change, to model the
+	// thesis's T_HoT, T_CoT and T_CN (ch. 6); 0 answers at once.
+	ProcessingDelay time.Duration
+	Node            string
 }
 
 // CNStats counts what the correspondent did.
@@ -49,7 +52,7 @@ func NewCorrespondent(cfg CNConfig) (*Correspondent, error) {
 	if cfg.MaxLifetime == 0 {
 		cfg.MaxLifetime = rr.MaxRRBindingLifetime
 	}
-	if cfg.MaxLifetime < 0 || cfg.NonceRegen < 0 || cfg.NonceLifetime < 0 {
+	if cfg.MaxLifetime < 0 || cfg.NonceRegen < 0 || cfg.NonceLifetime < 0 || cfg.ProcessingDelay < 0 {
 		return nil, fmt.Errorf("binding: correspondent: negative duration in %+v", cfg)
 	}
 	kcn, err := rr.NewKey(cfg.Rand)
@@ -76,11 +79,16 @@ func (c *Correspondent) Stats() CNStats { return c.stats }
 func (c *Correspondent) Event(ev Event, now time.Time) []Action {
 	switch e := ev.(type) {
 	case Received:
+		mark := len(c.emit.out)
 		c.receive(e, now)
+		answer := append([]Action(nil), c.emit.out[mark:]...)
+		c.emit.out = c.emit.out[:mark]
+		c.emit.after(now, c.cfg.ProcessingDelay, answer)
 	case Tick:
+		c.emit.release(now)
 		c.expire(now)
 	}
-	var next time.Time
+	next := c.emit.nextRelease()
 	for _, e := range c.cache {
 		next = earliest(next, e.Expires)
 	}
@@ -187,7 +195,7 @@ func (c *Correspondent) bindingUpdate(p mh.Packet, bu *mh.BindingUpdate, now tim
 		c.stats.Deregistered++
 	} else {
 		granted = min(mh.LifetimeDuration(bu.Lifetime), c.cfg.MaxLifetime)
-		e := &Entry{HomeAddress: hoa, CareOf: coa, Seq: bu.Seq, Lifetime: granted, Expires: now.Add(granted), New: !had}
+		e := &Entry{HomeAddress: hoa, CareOf: coa, Seq: bu.Seq, Lifetime: granted, Expires: now.Add(c.cfg.ProcessingDelay + granted), New: !had}
 		c.cache[hoa] = e
 		c.emit.out = append(c.emit.out, Action{Kind: Bind, Binding: *e})
 		c.stats.Accepted++

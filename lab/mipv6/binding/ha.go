@@ -29,22 +29,15 @@ type HAConfig struct {
 
 // HomeAgent is a home agent's binding cache (RFC 6275 s.10.3).
 type HomeAgent struct {
-	cfg     HAConfig
-	emit    emitter
-	cache   map[netip.Addr]*Entry
-	pending []deferred
-	stats   HAStats
+	cfg   HAConfig
+	emit  emitter
+	cache map[netip.Addr]*Entry
+	stats HAStats
 }
 
 // HAStats counts what the home agent did.
 type HAStats struct {
 	Accepted, Rejected, Deregistered, Expired, Ignored int
-}
-
-// deferred holds actions postponed by ProcessingDelay.
-type deferred struct {
-	at      time.Time
-	actions []Action
 }
 
 // NewHomeAgent validates cfg.
@@ -137,23 +130,11 @@ func (h *HomeAgent) bindingUpdate(p mh.Packet, bu *mh.BindingUpdate, now time.Ti
 			actions = append(actions, Action{Kind: Send, Packet: pkt, Env: env, Msg: back})
 		}
 	}
-	if h.cfg.ProcessingDelay > 0 {
-		h.pending = append(h.pending, deferred{at: now.Add(h.cfg.ProcessingDelay), actions: actions})
-		return
-	}
-	h.emit.out = append(h.emit.out, actions...)
+	h.emit.after(now, h.cfg.ProcessingDelay, actions)
 }
 
 func (h *HomeAgent) tick(now time.Time) {
-	keep := h.pending[:0]
-	for _, d := range h.pending {
-		if now.Before(d.at) {
-			keep = append(keep, d)
-			continue
-		}
-		h.emit.out = append(h.emit.out, d.actions...)
-	}
-	h.pending = keep
+	h.emit.release(now)
 	var expired []netip.Addr
 	for hoa, e := range h.cache {
 		if !now.Before(e.Expires) {
@@ -169,10 +150,7 @@ func (h *HomeAgent) tick(now time.Time) {
 }
 
 func (h *HomeAgent) next() time.Time {
-	var ts []time.Time
-	for _, d := range h.pending {
-		ts = append(ts, d.at)
-	}
+	ts := []time.Time{h.emit.nextRelease()}
 	for _, e := range h.cache {
 		ts = append(ts, e.Expires)
 	}

@@ -317,6 +317,30 @@ func TestRouteOptimizerNonceErrorsAndRetransmission(t *testing.T) {
 	}
 }
 
+func TestCorrespondentProcessingDelay(t *testing.T) {
+	c := counter(7)
+	cn, err := NewCorrespondent(CNConfig{Addr: cnAddr, Rand: &c, ProcessingDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkt, _ := mh.AppendMessage(nil, mh.Envelope{Src: coa, Dst: cnAddr}, &mh.CareOfTestInit{Cookie: mh.Cookie{1}})
+	r, _ := Parse(pkt)
+	as := cn.Event(r, t0)
+	if len(ofKind(as, Send)) != 0 {
+		t.Fatal("answered before T_CoT")
+	}
+	if tm := one(t, as, Timer); !tm.At.Equal(t0.Add(50 * time.Millisecond)) {
+		t.Fatalf("timer %v", tm.At.Sub(t0))
+	}
+	as = cn.Event(Tick{}, t0.Add(50*time.Millisecond))
+	if cot := wireRoundTrip(t, one(t, as, Send)).Msg.(*mh.CareOfTest); cot.Cookie != (mh.Cookie{1}) {
+		t.Fatalf("CoT %+v", cot)
+	}
+	if tm := one(t, as, Timer); !tm.At.IsZero() {
+		t.Fatalf("timer left at %v", tm.At)
+	}
+}
+
 func TestRouteOptimizerGiveUpAndEntropy(t *testing.T) {
 	c := counter(0)
 	o, err := NewRouteOptimizer(ROConfig{HomeAddress: hoa, Correspondent: cnAddr, Rand: &c, GiveUp: true, MaxTimeout: 4 * time.Second})

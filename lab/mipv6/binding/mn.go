@@ -78,7 +78,11 @@ const (
 )
 
 func (s MNState) String() string {
-	return [...]string{"at-home", "registering", "registered", "deregistering"}[s]
+	names := [...]string{"at-home", "registering", "registered", "deregistering"}
+	if int(s) < len(names) {
+		return names[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
 // MobileNode is the mobile node's home registration (RFC 6275 s.11.7.1, s.11.5.5, s.11.8).

@@ -291,6 +291,13 @@ func TestInExchange(t *testing.T) {
 	}
 }
 
+func TestStateStrings(t *testing.T) {
+	if Registered.String() != "registered" || MNState(9).String() != "state(9)" || ROBound.String() != "bound" ||
+		ROState(9).String() != "state(9)" || Send.String() != "send" || ActionKind(99).String() != "action(99)" {
+		t.Fatal("String")
+	}
+}
+
 func TestSeqNewer(t *testing.T) {
 	for _, tc := range []struct {
 		a, b uint16

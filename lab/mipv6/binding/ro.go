@@ -43,7 +43,13 @@ const (
 	ROBound
 )
 
-func (s ROState) String() string { return [...]string{"idle", "testing", "bound"}[s] }
+func (s ROState) String() string {
+	names := [...]string{"idle", "testing", "bound"}
+	if int(s) < len(names) {
+		return names[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
 
 // test is one HoTI/HoT or CoTI/CoT exchange and its result.
 type test struct {
@@ -126,7 +132,7 @@ func (o *RouteOptimizer) Event(ev Event, now time.Time) []Action {
 }
 
 func (o *RouteOptimizer) move(coa netip.Addr, now time.Time) {
-	if !routable(coa) || coa == o.cfg.HomeAddress {
+	if !routable(coa) || coa == o.cfg.HomeAddress || (coa == o.careOf && !o.atHome && o.state != ROIdle) {
 		return
 	}
 	o.atHome, o.dereg = false, false

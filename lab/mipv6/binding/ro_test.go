@@ -156,6 +156,10 @@ func TestReturnRoutabilityAndCorrespondentRegistration(t *testing.T) {
 		t.Fatalf("refresh at %v", tm.At.Sub(t4))
 	}
 
+	// The same care-of address again changes nothing.
+	if as := o.Event(Moved{CareOf: coa}, t4.Add(time.Second)); len(as) != 0 {
+		t.Fatalf("same care-of address restarted RO: %+v", as)
+	}
 	// Moving on within MAX_TOKEN_LIFETIME reuses the home token: only a CoTI goes out.
 	as = o.Event(Moved{CareOf: coa2}, t4.Add(10*time.Second))
 	if s := ofKind(as, Send); len(s) != 1 || s[0].Msg.Type() != mh.TypeCareOfTestInit || s[0].Env.Src != coa2 {

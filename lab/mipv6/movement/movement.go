@@ -24,7 +24,13 @@ const (
 	Away
 )
 
-func (l Location) String() string { return [...]string{"detached", "home", "away"}[l] }
+func (l Location) String() string {
+	names := [...]string{"detached", "home", "away"}
+	if int(l) < len(names) {
+		return names[l]
+	}
+	return fmt.Sprintf("location(%d)", uint8(l))
+}
 
 // Prefix is an on-link prefix learnt from a router advertisement.
 type Prefix struct {

@@ -1,0 +1,187 @@
+package datapath
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"ilnp/internal/nstest"
+	"ilnp/internal/wire"
+)
+
+func TestLoadRejectsBadOptions(t *testing.T) {
+	nstest.RequireRoot(t)
+	if _, err := Load(Options{NonceSize: 8}); err == nil {
+		t.Fatal("nonce size 8 accepted")
+	}
+}
+
+func TestSessionAPI(t *testing.T) {
+	d := newDatapath(t, Options{NonceSize: 12})
+	if err := d.PutSession(Session{LocalNID: nidA}); err == nil {
+		t.Fatal("session without remote NID and views accepted")
+	}
+	tooMany := make([]RemoteLocator, MaxRemoteLocators+1)
+	for i := range tooMany {
+		tooMany[i] = RemoteLocator{Locator: wire.L64(i + 1), State: LocatorValid}
+	}
+	if err := d.PutSession(Session{LocalNID: nidA, RemoteNID: nidB, LocalView: lA1, RemoteView: lB1, RemoteLocators: tooMany}); err == nil {
+		t.Fatal("9 remote locators accepted")
+	}
+	if _, err := d.GetSession(nidA, nidB); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing session: %v", err)
+	}
+	first := mustNonce(t, 1, 1, 1, 1)
+	s := Session{LocalNID: nidA, RemoteNID: nidB, LocalView: lA1, RemoteView: lB1,
+		RemoteLocators: []RemoteLocator{{Locator: lB1, State: LocatorActive, Preference: 5, Lifetime: 60}},
+		RemoteNonce:    first, Flags: SessionSoft}
+	must(t, d.PutSession(s))
+	got, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	if got.LocalNonce.Len() != 12 || got.RemoteNonce != first || got.Flags != SessionSoft || len(got.RemoteLocators) != 1 ||
+		got.RemoteLocators[0] != s.RemoteLocators[0] || got.LocalAddr() != addr(lA1, nidA) || got.RemoteAddr() != addr(lB1, nidB) {
+		t.Fatalf("round trip: %+v", got)
+	}
+	// Replacing the remote nonce moves the <NID, nonce> index entry.
+	second := mustNonce(t, 2, 2, 2, 2)
+	got.RemoteNonce = second
+	must(t, d.PutSession(got))
+	var k ilnpBPFIlnpSessionKey
+	if err := d.objs.NonceIndex.Lookup(nonceKey(nidB, first), &k); err == nil {
+		t.Fatal("stale nonce index entry kept")
+	}
+	must(t, d.objs.NonceIndex.Lookup(nonceKey(nidB, second), &k))
+
+	n, err := d.SetRemoteLocators(nidB, []RemoteLocator{{Locator: lB2, State: LocatorActive}}, lB2)
+	if err != nil || n != 1 {
+		t.Fatalf("SetRemoteLocators: %d, %v", n, err)
+	}
+	if _, err := d.SetRemoteLocators(nidC, nil, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("SetRemoteLocators of an unknown NID: %v", err)
+	}
+	all, err := d.Sessions()
+	must(t, err)
+	if len(all) != 1 || all[0].RemoteActive != lB2 || all[0].RemoteLocators[0].Locator != lB2 {
+		t.Fatalf("sessions %+v", all)
+	}
+	must(t, d.DeleteSession(nidA, nidB))
+	if err := d.objs.NonceIndex.Lookup(nonceKey(nidB, second), &k); err == nil {
+		t.Fatal("nonce index entry outlived its session")
+	}
+	if err := d.DeleteSession(nidA, nidB); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+func TestLocatorAndPeerAPI(t *testing.T) {
+	d := newDatapath(t, Options{})
+	if err := d.PutLocalLocator(LocalLocator{Locator: lA1, State: 9}); err == nil {
+		t.Fatal("bad state accepted")
+	}
+	if err := d.PutLocalLocator(LocalLocator{Locator: lA1, State: LocatorActive, NextHop: netip.MustParseAddr("10.0.0.1")}); err == nil {
+		t.Fatal("IPv4 next hop accepted")
+	}
+	nh := netip.MustParseAddr("fe80::1")
+	must(t, d.PutLocalLocator(LocalLocator{Locator: lA1, State: LocatorActive, Ifindex: 3, NextHop: nh}))
+	locs, err := d.LocalLocators()
+	must(t, err)
+	if len(locs) != 1 || locs[0] != (LocalLocator{Locator: lA1, State: LocatorActive, Ifindex: 3, NextHop: nh}) {
+		t.Fatalf("local locators %+v", locs)
+	}
+	must(t, d.SetActiveLocator(lA1))
+	if l, err := d.ActiveLocator(); err != nil || l != lA1 {
+		t.Fatalf("active locator %v, %v", l, err)
+	}
+	must(t, d.DeleteLocalLocator(lA1))
+	if err := d.DeleteLocalLocator(lA1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	p := Peer{Addr: addr(lB1, nidB), Active: lB1, Locators: []RemoteLocator{{Locator: lB1, State: LocatorActive}}}
+	must(t, d.PutPeer(p))
+	// A Locator Update for the peer's NID also updates the peer, for sessions opened later.
+	if _, err := d.SetRemoteLocators(nidB, []RemoteLocator{{Locator: lB2, State: LocatorActive}}, lB2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("no session yet: %v", err)
+	}
+	peers, err := d.Peers()
+	must(t, err)
+	if len(peers) != 1 || peers[0].Addr != p.Addr || peers[0].Active != lB2 || peers[0].Locators[0].Locator != lB2 {
+		t.Fatalf("peers %+v", peers)
+	}
+	must(t, d.DeletePeer(p.Addr))
+	if err := d.PutPeer(Peer{Addr: netip.MustParseAddr("10.0.0.1")}); err == nil {
+		t.Fatal("IPv4 peer accepted")
+	}
+}
+
+// Maps pinned in a bpffs survive a reload (sessions outlive a daemon restart) and Close
+// removes them unless told to keep them.
+func TestPinning(t *testing.T) {
+	nstest.RequireRoot(t)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "bpf", "bpf", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount bpffs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	dir := filepath.Join(mnt, "ilnp")
+	d, err := Load(Options{PinDir: dir, KeepPinned: true})
+	must(t, err)
+	must(t, d.PutSession(Session{LocalNID: nidA, RemoteNID: nidB, LocalView: lA1, RemoteView: lB1}))
+	want, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	must(t, d.Close())
+	if _, err := os.Stat(filepath.Join(dir, "sessions")); err != nil {
+		t.Fatalf("sessions map not pinned: %v", err)
+	}
+	d, err = Load(Options{PinDir: dir})
+	must(t, err)
+	got, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	if got.LocalNonce != want.LocalNonce {
+		t.Fatalf("session after reload: %+v", got)
+	}
+	must(t, d.Close())
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("pin directory left behind: %v", err)
+	}
+}
+
+func TestAttachDetach(t *testing.T) {
+	ns := nstest.New(t, "dpAt")
+	ns.Run("ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	idx := ifindex(t, ns, "v0")
+	d := newDatapath(t, Options{})
+	must(t, ns.Do(func() error { return d.Attach(idx) }))
+	if err := ns.Do(func() error { return d.Attach(idx) }); err == nil {
+		t.Fatal("second attach accepted")
+	}
+	attached := func() (n int) {
+		t.Helper()
+		must(t, ns.Do(func() error {
+			for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+				r, err := link.QueryPrograms(link.QueryOptions{Target: idx, Attach: at})
+				if err != nil {
+					return err
+				}
+				n += len(r.Programs)
+			}
+			return nil
+		}))
+		return n
+	}
+	if n := attached(); n != 2 {
+		t.Fatalf("%d programs attached, want 2", n)
+	}
+	must(t, d.Detach(idx))
+	if n := attached(); n != 0 {
+		t.Fatalf("%d programs attached after Detach", n)
+	}
+	if err := d.Detach(idx); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second detach: %v", err)
+	}
+}

@@ -1,6 +1,6 @@
 // Package resolver is ilnpd's local DNS stub for unmodified applications (resolv.conf points at
-// it). Names that an ILNP Source knows (the hosts file today, DNS NID/L64 records later) are
-// answered here:
+// it). Names that an ILNP Source knows (the hosts file, then DNS NID/L64 records: Chain and
+// DNSSource) are answered here:
 //
 //   - AAAA: the IPv6 look-alike address L64|NID of the most preferred I-LV (RFC 6742: the lower
 //     preference value is the more preferred). Before the answer is sent, OnILNPPeer is called
@@ -12,6 +12,14 @@
 //
 // Other names go to the upstream resolver when one is configured (SERVFAIL if it does not
 // answer), else they are REFUSED: a stub must not pretend a name does not exist.
+//
+// TTLs: ILNP answers carry Options.TTL, or less when the I-LVs come from a DNSSource: never
+// more than the NID/L64 records have left, so no application caches a locator longer than the
+// node's own records allow (RFC 6741 s.6; with the default TTL 0 nothing is cached).
+//
+// A DNSSource that fails (timeout, SERVFAIL from the lookup server) does not fail the query:
+// it is logged and counted, and the query goes on as for a name that is not ILNP, i.e. the
+// ordinary AAAA is forwarded upstream (plain IPv6).
 package resolver
 
 import (
@@ -99,6 +107,48 @@ func (s *HostsSource) LookupILNP(_ context.Context, name string) ([]PreferredILV
 	return out, nil
 }
 
+// Chain asks each source in turn: the first that knows the name answers (e.g. the hosts file,
+// then DNS). Nil sources are skipped, nested chains flattened.
+func Chain(sources ...Source) Source {
+	var c chain
+	for _, src := range sources {
+		switch src := src.(type) {
+		case nil:
+		case chain:
+			c = append(c, src...)
+		default:
+			c = append(c, src)
+		}
+	}
+	return c
+}
+
+type chain []Source
+
+// LookupILNP implements Source (the server itself walks the chain, to know which source
+// answered).
+func (c chain) LookupILNP(ctx context.Context, name string) ([]PreferredILV, error) {
+	for _, src := range c {
+		ilvs, err := src.LookupILNP(ctx, name)
+		if err != nil || len(ilvs) > 0 {
+			return ilvs, err
+		}
+	}
+	return nil, nil
+}
+
+// DNSSource marks a Source whose I-LVs come from DNS (rendezvous.Finder): each I-LV's TTL
+// field is the seconds it may still be used, which caps the answer's TTL, and a lookup error
+// falls back to plain IPv6 forwarding instead of failing the query.
+func DNSSource(s Source) Source {
+	if s == nil {
+		return nil
+	}
+	return dnsSource{s}
+}
+
+type dnsSource struct{ Source }
+
 // Options configure a Server.
 type Options struct {
 	Addr     netip.AddrPort // where to listen (UDP and TCP); port 0 picks a free port
@@ -107,7 +157,8 @@ type Options struct {
 	// OnILNPPeer is called (synchronously, before the reply) for every AAAA or ANY answer
 	// built from I-LVs. It must be quick and safe for concurrent use.
 	OnILNPPeer func(name string, ilvs []PreferredILV)
-	// TTL of ILNP answers; default 30 s, short because locators move.
+	// TTL of ILNP answers; default 30 s, short because locators move. Answers from a
+	// DNSSource get the smaller of this and what the records have left.
 	TTL time.Duration
 	// UpstreamTimeout bounds one forwarded query; default 2 s.
 	UpstreamTimeout time.Duration
@@ -126,6 +177,7 @@ type Server struct {
 	ilnp    atomic.Uint64
 	forward atomic.Uint64
 	failed  atomic.Uint64
+	dnsFail atomic.Uint64
 }
 
 // Listen binds the UDP and TCP sockets (same port), so a configuration error (address in use,
@@ -179,11 +231,14 @@ type Stats struct {
 	ILNP      uint64 `json:"dns_ilnp_answers"`
 	Forwarded uint64 `json:"dns_forwarded"`
 	Failed    uint64 `json:"dns_failed"`
+	// LookupFailed counts DNSSource lookups that failed and fell back to plain IPv6.
+	LookupFailed uint64 `json:"dns_ilnp_lookup_failures"`
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{Queries: s.served.Load(), ILNP: s.ilnp.Load(), Forwarded: s.forward.Load(), Failed: s.failed.Load()}
+	return Stats{Queries: s.served.Load(), ILNP: s.ilnp.Load(), Forwarded: s.forward.Load(), Failed: s.failed.Load(),
+		LookupFailed: s.dnsFail.Load()}
 }
 
 // Serve answers queries until ctx is done, then shuts the sockets and returns nil.
@@ -269,22 +324,57 @@ func (s *Server) answer(ctx context.Context, w dns.ResponseWriter, req *dns.Msg)
 	q := req.Question[0]
 	name := strings.TrimSuffix(q.Name, ".")
 	var ilvs []PreferredILV
+	ttl := s.opts.TTL
 	if s.opts.Source != nil && q.Qclass == dns.ClassINET && name != "" {
+		var fromDNS bool
 		var err error
-		ilvs, err = s.opts.Source.LookupILNP(ctx, name)
+		ilvs, fromDNS, err = s.lookup(ctx, name)
 		if err != nil {
 			s.log.Warn("ILNP name lookup failed", "name", name, "err", err)
 			return s.fail(req, dns.RcodeServerFailure)
 		}
+		if fromDNS {
+			for _, v := range ilvs {
+				ttl = min(ttl, time.Duration(v.TTL)*time.Second)
+			}
+		}
 	}
 	if len(ilvs) > 0 {
 		s.ilnp.Add(1)
-		return s.answerILNP(req, q, name, ilvs)
+		return s.answerILNP(req, q, name, ilvs, ttl)
 	}
 	return s.forwardQuery(ctx, w, req)
 }
 
-func (s *Server) answerILNP(req *dns.Msg, q dns.Question, name string, ilvs []PreferredILV) *dns.Msg {
+// lookup walks the sources; fromDNS says the I-LVs came from a DNSSource (their TTLs count).
+func (s *Server) lookup(ctx context.Context, name string) (ilvs []PreferredILV, fromDNS bool, err error) {
+	sources := []Source{s.opts.Source}
+	if c, ok := s.opts.Source.(chain); ok {
+		sources = c
+	}
+	for _, src := range sources {
+		d, isDNS := src.(dnsSource)
+		if !isDNS {
+			ilvs, err := src.LookupILNP(ctx, name)
+			if err != nil || len(ilvs) > 0 {
+				return ilvs, false, err
+			}
+			continue
+		}
+		ilvs, err := d.LookupILNP(ctx, name)
+		if err != nil {
+			s.dnsFail.Add(1)
+			s.log.Warn("ILNP DNS lookup failed; answering the name as plain IPv6", "name", name, "err", err)
+			continue
+		}
+		if len(ilvs) > 0 {
+			return ilvs, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+func (s *Server) answerILNP(req *dns.Msg, q dns.Question, name string, ilvs []PreferredILV, ttlDur time.Duration) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Authoritative = true
@@ -292,7 +382,7 @@ func (s *Server) answerILNP(req *dns.Msg, q dns.Question, name string, ilvs []Pr
 	if o := req.IsEdns0(); o != nil {
 		m.SetEdns0(dns.DefaultMsgSize, o.Do())
 	}
-	ttl := uint32(s.opts.TTL / time.Second)
+	ttl := uint32(max(ttlDur, 0) / time.Second)
 	hdr := func(t uint16) dns.RR_Header {
 		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
 	}

@@ -371,7 +371,7 @@ func (f *fakeWriter) WriteMsg(m *dns.Msg) error { f.msg = m; return nil }
 
 // Any message that unpacks gets an answer that packs, and never a panic.
 func FuzzServeDNS(f *testing.F) {
-	for _, name := range []string{"cn.", "mn.", "example.org.", "."} {
+	for _, name := range []string{"cn.", "mn.", "example.org.", ".", "mn.ilnp.test.", "fail."} {
 		for _, qt := range []uint16{dns.TypeAAAA, dns.TypeA, dns.TypeNID, dns.TypeL64, dns.TypeANY} {
 			m := new(dns.Msg)
 			m.SetQuestion(name, qt)
@@ -383,7 +383,8 @@ func FuzzServeDNS(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := &Server{opts: Options{Source: NewHostsSource(h), TTL: time.Minute}, log: discard()}
+	// Hosts first, then a DNS source (which knows mn.ilnp.test and fails for "fail." names).
+	s := &Server{opts: Options{Source: Chain(NewHostsSource(h), DNSSource(fuzzDNS{})), TTL: time.Minute}, log: discard()}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req := new(dns.Msg)
 		if req.Unpack(b) != nil {
@@ -401,6 +402,15 @@ func FuzzServeDNS(f *testing.F) {
 			t.Fatalf("reply does not pack: %v\n%v", err, w.msg)
 		}
 	})
+}
+
+type fuzzDNS struct{}
+
+func (fuzzDNS) LookupILNP(ctx context.Context, name string) ([]PreferredILV, error) {
+	if strings.HasPrefix(name, "fail") {
+		return nil, errors.New("lookup server timed out")
+	}
+	return (&fakeDNS{ttl: 7}).LookupILNP(ctx, name)
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -27,6 +27,8 @@ type sim struct {
 	records  []timeline.Event
 	haBound  map[netip.Addr]netip.Addr // HoA -> CoA as installed by Bind/Unbind
 	tunneled int
+	// sent is every packet as it left its node, the reverse-tunnelled ones encapsulated.
+	sent [][]byte
 	// onDone lets the scenario chain procedures the way the lab does.
 	onDone func(s *sim, who string, r Result)
 }
@@ -82,6 +84,15 @@ func (s *sim) enqueue(after time.Duration, to string, pkt []byte) {
 
 // route sends a packet from a node: by destination address, with the HA's interception.
 func (s *sim) route(from string, a Action) {
+	if a.ViaTunnel {
+		outer, err := mh.AppendTunnel(nil, s.careOf, haAddr, a.Packet)
+		if err != nil {
+			s.t.Fatalf("tunnel: %v", err)
+		}
+		s.sent = append(s.sent, outer)
+	} else {
+		s.sent = append(s.sent, a.Packet)
+	}
 	dst := a.Env.Dst
 	switch {
 	case a.ViaTunnel: // MN -> HA (outer) -> inner destination

@@ -44,6 +44,7 @@ type Node struct {
 	dp     *datapath.Datapath
 	host   *host
 	lusock *luSocket
+	rdv    *rendezvousPublisher // nil: not publishing NID/L64 records (rendezvous.go)
 
 	// Loop-owned state.
 	locals    map[wire.L64]ilcc.Local
@@ -503,6 +504,7 @@ func (n *Node) syncLocals() {
 		n.log.Warn("datapath active locator", "err", err)
 	}
 	n.pruneIdentities()
+	n.publishLocators() // DNS records follow the valid set; never blocks (rendezvous.go)
 }
 
 // pruneIdentities drops identity addresses on lo whose locator is gone and that no session

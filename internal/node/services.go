@@ -15,7 +15,8 @@ import (
 // peerRegistrationTimeout bounds how long a DNS answer waits for the loop to register the peer.
 const peerRegistrationTimeout = 2 * time.Second
 
-// startServices starts the control socket and, when configured, the stub resolver.
+// startServices starts the control socket and, when configured, the DNS publisher and the stub
+// resolver (ILNP names from the hosts file, then from DNS NID/L64 records).
 func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<- error) error {
 	ln, err := control.Listen(filepath.Join(n.cfg.StateDir, "ctl.sock"))
 	if err != nil {
@@ -29,16 +30,15 @@ func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<
 		}
 	}()
 
+	if err := n.startPublisher(ctx, wg); err != nil {
+		return err
+	}
 	if !n.cfg.DNSListen.IsValid() {
 		return nil
 	}
-	var source resolver.Source
-	if n.cfg.HostsFile != "" {
-		hosts, err := resolver.LoadHostsFile(n.cfg.HostsFile)
-		if err != nil {
-			return err
-		}
-		source = hosts
+	source, err := n.ilnpSource()
+	if err != nil {
+		return err
 	}
 	srv, err := resolver.Listen(resolver.Options{
 		Addr:     n.cfg.DNSListen,

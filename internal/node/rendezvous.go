@@ -1,0 +1,151 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"ilnp/internal/rendezvous"
+	"ilnp/internal/resolver"
+	"ilnp/internal/timeline"
+)
+
+// DNS rendezvous (issue 6, RFC 6742): the node publishes its NID and its valid locators under
+// its name with RFC 2136 updates, so that a correspondent can find it after a move and open a
+// new session to it; and the stub resolver finds other nodes' NID/L64 records.
+//
+// What is published is exactly what a Locator Update would advertise now
+// (ilcc.Cache.Advertisement): the active and valid locators, preference = rank (0 = the active
+// one). Publishing happens on the loop after every change of the local locator set, but only
+// hands the new set to the Publisher, which never blocks: the Locator Updates to
+// correspondents (sent right after, in apply) never wait for DNS. The Publisher's own
+// goroutine sends one atomic update (adds before deletes, compare-and-swap prerequisites,
+// newest state wins) and retries with backoff while the server is unreachable.
+//
+// On shutdown the records are left as they are, on purpose: a node that restarts (upgrade,
+// crash, reboot) usually comes back on the same locators, and deleting its records would make
+// it unreachable by name in between, and for the negative-caching time after. A locator that
+// is really gone is replaced by the next update once the node runs again.
+
+// rendezvousPublisher is the loop's side of the publisher.
+type rendezvousPublisher struct {
+	pub  *rendezvous.Publisher
+	last []rendezvous.LocatorEntry // loop-owned: the set last handed to Publish
+}
+
+// startPublisher creates the publisher when dns-publish-name is set and runs it until ctx
+// ends. A key file that cannot be read is a start-up error: publishing unsigned instead would
+// only be refused by the server.
+func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
+	if n.cfg.DNSPublishName == "" {
+		return nil
+	}
+	var key *rendezvous.TSIGKey
+	if n.cfg.DNSPublishKeyFile != "" {
+		k, err := rendezvous.LoadTSIGKey(n.cfg.DNSPublishKeyFile, n.cfg.DNSPublishKeyName)
+		if err != nil {
+			return fmt.Errorf("dns-publish-key: %w", err)
+		}
+		key = &k
+	}
+	var pub *rendezvous.Publisher
+	pub, err := rendezvous.NewPublisher(rendezvous.PublisherConfig{
+		Name:   n.cfg.DNSPublishName + ".",
+		Zone:   n.cfg.DNSPublishZone + ".",
+		Server: n.cfg.DNSPublishServer.String(),
+		Key:    key,
+		TTL:    n.cfg.DNSPublishTTL,
+		Logger: n.log,
+		Node:   n.cfg.Node,
+		Emit: func(e timeline.Event) {
+			n.emit(e)
+			if e.Kind == timeline.DNSUpdateResult {
+				n.mirrorPublisherStats(pub.Status().Stats)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	n.rdv = &rendezvousPublisher{pub: pub}
+	n.mirrorPublisherStats(pub.Status().Stats)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pub.Run(ctx)
+	}()
+	n.log.Info("publishing NID/L64 records", "name", n.cfg.DNSPublishName, "zone", n.cfg.DNSPublishZone,
+		"server", n.cfg.DNSPublishServer, "signed", key != nil, "ttl", n.cfg.DNSPublishTTL)
+	return nil
+}
+
+// publishLocators hands the current valid locator set to the publisher when it changed. Runs
+// on the loop (from syncLocals); it never blocks.
+func (n *Node) publishLocators() {
+	if n.rdv == nil {
+		return
+	}
+	var locs []rendezvous.LocatorEntry
+	for _, e := range n.cache.Advertisement(time.Now()) {
+		locs = append(locs, rendezvous.LocatorEntry{Locator: e.Locator, Preference: e.Preference})
+	}
+	// An empty set is not published by the Publisher: it keeps the last records, the best
+	// hint a correspondent can get while the node has no locator.
+	if slices.Equal(locs, n.rdv.last) {
+		return
+	}
+	n.rdv.last = locs
+	if err := n.rdv.pub.Publish(context.Background(), n.nid, locs); err != nil {
+		n.log.Warn("DNS publish", "err", err)
+	}
+}
+
+// mirrorPublisherStats copies the publisher's counters into the node's (ilnpctl show stats).
+func (n *Node) mirrorPublisherStats(st rendezvous.Stats) {
+	var errs uint64
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for cause, v := range st.Errors {
+		n.counters["dns_update_errors_"+string(cause)] = v
+		errs += v
+	}
+	n.counters["dns_update_errors"] = errs
+	n.counters["dns_publishes"] = st.Publishes
+	n.counters["dns_updates_sent"] = st.UpdatesSent
+	n.counters["dns_updates_ok"] = st.UpdatesOK
+	n.counters["dns_state_reads"] = st.StateReads
+	n.counters["dns_superseded"] = st.Superseded
+}
+
+// ilnpSource is the stub resolver's view of ILNP names: the hosts file first (an operator's
+// explicit entry wins), then NID/L64 records in DNS (asked from dns-lookup-server, by default
+// dns-upstream). Nil when neither is configured.
+func (n *Node) ilnpSource() (resolver.Source, error) {
+	var hosts resolver.Source
+	if n.cfg.HostsFile != "" {
+		h, err := resolver.LoadHostsFile(n.cfg.HostsFile)
+		if err != nil {
+			return nil, err
+		}
+		hosts = h
+	}
+	server := n.cfg.DNSLookupServer
+	if !server.IsValid() {
+		server = n.cfg.DNSUpstream
+	}
+	var dnsSource resolver.Source
+	if server.IsValid() {
+		f, err := rendezvous.NewFinder(rendezvous.FinderConfig{Server: server.String()})
+		if err != nil {
+			return nil, fmt.Errorf("NID/L64 lookups: %w", err)
+		}
+		dnsSource = resolver.DNSSource(f)
+		n.log.Info("stub resolver looks up NID/L64 records", "server", server)
+	}
+	if hosts == nil && dnsSource == nil {
+		return nil, nil
+	}
+	return resolver.Chain(hosts, dnsSource), nil
+}

@@ -120,7 +120,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	__be64 pseudo_new[2] = {0, 0};
 
 	__builtin_memcpy(nonce_bytes, sess->local_nonce, ILNP_NONCE_MAX);
-	if (pkt.l4_proto == ILNP_NH_ICMPV6) {
+	if (pkt.l4_proto == ILNP_NH_ICMPV6 || (cfg->flags & ILNP_CFG_IPV6_CHECKSUM)) {
 		pseudo_new[0] = local;
 		pseudo_new[1] = remote;
 	}
@@ -139,12 +139,13 @@ int ilnp_egress(struct __sk_buff *skb)
 
 /* The pseudo-header locators before and after translating back to the session view. */
 static __always_inline void ilnp_view_pseudo(const struct ilnp_pkt *pkt,
-					     const struct ilnp_session *sess, __be64 *pseudo_old,
+					     const struct ilnp_session *sess,
+					     const struct ilnp_config *cfg, __be64 *pseudo_old,
 					     __be64 *pseudo_new)
 {
 	pseudo_old[0] = 0;
 	pseudo_old[1] = 0;
-	if (pkt->l4_proto == ILNP_NH_ICMPV6) {
+	if (pkt->l4_proto == ILNP_NH_ICMPV6 || (cfg->flags & ILNP_CFG_IPV6_CHECKSUM)) {
 		pseudo_old[0] = pkt->ip6.src_l64;
 		pseudo_old[1] = pkt->ip6.dst_l64;
 	}
@@ -199,7 +200,7 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 	}
 	__be64 pseudo_old[2], pseudo_new[2];
 
-	ilnp_view_pseudo(pkt, sess, pseudo_old, pseudo_new);
+	ilnp_view_pseudo(pkt, sess, cfg, pseudo_old, pseudo_new);
 	if (ilnp_rewrite(skb, pkt, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
@@ -316,7 +317,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	 * socket and needs the locator they came from; their nonce is verified here. */
 	__be64 pseudo_old[2], pseudo_new[2];
 
-	ilnp_view_pseudo(&pkt, sess, pseudo_old, pseudo_new);
+	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
 	if (ilnp_decap(skb, &pkt, is_lu, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;

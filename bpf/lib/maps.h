@@ -32,6 +32,9 @@ enum ilnp_config_flag {
 	/* Accept a packet with the right nonce from a remote locator not (yet) in the session's
 	 * set instead of dropping it; an event is still emitted. */
 	ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR = 1 << 1,
+	/* TCP/UDP checksums over the real addresses, as plain IPv6 computes them
+	 * (draft-bhatti-ilnp-tcp-udp-checksums-00) instead of with the locators as zero. */
+	ILNP_CFG_IPV6_CHECKSUM = 1 << 2,
 };
 
 struct ilnp_config {

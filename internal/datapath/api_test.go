@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -184,4 +185,44 @@ func TestAttachDetach(t *testing.T) {
 	if err := d.Detach(idx); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second detach: %v", err)
 	}
+}
+
+// Sessions the datapath opens take crypto/rand nonces from the pool; when it runs dry the
+// session is flagged weak, the daemon is told, and the Events reader refills the pool.
+func TestNoncePool(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	open := func(remote wire.NID) Session {
+		t.Helper()
+		from, to := addr(lB2, remote), addr(lA2, nidA)
+		in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: remote}, wire.ILV{Locator: lA2, NID: nidA}, mustNonce(t, 7, 7, 7, 7),
+			wire.ProtoUDP, wire.AppendUDP(nil, zeroLocator(from), zeroLocator(to), 1, 2, payload)))
+		if ret, _ := d.ingress(t, in); ret != verdictNext {
+			t.Fatalf("verdict %d", ret)
+		}
+		s, err := d.GetSession(nidA, remote)
+		must(t, err)
+		return s
+	}
+	s1, s2 := open(nidB), open(nidC)
+	if s1.LocalNonce == s2.LocalNonce || s1.Flags&SessionWeakNonce != 0 {
+		t.Fatalf("pool nonces %v %v flags %v", s1.LocalNonce, s2.LocalNonce, s1.Flags)
+	}
+	var n [12]byte
+	for d.objs.NoncePool.LookupAndDelete(nil, &n) == nil {
+	}
+	ev := events(t, d)
+	s3 := open(wire.NID(0x1234))
+	if s3.Flags&SessionWeakNonce == 0 || s3.LocalNonce.Len() != 4 {
+		t.Fatalf("session from an empty pool: %+v", s3)
+	}
+	nextEvent(t, ev, EventNoncePoolEmpty)
+	if c := counter(t, d, "nonce_pool_empty"); c != 1 {
+		t.Fatalf("nonce_pool_empty = %d", c)
+	}
+	waitFor(t, 2*time.Second, func() bool {
+		var v [12]byte
+		return d.objs.NoncePool.Lookup(nil, &v) == nil
+	}, "the Events reader to refill the pool")
 }

@@ -34,6 +34,11 @@ type Options struct {
 	// AcceptUnknownLocator accepts a packet with the right nonce from a remote locator not in
 	// the session's set (an event is still emitted); by default it is dropped.
 	AcceptUnknownLocator bool
+	// IPv6Checksums computes TCP and UDP checksums over the packet's real addresses, as plain
+	// IPv6 does (draft-bhatti-ilnp-tcp-udp-checksums-00), instead of with both locators as zero
+	// (RFC 6740/6741, RFC 6744 s.3; the default). Both ends must agree. Checksum-validating
+	// tools such as tshark then see valid checksums.
+	IPv6Checksums bool
 	// KeepPinned leaves the pinned maps in PinDir on Close.
 	KeepPinned bool
 }
@@ -49,6 +54,7 @@ type Datapath struct {
 const (
 	flagEchoNonce            = 1 << 0
 	flagAcceptUnknownLocator = 1 << 1
+	flagIPv6Checksums        = 1 << 2
 )
 
 // Load loads the programs and maps (reusing maps pinned in opts.PinDir) and writes the
@@ -96,6 +102,9 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	if opts.AcceptUnknownLocator {
 		cfg.Flags |= flagAcceptUnknownLocator
+	}
+	if opts.IPv6Checksums {
+		cfg.Flags |= flagIPv6Checksums
 	}
 	if err := d.objs.ConfigMap.Put(uint32(0), cfg); err != nil {
 		d.objs.Close()

@@ -39,6 +39,8 @@
 // Locator Updates included, keeps the ordinary pseudo-header of the real addresses. Wireshark
 // does not know the ILNP rule and reports every ILNP TCP/UDP checksum as bad (measured with
 // tshark 4.0); the netns test checks those in Go and lets tshark judge the rest.
+// Options.IPv6Checksums switches to draft-bhatti-ilnp-tcp-udp-checksums-00 (2026): TCP/UDP
+// checksums as plain IPv6 computes them over the wire addresses (both ends must agree).
 //
 // # Ingress (wire -> session view)
 //

@@ -128,37 +128,52 @@ func TestIngressVerifiesStripsAndRewrites(t *testing.T) {
 }
 
 // A's egress output fed to B's ingress gives back exactly what A's socket sent, in both
-// directions: the two translations are inverse.
+// directions: the two translations are inverse. Also with IPv6Checksums, where the wire
+// checksum is the one plain IPv6 computes over the wire addresses.
 func TestRoundTripBetweenTwoHosts(t *testing.T) {
 	for _, pr := range protos {
-		t.Run(pr.name, func(t *testing.T) {
-			da, db := newDatapath(t, Options{}), newDatapath(t, Options{})
-			ha, hb := hostA(t, 4), hostB(t, 4)
-			ha.setup(t, da, true)
-			hb.setup(t, db, true)
-			for _, dir := range []struct {
-				name     string
-				from, to *Datapath
-				h        host
-			}{{"a-to-b", da, db, ha}, {"b-to-a", db, da, hb}} {
-				l4 := transport(t, pr.proto, dir.h.viewSrc(), dir.h.viewDst(), payload)
-				orig := frame(ipv6Packet(dir.h.viewSrc(), dir.h.viewDst(), pr.proto, l4))
-				if ret, _ := dir.from.egress(t, orig); ret != verdictRedirect {
-					t.Fatalf("%s: egress verdict %d", dir.name, ret)
-				}
-				_, onWire := dir.from.egress(t, orig)
-				p, pkt := parseFrame(t, onWire)
-				checkWireChecksum(t, p, pkt)
-				ret, back := dir.to.ingress(t, onWire)
-				if ret != verdictNext {
-					t.Fatalf("%s: ingress verdict %d", dir.name, ret)
-				}
-				if !bytes.Equal(back, orig) {
-					t.Fatalf("%s: round trip changed the packet\n got % x\nwant % x", dir.name, back, orig)
-				}
-			}
-		})
+		for _, v6 := range []bool{false, true} {
+			testRoundTrip(t, pr.name, pr.proto, v6)
+		}
 	}
+}
+
+func testRoundTrip(t *testing.T, name string, proto uint8, ipv6Checksums bool) {
+	if ipv6Checksums {
+		name += "/ipv6-checksums"
+	}
+	t.Run(name, func(t *testing.T) {
+		opts := Options{IPv6Checksums: ipv6Checksums}
+		da, db := newDatapath(t, opts), newDatapath(t, opts)
+		ha, hb := hostA(t, 4), hostB(t, 4)
+		ha.setup(t, da, true)
+		hb.setup(t, db, true)
+		for _, dir := range []struct {
+			name     string
+			from, to *Datapath
+			h        host
+		}{{"a-to-b", da, db, ha}, {"b-to-a", db, da, hb}} {
+			l4 := transport(t, proto, dir.h.viewSrc(), dir.h.viewDst(), payload)
+			orig := frame(ipv6Packet(dir.h.viewSrc(), dir.h.viewDst(), proto, l4))
+			ret, onWire := dir.from.egress(t, orig)
+			if ret != verdictRedirect {
+				t.Fatalf("%s: egress verdict %d", dir.name, ret)
+			}
+			p, pkt := parseFrame(t, onWire)
+			if ipv6Checksums {
+				checkViewChecksum(t, p, pkt) // the ordinary pseudo-header of the wire addresses
+			} else {
+				checkWireChecksum(t, p, pkt)
+			}
+			ret, back := dir.to.ingress(t, onWire)
+			if ret != verdictNext {
+				t.Fatalf("%s: ingress verdict %d", dir.name, ret)
+			}
+			if !bytes.Equal(back, orig) {
+				t.Fatalf("%s: round trip changed the packet\n got % x\nwant % x", dir.name, back, orig)
+			}
+		}
+	})
 }
 
 func TestIngressWrongNonceDropped(t *testing.T) {

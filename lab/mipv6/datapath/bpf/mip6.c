@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Mobile IPv6 (RFC 6275) baseline datapath for the lab: tc (TCX) programs for the home agent's
+ * bidirectional tunnel (RFC 2473 IPv6-in-IPv6, s.10.4.1, s.10.4.5), the mobile node's reverse
+ * tunnel and route-optimised sending/receiving (s.11.3.1, s.11.3.3) and the correspondent's
+ * route optimisation (s.9.3.1, s.9.3.2). This kernel has neither ip6 tunnels nor
+ * CONFIG_IPV6_MIP6, so all of it happens here; signalling lives in Go. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lib/maps.h"
+#include "lib/parse.h"
+#include "lib/rewrite.h"
+
+/* TCX verdicts (enum tcx_action_base in newer uapi headers). */
+#define TCX_NEXT -1
+#define TCX_PASS 0
+#define TCX_DROP 2
+#define TCX_REDIRECT 7
+
+#define MIP6_AF_INET6 10
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Common start of every program: the frame's fixed IPv6 header, or a verdict to return. */
+static __always_inline int mip6_begin(struct __sk_buff *skb, struct mip6_ip6 *ip6)
+{
+	if (mip6_is_ipv6(skb) < 0) {
+		mip6_count(MIP6_C_NON_IPV6);
+		return TCX_NEXT;
+	}
+	mip6_count(MIP6_C_PACKETS);
+	if (mip6_load_ip6(skb, MIP6_IP6_OFF, ip6) < 0) {
+		/* Not readable as IPv6: the stack drops it on its own. */
+		mip6_count(MIP6_C_MALFORMED);
+		return TCX_NEXT;
+	}
+	return 1;
+}
+
+static __always_inline void mip6_binding_used(struct mip6_binding *b)
+{
+	__sync_fetch_and_add(&b->packets, 1);
+}
+
+/* HA: forwards the (re)built packet src -> dst itself: FIB lookup, then bpf_redirect_neigh to
+ * the next hop. A packet the route's MTU cannot take is dropped and counted (the lab sets route
+ * MTUs so that it does not happen: package doc); anything the lookup cannot forward (local
+ * destination, no route) goes to the stack. */
+static __always_inline int mip6_ha_forward(struct __sk_buff *skb, const struct mip6_addr *src,
+					   const struct mip6_addr *dst)
+{
+	struct bpf_fib_lookup fib = {};
+	struct bpf_redir_neigh nh = {.nh_family = MIP6_AF_INET6};
+	long rc;
+
+	fib.family = MIP6_AF_INET6;
+	fib.ifindex = skb->ifindex;
+	/* tot_len stays 0: the helper then checks the frame against the output device's MTU
+	 * with is_skb_forwardable, which lets GSO packets through (a tot_len would be compared
+	 * with the super-packet's size). */
+	__builtin_memcpy(fib.ipv6_src, src, 16);
+	__builtin_memcpy(fib.ipv6_dst, dst, 16);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		mip6_count(MIP6_C_HA_TOO_BIG);
+		return TCX_DROP;
+	}
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		mip6_count(MIP6_C_HA_NO_ROUTE);
+		return TCX_PASS;
+	}
+	/* With SKIP_NEIGH the lookup leaves the gateway (or the on-link destination) here. */
+	__builtin_memcpy(nh.ipv6_nh, fib.ipv6_dst, 16);
+	return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+}
+
+/* HA, reverse tunnel (s.10.4.5): a packet tunnelled to the HA from a registered care-of address
+ * whose inner source is the matching home address is decapsulated and forwarded. */
+static __always_inline int mip6_ha_reverse(struct __sk_buff *skb, const struct mip6_ip6 *outer)
+{
+	struct mip6_binding *b;
+	struct mip6_ip6 inner;
+	int rc;
+
+	if (mip6_load_ip6(skb, MIP6_EXT_OFF, &inner) < 0 ||
+	    MIP6_IP6_HLEN + bpf_ntohs(inner.payload_len) != bpf_ntohs(outer->payload_len)) {
+		mip6_count(MIP6_C_MALFORMED);
+		return TCX_DROP;
+	}
+	b = bpf_map_lookup_elem(&bindings, &inner.src);
+	if (!b || !mip6_addr_eq((const struct mip6_addr *)b->coa, &outer->src)) {
+		mip6_count(MIP6_C_HA_REVERSE_UNKNOWN);
+		return TCX_DROP;
+	}
+	if (mip6_decap(skb) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_HA_DECAPSULATED);
+	if (inner.hop_limit <= 1)
+		return TCX_PASS; /* the stack sends Time Exceeded */
+	rc = mip6_ha_forward(skb, &inner.src, &inner.dst);
+	if (rc == TCX_REDIRECT) {
+		/* Forwarded by us, so the hop limit is ours to decrement (RFC 8200 s.3). */
+		inner.hop_limit--;
+		if (bpf_skb_store_bytes(skb, MIP6_IP6_OFF + 7, &inner.hop_limit, 1, BPF_F_RECOMPUTE_CSUM) < 0) {
+			mip6_count(MIP6_C_ERRORS);
+			return TCX_DROP;
+		}
+	}
+	return rc;
+}
+
+/* Home agent, on every interface of the HA (its home-link one too: on-link nodes reach the home
+ * address through proxy ND, s.10.4.1). */
+SEC("tcx/ingress")
+int mip6_ha_ingress(struct __sk_buff *skb)
+{
+	struct mip6_config *cfg = mip6_get_config();
+	struct mip6_binding *b;
+	struct mip6_ip6 ip6;
+	int rc = mip6_begin(skb, &ip6);
+
+	if (rc != 1)
+		return rc;
+	if (!cfg)
+		return TCX_NEXT;
+	if (ip6.nexthdr == MIP6_NH_IPV6 &&
+	    mip6_addr_eq(&ip6.dst, (const struct mip6_addr *)cfg->home_agent))
+		return mip6_ha_reverse(skb, &ip6);
+
+	/* s.10.4.1: packets for a registered home address are tunnelled to its care-of address. */
+	b = bpf_map_lookup_elem(&bindings, &ip6.dst);
+	if (!b)
+		return TCX_NEXT;
+	if (ip6.hop_limit <= 1) {
+		mip6_count(MIP6_C_HA_HOP_LIMIT);
+		return TCX_NEXT;
+	}
+	/* The HA forwards the original packet into the tunnel (RFC 2473 s.3.1). */
+	ip6.hop_limit--;
+	if (bpf_skb_store_bytes(skb, MIP6_IP6_OFF + 7, &ip6.hop_limit, 1, BPF_F_RECOMPUTE_CSUM) < 0 ||
+	    mip6_encap(skb, &ip6, (const struct mip6_addr *)cfg->home_agent,
+		       (const struct mip6_addr *)b->coa) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_HA_ENCAPSULATED);
+	return mip6_ha_forward(skb, (const struct mip6_addr *)cfg->home_agent,
+			       (const struct mip6_addr *)b->coa);
+}
+
+/* MN: where a packet it rewrote leaves. */
+static __always_inline int mip6_mn_send(struct __sk_buff *skb, const struct mip6_config *cfg)
+{
+	struct bpf_redir_neigh nh = {.nh_family = MIP6_AF_INET6};
+
+	if (!(cfg->flags & MIP6_CFG_MN_REDIRECT) || !cfg->egress_ifindex)
+		return TCX_PASS;
+	if (mip6_addr_zero((const struct mip6_addr *)cfg->nexthop))
+		return bpf_redirect_neigh(cfg->egress_ifindex, 0, 0, 0);
+	__builtin_memcpy(nh.ipv6_nh, cfg->nexthop, 16);
+	return bpf_redirect_neigh(cfg->egress_ifindex, &nh, sizeof(nh), 0);
+}
+
+/* Mobile node, egress: while away (a binding for the source home address exists), packets
+ * from the home address go through the reverse tunnel to the HA (s.11.3.1), or, to a
+ * correspondent with route optimisation, straight from the care-of address with a Home
+ * Address option. Mobility Header messages from the home address (HoTI) always take the
+ * tunnel: the return routability test needs the home path (s.5.2.5). */
+SEC("tcx/egress")
+int mip6_mn_egress(struct __sk_buff *skb)
+{
+	struct mip6_config *cfg = mip6_get_config();
+	struct mip6_binding *b;
+	struct mip6_ip6 ip6;
+	struct mip6_addr coa;
+	__u8 proto = 0;
+	__u32 l4 = 0;
+	int rc = mip6_begin(skb, &ip6);
+
+	if (rc != 1)
+		return rc;
+	if (!cfg)
+		return TCX_NEXT;
+	b = bpf_map_lookup_elem(&bindings, &ip6.src);
+	if (!b)
+		return TCX_NEXT; /* at home, or not from a home address */
+	__builtin_memcpy(&coa, b->coa, 16);
+
+	if (bpf_map_lookup_elem(&ro_peers, &ip6.dst) &&
+	    mip6_upper(skb, ip6.nexthdr, MIP6_EXT_OFF, &proto, &l4) == 0 &&
+	    proto != MIP6_NH_MOBILITY) {
+		if (ip6.nexthdr == MIP6_NH_HOPOPTS) {
+			/* Hop-by-Hop must stay first and the room helper inserts right after the
+			 * fixed header: the tunnel takes such a packet. */
+			mip6_count(MIP6_C_UNSUPPORTED);
+		} else {
+			if (mip6_insert_hao(skb, &ip6, &coa) < 0) {
+				mip6_count(MIP6_C_ERRORS);
+				return TCX_DROP;
+			}
+			mip6_binding_used(b);
+			mip6_count(MIP6_C_MN_HAO_INSERTED);
+			return mip6_mn_send(skb, cfg);
+		}
+	}
+
+	if (mip6_addr_zero((const struct mip6_addr *)cfg->home_agent)) {
+		mip6_count(MIP6_C_MN_NO_HOME_AGENT);
+		return TCX_NEXT;
+	}
+	if (mip6_encap(skb, &ip6, &coa, (const struct mip6_addr *)cfg->home_agent) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_MN_TUNNELLED);
+	return mip6_mn_send(skb, cfg);
+}
+
+/* Mobile node, ingress: packets tunnelled by the HA to the care-of address are decapsulated
+ * (s.11.3.3); a type 2 Routing header carrying our home address turns into that destination. */
+SEC("tcx/ingress")
+int mip6_mn_ingress(struct __sk_buff *skb)
+{
+	struct mip6_config *cfg = mip6_get_config();
+	struct mip6_binding *b;
+	struct mip6_ip6 ip6;
+	int rc = mip6_begin(skb, &ip6);
+
+	if (rc != 1)
+		return rc;
+	if (!cfg)
+		return TCX_NEXT;
+
+	if (ip6.nexthdr == MIP6_NH_IPV6) {
+		struct mip6_ip6 inner;
+
+		if (mip6_load_ip6(skb, MIP6_EXT_OFF, &inner) < 0 ||
+		    MIP6_IP6_HLEN + bpf_ntohs(inner.payload_len) != bpf_ntohs(ip6.payload_len)) {
+			mip6_count(MIP6_C_MALFORMED);
+			return TCX_DROP;
+		}
+		b = bpf_map_lookup_elem(&bindings, &inner.dst);
+		if (!b || !mip6_addr_eq((const struct mip6_addr *)b->coa, &ip6.dst) ||
+		    !mip6_addr_eq((const struct mip6_addr *)cfg->home_agent, &ip6.src)) {
+			mip6_count(MIP6_C_MN_TUNNEL_UNKNOWN);
+			return TCX_NEXT;
+		}
+		if (mip6_decap(skb) < 0) {
+			mip6_count(MIP6_C_ERRORS);
+			return TCX_DROP;
+		}
+		mip6_binding_used(b);
+		mip6_count(MIP6_C_MN_DETUNNELLED);
+		return TCX_PASS;
+	}
+
+	if (ip6.nexthdr == MIP6_NH_ROUTING) {
+		struct mip6_rh2 rh;
+
+		if (bpf_skb_load_bytes(skb, MIP6_EXT_OFF, &rh, 4) < 0) {
+			mip6_count(MIP6_C_MALFORMED);
+			return TCX_NEXT;
+		}
+		if (rh.type != MIP6_RH_TYPE2)
+			return TCX_NEXT;
+		/* s.6.4: exactly one address, Segments Left 1; anything else is the stack's to
+		 * reject. */
+		if (rh.hdr_ext_len != MIP6_RH2_LEN / 8 - 1 || rh.segments_left != 1 ||
+		    bpf_skb_load_bytes(skb, MIP6_EXT_OFF, &rh, sizeof(rh)) < 0) {
+			mip6_count(MIP6_C_MALFORMED);
+			return TCX_NEXT;
+		}
+		/* s.11.3.3: the address must be our home address, and the packet must have come to
+		 * the care-of address registered for it. */
+		b = bpf_map_lookup_elem(&bindings, &rh.home);
+		if (!b || !mip6_addr_eq((const struct mip6_addr *)b->coa, &ip6.dst)) {
+			mip6_count(MIP6_C_MN_RH2_UNKNOWN);
+			return TCX_DROP;
+		}
+		if (mip6_strip_rh2(skb, &ip6, &rh) < 0) {
+			mip6_count(MIP6_C_ERRORS);
+			return TCX_DROP;
+		}
+		mip6_binding_used(b);
+		mip6_count(MIP6_C_MN_RH2_STRIPPED);
+		return TCX_PASS;
+	}
+	return TCX_NEXT;
+}
+
+/* Correspondent, egress: packets to a home address with a binding go to the care-of address
+ * with a type 2 Routing header (s.9.3.2). A Home Test is sent to the home address as it is:
+ * return routability tests the home path (s.5.2.5). */
+SEC("tcx/egress")
+int mip6_cn_egress(struct __sk_buff *skb)
+{
+	struct mip6_binding *b;
+	struct mip6_ip6 ip6;
+	struct mip6_addr coa;
+	int rc = mip6_begin(skb, &ip6);
+
+	if (rc != 1)
+		return rc;
+	b = bpf_map_lookup_elem(&bindings, &ip6.dst);
+	if (!b)
+		return TCX_NEXT;
+	if (ip6.nexthdr == MIP6_NH_HOPOPTS) {
+		mip6_count(MIP6_C_UNSUPPORTED);
+		return TCX_NEXT; /* goes the unoptimised way, through the HA */
+	}
+	if (mip6_is_mh_type(skb, ip6.nexthdr, MIP6_EXT_OFF, MIP6_MH_HOME_TEST))
+		return TCX_NEXT;
+	__builtin_memcpy(&coa, b->coa, 16);
+	if (mip6_insert_rh2(skb, &ip6, &coa) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_CN_RH2_INSERTED);
+	return TCX_PASS;
+}
+
+/* Correspondent, ingress: a packet with a Home Address option is accepted when a binding for the
+ * home address names the packet's source as care-of address (s.9.3.1); the home address becomes
+ * the source and the option goes. A Binding Update carries the option before any binding
+ * exists: Mobility Header packets are left to the signalling. */
+SEC("tcx/ingress")
+int mip6_cn_ingress(struct __sk_buff *skb)
+{
+	struct mip6_binding *b;
+	struct mip6_ip6 ip6;
+	struct mip6_do d = {};
+	__u8 proto = 0;
+	__u32 l4 = 0;
+	int rc = mip6_begin(skb, &ip6);
+
+	if (rc != 1)
+		return rc;
+	if (ip6.nexthdr != MIP6_NH_DSTOPTS)
+		return TCX_NEXT;
+	if (mip6_scan_dstopts(skb, MIP6_EXT_OFF, &d) < 0) {
+		mip6_count(MIP6_C_MALFORMED);
+		return TCX_NEXT;
+	}
+	if (!d.hao_off)
+		return TCX_NEXT;
+	if (mip6_upper(skb, d.nexthdr, MIP6_EXT_OFF + d.len, &proto, &l4) == 0 &&
+	    proto == MIP6_NH_MOBILITY) {
+		/* A Binding Update (the one message allowed a HAO, s.6.1.7) is the signalling's. */
+		mip6_count(MIP6_C_CN_HAO_SIGNALLING);
+		return TCX_NEXT;
+	}
+	b = bpf_map_lookup_elem(&bindings, &d.home);
+	if (!b || !mip6_addr_eq((const struct mip6_addr *)b->coa, &ip6.src)) {
+		/* s.9.3.1: discard (the Binding Error is the signalling's). */
+		mip6_count(MIP6_C_CN_HAO_NO_BINDING);
+		return TCX_DROP;
+	}
+	if (mip6_strip_hao(skb, &ip6, &d) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_CN_HAO_SWAPPED);
+	return TCX_PASS;
+}

@@ -172,15 +172,23 @@ func testLocatorFlip(t *testing.T, hostTSOOff bool) {
 	}))
 	defer icmpSock.Close()
 	var echoReplies atomic.Int64
+	lus := make(chan receivedLU, 16)
 	go func() {
 		buf := make([]byte, 2048)
 		for {
-			n, _, err := icmpSock.ReadFrom(buf)
+			n, from, err := icmpSock.ReadFrom(buf)
 			if err != nil {
 				return
 			}
-			if n > 0 && buf[0] == 129 {
+			switch {
+			case n > 0 && buf[0] == 129:
 				echoReplies.Add(1)
+			case n > 0 && buf[0] == wire.ICMPv6TypeLocatorUpdate:
+				src, _ := netip.AddrFromSlice(from.(*net.IPAddr).IP)
+				select {
+				case lus <- receivedLU{src, append([]byte(nil), buf[:n]...)}:
+				default:
+				}
 			}
 		}
 	}()
@@ -263,6 +271,9 @@ func testLocatorFlip(t *testing.T, hostTSOOff bool) {
 	for i, l := range []wire.L64{lB2, lB1, lB2} {
 		tp.flip(t, l)
 		progress(fmt.Sprintf("flip %d to %v", i+1, l))
+		if i == 0 {
+			sendLocatorUpdate(t, tp, lus)
+		}
 	}
 	cancel()
 	client.Close()
@@ -316,6 +327,61 @@ func testLocatorFlip(t *testing.T, hostTSOOff bool) {
 	}
 	for dev, file := range caps {
 		checkCapture(t, dev, file)
+	}
+}
+
+type receivedLU struct {
+	src netip.Addr
+	msg []byte
+}
+
+// sendLocatorUpdate does what B's daemon does after a move: it writes an LU from a raw ICMPv6
+// socket to A's session-view address; B's egress adds the nonce and sends it from the new
+// locator. A's ingress verifies and strips the nonce and hands the LU, wire addresses intact, to
+// A's raw socket (the kernel checks the ICMPv6 checksum on the way).
+func sendLocatorUpdate(t *testing.T, tp *topo, lus <-chan receivedLU) {
+	t.Helper()
+	lu := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{
+		{Locator: lB2, Preference: 1, Lifetime: 60}, {Locator: lB1, Preference: 2, Lifetime: 60}}}
+	msg, err := lu.Marshal(tp.viewB, tp.viewA)
+	must(t, err)
+	var sock net.PacketConn
+	must(t, tp.b.Do(func() error {
+		var err error
+		sock, err = net.ListenPacket("ip6:ipv6-icmp", tp.viewB.String())
+		return err
+	}))
+	defer sock.Close()
+	// Retransmitted like the daemon does: a packet can be lost like any other.
+	var r receivedLU
+	for attempt := 1; ; attempt++ {
+		if _, err := sock.WriteTo(msg, &net.IPAddr{IP: tp.viewA.AsSlice()}); err != nil {
+			t.Fatalf("send LU: %v", err)
+		}
+		select {
+		case r = <-lus:
+		case <-time.After(500 * time.Millisecond):
+			if attempt < 4 {
+				continue
+			}
+			ca, _ := tp.da.Counters()
+			cb, _ := tp.db.Counters()
+			t.Fatalf("the Locator Update did not reach A's raw socket\nA %v\nB %v", ca, cb)
+		}
+		t.Logf("LU from %v delivered to A's raw socket after %d attempt(s)", r.src, attempt)
+		break
+	}
+	{
+		if want := addr(lB2, nidB); r.src != want {
+			t.Fatalf("LU arrived from %v, want the new locator %v", r.src, want)
+		}
+		got, err := wire.ParseLocatorUpdate(r.msg, r.src, tp.viewA, wire.LUParseOptions{})
+		if err != nil || len(got.Locators) != 2 || got.Locators[0].Locator != lB2 {
+			t.Fatalf("LU as received: %+v, %v", got, err)
+		}
+	}
+	if c := counter(t, tp.da, "ingress_locator_updates"); c == 0 {
+		t.Fatalf("A ingress_locator_updates = %d", c)
 	}
 }
 

@@ -25,8 +25,32 @@ func requireLab(t *testing.T) {
 
 // runLab does one repetition and checks the summary file against the contract.
 func runLab(t *testing.T, scenario, mode, traffic, binDir string) summary.Run {
+	r, _ := runLabMeta(t, scenario, mode, traffic, binDir)
+	return r
+}
+
+func runLabMeta(t *testing.T, scenario, mode, traffic, binDir string) (summary.Run, RunMeta) {
 	t.Helper()
 	out := t.TempDir()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// The evidence a failure needs, before the directory goes away.
+		for _, f := range []string{"mn-events.jsonl", "cn-events.jsonl", "lab-events.jsonl", "run.json"} {
+			b, err := os.ReadFile(filepath.Join(out, "rep-1", f))
+			if err != nil {
+				continue
+			}
+			var keep []string
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.Contains(line, `"ra_seen"`) {
+					keep = append(keep, line)
+				}
+			}
+			t.Logf("%s:\n%s", f, strings.Join(keep, "\n"))
+		}
+	})
 	s, err := Run(context.Background(), RunConfig{Scenario: scenario, Mode: mode, Traffic: traffic,
 		Profile: testProfile, Reps: 1, Out: out, BinDir: binDir})
 	if err != nil {
@@ -41,8 +65,7 @@ func runLab(t *testing.T, scenario, mode, traffic, binDir string) summary.Run {
 		}
 	}
 	t.Logf("%s %s %s: %s", scenario, mode, traffic, describe(s.Runs[0]))
-	leftovers(t, out)
-	return s.Runs[0]
+	return s.Runs[0], leftovers(t, out)
 }
 
 func describe(r summary.Run) string {
@@ -54,7 +77,7 @@ func describe(r summary.Run) string {
 }
 
 // leftovers fails the test if the run left its namespaces or /etc/netns entries behind.
-func leftovers(t *testing.T, out string) {
+func leftovers(t *testing.T, out string) RunMeta {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(out, "rep-1", "run.json"))
 	if err != nil {
@@ -69,6 +92,7 @@ func leftovers(t *testing.T, out string) {
 			t.Errorf("left behind: %v", m)
 		}
 	}
+	return meta
 }
 
 // Plain IPv6 is the control: bound to the L2 address, the session dies when the MN leaves L2.
@@ -127,18 +151,20 @@ func ilnpBinaries(t *testing.T) string {
 func TestE2EILNPSoftUDP(t *testing.T) {
 	requireLab(t)
 	bin := ilnpBinaries(t)
-	r := runLab(t, "lan-lan", "ilnp-soft", "udp-hd", bin)
+	r, meta := runLabMeta(t, "lan-lan", "ilnp-soft", "udp-hd", bin)
 	if r.SessionSurvived == nil || !*r.SessionSurvived {
 		t.Errorf("session did not survive: %s", describe(r))
 	}
 	if r.UDPLost == nil || *r.UDPLost != 0 {
-		t.Errorf("UDP lost %v, want 0 with soft handoff", r.UDPLost)
+		t.Errorf("UDP lost %s, want 0 with soft handoff", Fmt(r.Values()["udp_lost"], "udp_lost"))
 	}
 	if r.HandoffDelayMs == nil || r.RTTms == nil {
 		t.Fatalf("no handoff delay or RTT measured: %s", describe(r))
 	}
-	if d, rtt := *r.HandoffDelayMs, *r.RTTms; d < rtt || d > rtt+50 {
-		t.Errorf("handoff delay %.2f ms outside [RTT, RTT+50 ms] = [%.2f, %.2f]", d, rtt, rtt+50)
+	// RTT: the fastest echo via L3 (the path's RTT without queueing), with 0.5 ms for the
+	// daemon stamping its events in user space while ping uses kernel receive stamps.
+	if d, rtt := *r.HandoffDelayMs, meta.RTTL3MinMs; d < rtt-0.5 || d > rtt+50 {
+		t.Errorf("handoff delay %.2f ms outside [RTT, RTT+50 ms] = [%.2f, %.2f] (mean RTT %.2f)", d, rtt, rtt+50, *r.RTTms)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +90,7 @@ type RunMeta struct {
 	ClientOK   bool    `json:"client_ok"`
 	RTTL2ms    float64 `json:"rtt_l2_ms"` // before the flow, via the starting network
 	RTTL3ms    float64 `json:"rtt_l3_ms"` // after it, via the network moved to (= rtt_ms)
+	RTTL3MinMs float64 `json:"rtt_l3_min_ms"`
 	Error      string  `json:"error,omitempty"`
 }
 
@@ -179,12 +181,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 
 	// Captures at both ends (the thesis's tcpdump at the MN and the CN).
-	mnCap, err := topo.Start(topo.MN, "tcpdump-mn", "tcpdump", "-i", "any", "-n", "-U", "-s", "200", "-Z", "root",
+	mnCap, err := topo.Start(topo.MN, "tcpdump-mn", "tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
 		"-w", filepath.Join(dir, "mn.pcap"), "ip6 and not host ::1")
 	if err != nil {
 		return res, err
 	}
-	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", IfCN, "-n", "-U", "-s", "200", "-Z", "root",
+	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", IfCN, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
 		"-w", filepath.Join(dir, "cn.pcap"), "ip6")
 	if err != nil {
 		return res, err
@@ -268,7 +270,10 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	events.Emit(timeline.Event{Kind: "lab_flow_end", Node: "lab"})
 	progress("collecting")
 	server.Stop(2 * time.Second)
-	time.Sleep(300 * time.Millisecond) // let the last packets reach the captures
+	// Let the last packets reach the captures; --immediate-mode hands every packet to
+	// tcpdump at once (without it, the last second sat in an unfinished TPACKET_V3 block and
+	// was lost on SIGTERM, counting as UDP loss).
+	time.Sleep(500 * time.Millisecond)
 	mnCap.Stop(3 * time.Second)
 	cnCap.Stop(3 * time.Second)
 	mode.Collect(topo, dir)
@@ -279,6 +284,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
 		v := pr.MeanMS()
 		rtt, meta.RTTL3ms = &v, v
+		meta.RTTL3MinMs = float64(slices.Min(pr.RTTs)) / 1e6
 	}
 
 	// Measurement.
@@ -301,6 +307,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	res = measure.Compute(in)
+	for _, c := range []*Proc{mnCap, cnCap} {
+		if note := captureShortfall(c.Log()); note != "" {
+			res.Notes = append(res.Notes, c.Name+": "+note)
+		}
+	}
 	writeJSON(filepath.Join(dir, "result.json"), res)
 	if err := runPlots(cfg, dir, rep, res); err != nil {
 		return res, err
@@ -401,4 +412,29 @@ func overlayPlots(cfg RunConfig, results []measure.Result) error {
 		return err
 	}
 	return plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0]))
+}
+
+// captureShortfall reads tcpdump's closing counters: packets the filter took but that never
+// reached the file would count as losses.
+func captureShortfall(log string) string {
+	var captured, received, dropped int
+	for _, line := range strings.Split(log, "\n") {
+		var n int
+		var rest string
+		if _, err := fmt.Sscanf(line, "%d %s", &n, &rest); err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "packets captured"):
+			captured = n
+		case strings.Contains(line, "received by filter"):
+			received = n
+		case strings.Contains(line, "dropped by kernel"):
+			dropped = n
+		}
+	}
+	if received > captured || dropped > 0 {
+		return fmt.Sprintf("capture incomplete: %d captured of %d received, %d dropped by the kernel", captured, received, dropped)
+	}
+	return ""
 }

@@ -25,7 +25,7 @@ import (
 
 // TestNetnsLocatorFlip: a TCP stream and a UDP echo exchange opened on the session view keep
 // working while the test flips B's active locator between its two interfaces by map updates
-// only. Captures on the router show the nonce and the new locator; every captured checksum
+// only, then takes B's first interface down (hard handoff; B's identity address lives on lo). Captures on the router show the nonce and the new locator; every captured checksum
 // verifies (tshark for what it can judge, Go for ILNP TCP/UDP whose wire checksum counts the
 // locators as zero, RFC 6744 s.3, which tshark does not know).
 //
@@ -275,6 +275,13 @@ func testLocatorFlip(t *testing.T, hostTSOOff bool) {
 			sendLocatorUpdate(t, tp, lus)
 		}
 	}
+	// Hard handoff: b1 goes away (the kernel deletes its addresses; the identity lives on lo).
+	tp.b.Run("ip", "link", "set", "b1", "down")
+	must(t, tp.db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorExpired}))
+	if _, err := tp.da.SetRemoteLocators(nidB, []RemoteLocator{{Locator: lB2, State: LocatorActive}}, lB2); err != nil {
+		t.Fatal(err)
+	}
+	progress("b1 down")
 	cancel()
 	client.Close()
 	uc.Close()

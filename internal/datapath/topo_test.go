@@ -15,6 +15,8 @@ import (
 // and A one (lA1). Routers stay plain IPv6.
 //
 // What a host needs for ILNP (the daemon's job, done by hand here, platform.md):
+//   - the identity address as a /128 on lo, so sockets bound to it survive its interface going
+//     down (the kernel deletes the interface's addresses);
 //   - routes towards ILNP peers with 8 bytes of headroom (mtu 1492, advmss 1432), or a full-size
 //     packet grows to 1508 bytes and veth drops it silently;
 //   - explicit next hops (the router's link-local) for bpf_redirect_neigh;
@@ -65,6 +67,9 @@ func newTopo(t testing.TB, o topoOptions) *topo {
 	tp.b.Run("ip", "addr", "add", addr(lB2, nidB).String()+"/64", "dev", "b2", "nodad")
 	tp.a.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", "a0", "mtu", "1492", "advmss", "1432")
 	tp.b.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", "b1", "mtu", "1492", "advmss", "1432")
+	tp.b.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", "b2", "metric", "2048", "mtu", "1492", "advmss", "1432")
+	// The identity (session-view) address also as a /128 on lo: it outlives b1 going down.
+	tp.b.Run("ip", "addr", "add", tp.viewB.String()+"/128", "dev", "lo")
 	if o.hostTSOOff {
 		tp.a.Run("ethtool", "-K", "a0", "tx", "off", "tso", "off")
 		tp.b.Run("ethtool", "-K", "b1", "tx", "off", "tso", "off")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"ilnp/internal/timeline"
 	"ilnp/lab/measure"
 	"ilnp/lab/pcap"
@@ -136,14 +138,21 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	tr := Traffics[cfg.Traffic]
 	prof := cfg.Profile
+	tty := isTerminal(cfg.Progress)
 	progress := func(format string, a ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "\r\033[K[%s %s %s rep %d/%d] ", cfg.Scenario, cfg.Mode, cfg.Traffic, rep, cfg.Reps)
-			fmt.Fprintf(cfg.Progress, format, a...)
+		if cfg.Progress == nil {
+			return
+		}
+		line := fmt.Sprintf("[%s %s %s rep %d/%d] ", cfg.Scenario, cfg.Mode, cfg.Traffic, rep, cfg.Reps) + fmt.Sprintf(format, a...)
+		if tty {
+			// One line, rewritten in place.
+			fmt.Fprint(cfg.Progress, "\r\033[K"+line)
+		} else {
+			fmt.Fprintln(cfg.Progress, line)
 		}
 	}
 	defer func() {
-		if cfg.Progress != nil {
+		if cfg.Progress != nil && tty {
 			fmt.Fprintln(cfg.Progress)
 		}
 	}()
@@ -245,7 +254,8 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		case entered:
 			phase = "overlap L2+L3"
 		}
-		if ticks++; ticks%5 == 1 {
+		// Twice a second on a terminal; every 5 s into a log.
+		if ticks++; (tty && ticks%5 == 1) || ticks%50 == 1 {
 			progress("%4.1f / %.0f s  %s", el.Seconds(), prof.Duration.Seconds(), phase)
 		}
 		if done, cerr := client.Exited(); done {
@@ -437,4 +447,14 @@ func captureShortfall(log string) string {
 		return fmt.Sprintf("capture incomplete: %d captured of %d received, %d dropped by the kernel", captured, received, dropped)
 	}
 	return ""
+}
+
+// isTerminal says whether w is a terminal (progress rewrites one line there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -25,6 +25,7 @@ import (
 	"ilnp/lab"
 	"ilnp/lab/analysis"
 	"ilnp/lab/linkemu"
+	"ilnp/lab/summary"
 )
 
 func main() {
@@ -161,8 +162,14 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s %s %s: %d reps; summary %s, report %s\n", s.Scenario, s.Mode, s.Traffic, s.Reps,
-		filepath.Join(c.out, "summary.json"), filepath.Join(c.out, "report.md"))
+	fmt.Printf("%s %s %s, %d rep(s):\n", s.Scenario, s.Mode, s.Traffic, s.Reps)
+	for _, f := range summary.Fields {
+		if s.Mean.Get(f.Key) != nil {
+			fmt.Printf("  %-24s %s\n", f.Title, lab.MeanCI(s, f.Key))
+		}
+	}
+	fmt.Printf("summary %s, report %s, plots %s\n", filepath.Join(c.out, "summary.json"),
+		filepath.Join(c.out, "report.md"), filepath.Join(c.out, "{rate,seq}.png"))
 	return nil
 }
 

@@ -86,7 +86,7 @@ func benchThroughput(b *testing.B) (ilnp, ipv6, ratio float64) {
 	tp := newTopo(b, topoOptions{})
 	tp.b.Start(nil, "iperf3", "-s", "-p", "5201")
 	time.Sleep(300 * time.Millisecond)
-	const pairs = 5
+	const pairs = 7
 	var il, v6, ratios []float64
 	for i := 0; i < pairs; i++ {
 		var x, y float64

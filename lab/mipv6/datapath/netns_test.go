@@ -1,0 +1,390 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"ilnp/internal/nstest"
+)
+
+// mipTopo is the lab's shape: CN - R1 - {R2, R3}; R2 is the home agent with the home link L2,
+// R3 the router of the foreign link L3; the MN sits on both links (m2 on L2, m3 on L3).
+//
+//	CN c0 --- r1c R1 r1a --- r2u R2(HA) r2h --- m2 MN
+//	              R1 r1b --- r3u R3     r3f --- m3 MN
+//
+// Set up the way the package doc asks: routes with mtu 1460 advmss 1400 on the CN and the MN,
+// TSO and TX checksum offload off on their veths (finished checksums in the captures), the HoA
+// as a /128 on the MN's lo as well as on its home interface, forwarding on the routers.
+type mipTopo struct {
+	cn, r1, r2, r3, mn *nstest.NS
+	ha, mn6, corr      *Datapath
+	r2u, r2h, m2, m3   int
+	c0                 int
+}
+
+const hostRoute = "mtu 1460 advmss 1400"
+
+func newMIPTopo(t *testing.T, tsoOff bool) *mipTopo {
+	t.Helper()
+	nstest.RequireTool(t, "tcpdump", "tshark", "ethtool")
+	tp := &mipTopo{cn: nstest.New(t, "mipCN"), r1: nstest.New(t, "mipR1"), r2: nstest.New(t, "mipR2"),
+		r3: nstest.New(t, "mipR3"), mn: nstest.New(t, "mipMN")}
+	for _, ns := range []*nstest.NS{tp.cn, tp.r1, tp.r2, tp.r3, tp.mn} {
+		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	}
+	for _, ns := range []*nstest.NS{tp.r1, tp.r2, tp.r3} {
+		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	}
+	nstest.Link(t, tp.cn, "c0", tp.r1, "r1c")
+	nstest.Link(t, tp.r1, "r1a", tp.r2, "r2u")
+	nstest.Link(t, tp.r1, "r1b", tp.r3, "r3u")
+	nstest.Link(t, tp.r2, "r2h", tp.mn, "m2")
+	nstest.Link(t, tp.r3, "r3f", tp.mn, "m3")
+
+	addr := func(ns *nstest.NS, a, dev string) { ns.Run("ip", "addr", "add", a, "dev", dev, "nodad") }
+	addr(tp.cn, cn.String()+"/64", "c0")
+	addr(tp.r1, "2001:db8:1::1/64", "r1c")
+	addr(tp.r1, "2001:db8:12::1/64", "r1a")
+	addr(tp.r1, "2001:db8:13::1/64", "r1b")
+	addr(tp.r2, "2001:db8:12::2/64", "r2u")
+	addr(tp.r2, ha.String()+"/64", "r2h")
+	addr(tp.r3, "2001:db8:13::3/64", "r3u")
+	addr(tp.r3, "2001:db8:3::1/64", "r3f")
+	addr(tp.mn, hoa.String()+"/128", "lo")
+	addr(tp.mn, hoa.String()+"/64", "m2")
+	tp.r1.Run("ip", "-6", "route", "add", "2001:db8:2::/64", "via", "2001:db8:12::2")
+	tp.r1.Run("ip", "-6", "route", "add", "2001:db8:3::/64", "via", "2001:db8:13::3")
+	tp.r2.Run("ip", "-6", "route", "add", "default", "via", "2001:db8:12::1")
+	tp.r3.Run("ip", "-6", "route", "add", "default", "via", "2001:db8:13::1")
+	tp.cn.Run(append([]string{"ip", "-6", "route", "add", "default", "via", "2001:db8:1::1", "dev", "c0"}, strings.Fields(hostRoute)...)...)
+	tp.mn.Run(append([]string{"ip", "-6", "route", "add", "default", "via", ha.String(), "dev", "m2"}, strings.Fields(hostRoute)...)...)
+	if tsoOff {
+		tp.cn.Run("ethtool", "-K", "c0", "tx", "off", "tso", "off")
+		tp.mn.Run("ethtool", "-K", "m2", "tx", "off", "tso", "off")
+		tp.mn.Run("ethtool", "-K", "m3", "tx", "off", "tso", "off")
+	}
+
+	tp.r2u, tp.r2h = ifindex(t, tp.r2, "r2u"), ifindex(t, tp.r2, "r2h")
+	tp.m2, tp.m3 = ifindex(t, tp.mn, "m2"), ifindex(t, tp.mn, "m3")
+	tp.c0 = ifindex(t, tp.cn, "c0")
+
+	tp.ha, tp.mn6, tp.corr = newDatapath(t), newDatapath(t), newDatapath(t)
+	must(t, tp.ha.SetHomeAgent(ha))
+	must(t, tp.mn6.SetHomeAgent(ha))
+	must(t, tp.r2.Do(func() error { return errors.Join(tp.ha.AttachHA(tp.r2u), tp.ha.AttachHA(tp.r2h)) }))
+	must(t, tp.mn.Do(func() error { return errors.Join(tp.mn6.AttachMN(tp.m2), tp.mn6.AttachMN(tp.m3)) }))
+	must(t, tp.cn.Do(func() error { return tp.corr.AttachCN(tp.c0) }))
+	return tp
+}
+
+// moveToForeignLink is the MN leaving home the thesis's way (the home link goes down), then
+// what signalling would do, by map updates only: the CoA on L3, the HA's binding cache entry
+// and proxy ND for the HoA, the MN's own binding.
+func (tp *mipTopo) moveToForeignLink(t *testing.T) {
+	t.Helper()
+	tp.mn.Run("ip", "link", "set", "m2", "down")
+	tp.mn.Run("ip", "addr", "add", coa.String()+"/64", "dev", "m3", "nodad")
+	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:3::1", "dev", "m3"}, strings.Fields(hostRoute)...)...)
+	must(t, tp.ha.SetBinding(hoa, coa))
+	must(t, tp.r2.Do(func() error { return ProxyND(tp.r2h, hoa, true) }))
+	must(t, tp.mn6.SetBinding(hoa, coa))
+}
+
+func ifindex(t testing.TB, ns *nstest.NS, name string) int {
+	t.Helper()
+	var idx int
+	must(t, ns.Do(func() error {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return err
+		}
+		idx = ifi.Index
+		return nil
+	}))
+	return idx
+}
+
+// echoFlow is a TCP connection from the CN to the MN's home address; the MN echoes, the CN
+// checks every byte that comes back.
+type echoFlow struct {
+	echoed atomic.Int64
+	errs   chan error
+}
+
+func startEchoFlow(t *testing.T, ctx context.Context, tp *mipTopo) *echoFlow {
+	t.Helper()
+	f := &echoFlow{errs: make(chan error, 4)}
+	var ln net.Listener
+	must(t, tp.mn.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp6", netip.AddrPortFrom(hoa, 5001).String())
+		return err
+	}))
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			f.errs <- err
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	var c net.Conn
+	must(t, tp.cn.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: 5 * time.Second}).Dial("tcp6", netip.AddrPortFrom(hoa, 5001).String())
+		return err
+	}))
+	t.Cleanup(func() { c.Close() })
+	go func() { // writer: a known pattern, about 1 MB/s
+		chunk := make([]byte, 8<<10)
+		var off int64
+		tick := time.NewTicker(8 * time.Millisecond)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			for i := range chunk {
+				chunk[i] = byte((off + int64(i)) % 251)
+			}
+			if _, err := c.Write(chunk); err != nil {
+				if ctx.Err() == nil {
+					f.errs <- fmt.Errorf("TCP write: %w", err)
+				}
+				return
+			}
+			off += int64(len(chunk))
+			<-tick.C
+		}
+	}()
+	go func() { // reader: the echo, byte for byte
+		buf := make([]byte, 64<<10)
+		var off int64
+		for {
+			n, err := c.Read(buf)
+			for i := 0; i < n; i++ {
+				if buf[i] != byte((off+int64(i))%251) {
+					f.errs <- fmt.Errorf("TCP byte %d corrupted", off+int64(i))
+					return
+				}
+			}
+			off += int64(n)
+			f.echoed.Store(off)
+			if err != nil {
+				if ctx.Err() == nil {
+					f.errs <- fmt.Errorf("TCP read: %w", err)
+				}
+				return
+			}
+		}
+	}()
+	return f
+}
+
+// progresses waits until at least n more bytes came back, failing on a flow error.
+func (f *echoFlow) progresses(t *testing.T, n int64, timeout time.Duration, what string) {
+	t.Helper()
+	start := f.echoed.Load()
+	deadline := time.Now().Add(timeout)
+	for f.echoed.Load() < start+n {
+		select {
+		case err := <-f.errs:
+			t.Fatalf("%s: %v", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: only %d of %d bytes echoed in %v", what, f.echoed.Load()-start, n, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// capture runs tcpdump on a router interface until the returned stop is called.
+func capture(t *testing.T, ns *nstest.NS, dev, file string) (stop func()) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := ns.Start(func(c *exec.Cmd) { c.Stderr = &stderr }, "tcpdump", "-i", dev, "-U", "-n", "-w", file, "ip6 and not icmp6")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stderr.String(), "listening on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tcpdump on %s did not start: %s", dev, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}
+}
+
+// captured is one packet as tshark dissects it; fields with several occurrences (outer and
+// inner header) are comma-joined.
+type captured map[string]string
+
+var tsharkFields = []string{"ipv6.src", "ipv6.dst", "ipv6.nxt", "ipv6.routing.type", "ipv6.routing.segleft",
+	"ipv6.routing.mipv6.home_address", "ipv6.opt.mipv6.home_address", "tcp.checksum.status", "tcp.len"}
+
+func dissect(t *testing.T, file string) []captured {
+	t.Helper()
+	args := []string{"tshark", "-r", file, "-o", "tcp.check_checksum:TRUE", "-T", "fields", "-E", "separator=|"}
+	for _, f := range tsharkFields {
+		args = append(args, "-e", f)
+	}
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	if err != nil {
+		t.Fatalf("tshark %s: %v", file, err)
+	}
+	var rows []captured
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		vals := strings.Split(line, "|")
+		row := captured{}
+		for i, f := range tsharkFields {
+			if i < len(vals) {
+				row[f] = vals[i]
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// TestNetnsMoveAndRouteOptimise: a TCP echo flow from the CN to the MN's home address keeps
+// working when the MN moves from its home link to L3 (bindings set by map updates only): the
+// HA tunnels both ways, captures on R1 show IPv6-in-IPv6 between HA and CoA. With route
+// optimisation on, the CN's packets go straight to the CoA with a type 2 RH and the MN's
+// carry the Home Address option; nothing of the flow passes the HA any more, and tshark finds
+// every captured TCP checksum good (computed over the HoA).
+//
+// With TSO on (GSO super-packets through tunnel, RH2 and HAO; the routers forward them as they
+// are) the flow checks are the same; captured checksums are then unfinished and not judged.
+func TestNetnsMoveAndRouteOptimise(t *testing.T) {
+	t.Run("tso-off", func(t *testing.T) { testMoveAndRouteOptimise(t, true) })
+	t.Run("tso-on", func(t *testing.T) { testMoveAndRouteOptimise(t, false) })
+}
+
+func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
+	tp := newMIPTopo(t, tsoOff)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	flow := startEchoFlow(t, ctx, tp)
+	flow.progresses(t, 256<<10, 10*time.Second, "at home")
+
+	// Away: tunnelled through the HA.
+	tunnelR3 := filepath.Join(dir, "tunnel-r1b.pcap")
+	stop := capture(t, tp.r1, "r1b", tunnelR3)
+	moved := time.Now()
+	tp.moveToForeignLink(t)
+	flow.progresses(t, 256<<10, 15*time.Second, "after the move, through the tunnel")
+	t.Logf("flow resumed %v after the move", time.Since(moved).Round(time.Millisecond))
+	stop()
+	var down, up int
+	for _, p := range dissect(t, tunnelR3) {
+		switch {
+		case p["ipv6.src"] == ha.String()+","+cn.String() && p["ipv6.dst"] == coa.String()+","+hoa.String() && p["ipv6.nxt"] == "41,6":
+			down++
+		case p["ipv6.src"] == coa.String()+","+hoa.String() && p["ipv6.dst"] == ha.String()+","+cn.String() && p["ipv6.nxt"] == "41,6":
+			up++
+		case p["ipv6.routing.type"] != "" || p["ipv6.opt.mipv6.home_address"] != "":
+			t.Fatalf("route-optimised packet before RO: %v", p)
+		}
+		if tsoOff && p["tcp.checksum.status"] != "" && p["tcp.checksum.status"] != "1" {
+			t.Fatalf("bad inner TCP checksum in the tunnel: %v", p)
+		}
+	}
+	t.Logf("R1-R3 while away: %d tunnelled HA->CoA, %d CoA->HA", down, up)
+	if down < 20 || up < 20 {
+		t.Fatalf("tunnel on R1-R3: %d packets HA->CoA, %d CoA->HA; want both > 20", down, up)
+	}
+	for name, min := range map[string]uint64{"ha_encapsulated": 20, "ha_decapsulated": 20} {
+		if n := counter(t, tp.ha, name); n < min {
+			t.Fatalf("HA %s = %d", name, n)
+		}
+	}
+	for name, min := range map[string]uint64{"mn_tunnelled": 20, "mn_detunnelled": 20} {
+		if n := counter(t, tp.mn6, name); n < min {
+			t.Fatalf("MN %s = %d", name, n)
+		}
+	}
+	if out := tp.r2.Run("ip", "-6", "neigh", "show", "proxy", "dev", "r2h"); !strings.Contains(out, hoa.String()) {
+		t.Fatalf("no proxy ND entry for the HoA: %q", out)
+	}
+
+	// Route optimisation (as after return routability and the BU to the CN).
+	must(t, tp.corr.SetBinding(hoa, coa))
+	must(t, tp.mn6.SetRO(cn, true))
+	time.Sleep(200 * time.Millisecond) // let tunnelled packets in flight drain
+	roR3, roR2 := filepath.Join(dir, "ro-r1b.pcap"), filepath.Join(dir, "ro-r1a.pcap")
+	stop3 := capture(t, tp.r1, "r1b", roR3)
+	stop2 := capture(t, tp.r1, "r1a", roR2)
+	haBefore := counter(t, tp.ha, "ha_encapsulated") + counter(t, tp.ha, "ha_decapsulated")
+	flow.progresses(t, 256<<10, 10*time.Second, "route-optimised")
+	stop3()
+	stop2()
+	var rh2, hao int
+	for _, p := range dissect(t, roR3) {
+		switch {
+		case p["ipv6.nxt"] == "41,6":
+			t.Fatalf("tunnelled packet after RO: %v", p)
+		case p["ipv6.routing.type"] == "2":
+			if p["ipv6.src"] != cn.String() || p["ipv6.dst"] != coa.String() || p["ipv6.routing.segleft"] != "1" ||
+				p["ipv6.routing.mipv6.home_address"] != hoa.String() {
+				t.Fatalf("type 2 RH packet: %v", p)
+			}
+			rh2++
+		case p["ipv6.opt.mipv6.home_address"] != "":
+			if p["ipv6.src"] != coa.String() || p["ipv6.dst"] != cn.String() || p["ipv6.opt.mipv6.home_address"] != hoa.String() {
+				t.Fatalf("HAO packet: %v", p)
+			}
+			hao++
+		case p["tcp.len"] != "":
+			t.Fatalf("TCP packet of the flow without RO headers: %v", p)
+		}
+		if tsoOff && p["tcp.len"] != "" && p["tcp.checksum.status"] != "1" {
+			t.Fatalf("TCP checksum not good over the HoA: %v", p)
+		}
+	}
+	t.Logf("R1-R3 with RO: %d with a type 2 RH, %d with a HAO", rh2, hao)
+	if rh2 < 20 || hao < 20 {
+		t.Fatalf("R1-R3 after RO: %d packets with a type 2 RH, %d with a HAO; want both > 20", rh2, hao)
+	}
+	for _, p := range dissect(t, roR2) {
+		if p["tcp.len"] != "" {
+			t.Fatalf("flow packet on the HA's link after RO: %v", p)
+		}
+	}
+	if haAfter := counter(t, tp.ha, "ha_encapsulated") + counter(t, tp.ha, "ha_decapsulated"); haAfter != haBefore {
+		t.Fatalf("HA still handled %d packets after RO", haAfter-haBefore)
+	}
+	for name, d := range map[string]*Datapath{"cn_rh2_inserted": tp.corr, "cn_hao_swapped": tp.corr,
+		"mn_hao_inserted": tp.mn6, "mn_rh2_stripped": tp.mn6} {
+		if n := counter(t, d, name); n < 20 {
+			t.Fatalf("%s = %d", name, n)
+		}
+	}
+	for name, d := range map[string]*Datapath{"HA": tp.ha, "MN": tp.mn6, "CN": tp.corr} {
+		c, err := d.Counters()
+		must(t, err)
+		for _, bad := range []string{"errors", "malformed", "ha_too_big", "cn_hao_no_binding", "mn_rh2_unknown"} {
+			if c[bad] != 0 {
+				t.Errorf("%s counter %s = %d", name, bad, c[bad])
+			}
+		}
+	}
+	cancel()
+}

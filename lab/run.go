@@ -316,6 +316,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			}
 		}
 	}
+	in.AppLost = iperfReceiverLost(filepath.Join(dir, "iperf-server.json"))
 	res = measure.Compute(in)
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
@@ -457,4 +458,33 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// iperfReceiverLost reads the iperf3 server's (the MN's) count of lost datagrams on the
+// stream it received, or nil when it wrote no report (a broken session).
+func iperfReceiverLost(path string) *int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var doc struct {
+		End struct {
+			Streams []struct {
+				UDP *struct {
+					Sender      bool `json:"sender"`
+					LostPackets int  `json:"lost_packets"`
+				} `json:"udp"`
+			} `json:"streams"`
+		} `json:"end"`
+	}
+	if json.Unmarshal(b, &doc) != nil {
+		return nil
+	}
+	for _, s := range doc.End.Streams {
+		if s.UDP != nil && !s.UDP.Sender {
+			n := s.UDP.LostPackets
+			return &n
+		}
+	}
+	return nil
 }

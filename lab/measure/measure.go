@@ -8,6 +8,7 @@
 package measure
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -30,6 +31,10 @@ type Input struct {
 	MNEvents     []timeline.Event
 	RTTms        *float64
 	Window       time.Duration // thesis: 5 s
+	// AppLost is iperf3's own count of CN -> MN datagrams lost (the server's receiving stream)
+	// when it reported one: datagrams that reached the MN's interface but not the application
+	// (dropped by the stack, e.g. a stale locator) are lost too (thesis 5.3.4).
+	AppLost *int
 }
 
 // Point is one sample of a time series (seconds since the flow started).
@@ -159,6 +164,10 @@ func Compute(in Input) Result {
 					lostWin++
 				}
 			}
+		}
+		if in.AppLost != nil && *in.AppLost > lost {
+			res.Notes = append(res.Notes, fmt.Sprintf("iperf3 at the MN lost %d datagrams, the capture %d: the application's count is used", *in.AppLost, lost))
+			lost = *in.AppLost
 		}
 		r.UDPSent, r.UDPLost, r.UDPLostWindow = ptr(len(sentAt)), ptr(lost), ptr(lostWin)
 		res.SeqUnit = "datagram"

@@ -156,3 +156,22 @@ func TestNothingDelivered(t *testing.T) {
 		t.Errorf("survived %v interruption %v", *r.SessionSurvived, *r.InterruptionMs)
 	}
 }
+
+// The application's loss count wins when the stack dropped datagrams the capture saw.
+func TestAppLostWins(t *testing.T) {
+	in := base()
+	in.UDP = true
+	for i := 1; i <= 100; i++ {
+		in.CN = append(in.CN, udp(float64(i)/10, int64(i), true, pcap.DirUnknown))
+		in.MN = append(in.MN, udp(float64(i)/10, int64(i), true, pcap.DirIncoming))
+	}
+	in.AppLost = func(n int) *int { return &n }(7)
+	res := Compute(in)
+	if *res.Run.UDPLost != 7 || len(res.Notes) == 0 {
+		t.Errorf("lost %d notes %v, want iperf3's 7 with a note", *res.Run.UDPLost, res.Notes)
+	}
+	in.AppLost = func(n int) *int { return &n }(0)
+	if r := Compute(in).Run; *r.UDPLost != 0 {
+		t.Errorf("lost %d", *r.UDPLost)
+	}
+}

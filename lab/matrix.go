@@ -84,6 +84,17 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 	return os.WriteFile(filepath.Join(m.Out, "report.md"), []byte(report), 0o644)
 }
 
+// WriteMatrixReport redraws the overlays and rewrites OUT/report.md from the cells already
+// in OUT (after an interrupted matrix, or with a newer report format).
+func WriteMatrixReport(m MatrixConfig) error {
+	for _, sc := range m.Scenarios {
+		for _, tr := range m.Traffics {
+			overlayModes(m, sc, tr)
+		}
+	}
+	return os.WriteFile(filepath.Join(m.Out, "report.md"), []byte(MatrixReport(m, nil)), 0o644)
+}
+
 func loadResult(path string) (measure.Result, error) {
 	var r measure.Result
 	b, err := os.ReadFile(path)

@@ -77,6 +77,7 @@ func usage() {
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
                [--access wlan] [--bin DIR] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
+                  [--report-only]
   ilnp-lab demo [--out lab/out/demo]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
@@ -180,6 +181,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	scenarios := fs.String("scenarios", strings.Join(lab.ScenarioNames, ","), "scenarios")
 	modes := fs.String("modes", "ilnp-soft,ilnp-hard,ipv6", "modes")
 	traffics := fs.String("traffics", "udp-voip,udp-hd,tcp", "traffic kinds")
+	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
 	_ = fs.Parse(args)
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
@@ -190,6 +192,13 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
 		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr}
+	if *reportOnly {
+		if err := lab.WriteMatrixReport(m); err != nil {
+			return err
+		}
+		fmt.Printf("matrix report: %s\n", filepath.Join(c.out, "report.md"))
+		return nil
+	}
 	if m.BinDir, err = c.binaries(m.Modes); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"os"
@@ -225,4 +226,25 @@ func TestNoncePool(t *testing.T) {
 		var v [12]byte
 		return d.objs.NoncePool.Lookup(nil, &v) == nil
 	}, "the Events reader to refill the pool")
+}
+
+// One Events reader at a time; Close ends it.
+func TestEventsReaderLifecycle(t *testing.T) {
+	nstest.RequireRoot(t)
+	d, err := Load(Options{})
+	must(t, err)
+	ch, err := d.Events(context.Background())
+	must(t, err)
+	if _, err := d.Events(context.Background()); err == nil {
+		t.Fatal("second reader accepted")
+	}
+	must(t, d.Close())
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Fatal("event after Close")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not end the Events reader")
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/wire"
@@ -45,10 +46,11 @@ type Options struct {
 
 // Datapath is the loaded BPF datapath. Its methods are safe for concurrent use.
 type Datapath struct {
-	opts  Options
-	objs  ilnpBPFObjects
-	mu    sync.Mutex
-	links map[int][2]link.Link
+	opts   Options
+	objs   ilnpBPFObjects
+	mu     sync.Mutex
+	links  map[int][2]link.Link
+	reader *ringbuf.Reader // the running Events reader, if any
 }
 
 const (
@@ -166,6 +168,9 @@ func (d *Datapath) Close() error {
 	for ifindex, l := range d.links {
 		errs = append(errs, l[0].Close(), l[1].Close())
 		delete(d.links, ifindex)
+	}
+	if d.reader != nil {
+		errs = append(errs, d.reader.Close()) // ends the Events goroutine
 	}
 	d.mu.Unlock()
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {

@@ -32,21 +32,39 @@ func decodeEvent(b []byte) (Event, error) {
 	}, nil
 }
 
-// Events streams the datapath's events until ctx ends, then closes the channel. Only one
-// reader may run at a time. After every session the datapath opened on its own it refills the
-// nonce pool.
+// Events streams the datapath's events until ctx ends or the Datapath is closed, then closes
+// the channel. Only one reader may run at a time. After every session the datapath opened on its
+// own it refills the nonce pool.
 func (d *Datapath) Events(ctx context.Context) (<-chan Event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.reader != nil {
+		return nil, errors.New("datapath: events are already being read")
+	}
 	rd, err := ringbuf.NewReader(d.objs.Events)
 	if err != nil {
 		return nil, fmt.Errorf("datapath: event reader: %w", err)
 	}
+	d.reader = rd
 	out := make(chan Event, 64)
+	done := make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-done:
+		}
 		rd.Close()
 	}()
 	go func() {
-		defer close(out)
+		defer func() {
+			d.mu.Lock()
+			if d.reader == rd {
+				d.reader = nil
+			}
+			d.mu.Unlock()
+			close(done)
+			close(out)
+		}()
 		for {
 			rec, err := rd.Read()
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -181,5 +182,26 @@ func TestE2EILNPHardTCP(t *testing.T) {
 	r := runLab(t, "lan-lan", "ilnp-hard", "tcp", ilnpBinaries(t))
 	if r.SessionSurvived == nil || !*r.SessionSurvived {
 		t.Errorf("TCP session did not survive hard handoff: %s", describe(r))
+	}
+}
+
+// Cancelling a run (what Ctrl-C does) tears the testbed down: no namespace, /etc/netns entry
+// or process of the run is left.
+func TestE2ECancelTearsDown(t *testing.T) {
+	requireLab(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	_, err := Run(ctx, RunConfig{Scenario: "lan-wan", Mode: "ipv6", Traffic: "tcp", Profile: testProfile, Reps: 1, Out: out})
+	if err == nil {
+		t.Fatal("run finished despite the cancel")
+	}
+	meta := leftovers(t, out)
+	if meta.Error == "" {
+		t.Error("run.json does not record the interruption")
+	}
+	ps, _ := exec.Command("ps", "-eo", "args").Output()
+	if strings.Contains(string(ps), filepath.Join(out, "rep-1")) {
+		t.Errorf("processes of the run still alive:\n%s", ps)
 	}
 }

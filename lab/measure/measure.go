@@ -3,7 +3,8 @@
 // 5-s handoff window, throughput in that window, interruption (longest gap in delivery at the
 // MN), TCP bytes, retransmissions at the CN (a segment whose sequence number was sent before),
 // lost segments (retransmitted at the CN but not received that many times at the MN), handoff
-// delay (first LU sent after the MN entered L3 -> its LU-ACK) and whether the session lived
+// delay (first LU sent after the MN entered L3 -> its LU-ACK; a MIPv6 baseline's BU -> BAck
+// likewise) and whether the session lived
 // through the move. Pure functions of their input: no I/O.
 package measure
 
@@ -91,8 +92,9 @@ func Compute(in Input) Result {
 	var hsNS, haNS int64
 	for _, e := range in.MNEvents {
 		t := in.relMono(e.MonoNS)
+		// ILNP's LU / LU-ACK, or a Mobile IPv6 baseline's BU / BAck on the same timeline.
 		switch e.Kind {
-		case timeline.LUSent:
+		case timeline.LUSent, timeline.BUSent:
 			if handoff == nil && t >= in.Enter.Seconds()-0.5 {
 				handoff = ptr(t)
 				hsNS = e.MonoNS
@@ -100,7 +102,7 @@ func Compute(in Input) Result {
 			if handoff != nil && haNS == 0 {
 				luCount++
 			}
-		case timeline.LUAckReceived:
+		case timeline.LUAckReceived, timeline.BAckReceived:
 			if handoff != nil && haNS == 0 && e.MonoNS >= hsNS {
 				haNS = e.MonoNS
 			}

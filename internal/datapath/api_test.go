@@ -140,6 +140,24 @@ func TestPinning(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "sessions")); err != nil {
 		t.Fatalf("sessions map not pinned: %v", err)
 	}
+	// A tool beside the daemon sees the same maps.
+	tool, err := OpenPinned(dir)
+	must(t, err)
+	if err := tool.Attach(1); err == nil {
+		t.Fatal("Attach on pinned maps accepted")
+	}
+	seen, err := tool.Sessions()
+	must(t, err)
+	if len(seen) != 1 || seen[0].LocalNonce != want.LocalNonce {
+		t.Fatalf("OpenPinned sessions %+v", seen)
+	}
+	if _, err := tool.Counters(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, tool.Close())
+	if _, err := os.Stat(filepath.Join(dir, "sessions")); err != nil {
+		t.Fatalf("the tool's Close removed the pins: %v", err)
+	}
 	d, err = Load(Options{PinDir: dir})
 	must(t, err)
 	got, err := d.GetSession(nidA, nidB)

@@ -51,6 +51,8 @@ type Datapath struct {
 	mu     sync.Mutex
 	links  map[int][2]link.Link
 	reader *ringbuf.Reader // the running Events reader, if any
+	// openedPinned: maps only (OpenPinned), no programs.
+	openedPinned bool
 }
 
 const (
@@ -130,6 +132,9 @@ func (d *Datapath) config() (ilnpBPFIlnpConfig, error) {
 // Attach attaches the ingress and egress programs to the interface (TCX, in the network
 // namespace of the calling thread).
 func (d *Datapath) Attach(ifindex int) error {
+	if d.openedPinned {
+		return errPinnedOnly
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.links[ifindex]; ok {

@@ -100,7 +100,8 @@
 //
 // Locators and NIDs are stored in network byte order. Maps pinned by an earlier run are reused
 // (sessions survive a daemon restart); Close unpins them unless Options.KeepPinned. ip netns exec
-// remounts /sys, so the daemon mounts a bpffs of its own for PinDir.
+// remounts /sys, so the daemon mounts a bpffs of its own for PinDir. OpenPinned gives a tool
+// (ilnpctl) the same API over a running daemon's pinned maps, without programs.
 //
 // # What the host must provide (the daemon's job; measured in platform.md)
 //

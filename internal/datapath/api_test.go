@@ -266,3 +266,15 @@ func TestEventsReaderLifecycle(t *testing.T) {
 		t.Fatal("Close did not end the Events reader")
 	}
 }
+
+func TestNames(t *testing.T) {
+	if s := (SessionSoft | SessionWeakNonce | 1<<20).String(); s != "soft,weak-nonce,0x100000" {
+		t.Fatalf("flags %q", s)
+	}
+	if EventBadNonce.String() != "bad-nonce" || EventType(99).String() != "event(99)" || LocatorAged.String() != "aged" {
+		t.Fatal("names")
+	}
+	if ev, err := decodeEvent(make([]byte, 10)); err == nil {
+		t.Fatalf("short event decoded: %+v", ev)
+	}
+}

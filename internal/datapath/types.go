@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"ilnp/internal/wire"
 )
@@ -75,6 +76,29 @@ const (
 	SessionInitiator    SessionFlags = 1 << 4 // created by the datapath on a first packet to a peer
 	SessionWeakNonce    SessionFlags = 1 << 5 // nonce pool was empty: local nonce from prandom
 )
+
+var sessionFlagNames = []struct {
+	f    SessionFlags
+	name string
+}{
+	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
+	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
+}
+
+// String lists the flags, comma separated ("" for none).
+func (f SessionFlags) String() string {
+	var names []string
+	for _, n := range sessionFlagNames {
+		if f&n.f != 0 {
+			names = append(names, n.name)
+			f &^= n.f
+		}
+	}
+	if f != 0 {
+		names = append(names, fmt.Sprintf("%#x", uint32(f)))
+	}
+	return strings.Join(names, ",")
+}
 
 // Session is the datapath's part of an ILCC entry, keyed by (LocalNID, RemoteNID).
 type Session struct {

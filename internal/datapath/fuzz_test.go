@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"ilnp/internal/wire"
@@ -53,6 +54,31 @@ func FuzzPrograms(f *testing.F) {
 			default:
 				t.Fatalf("%s: length changed by %d", dir, delta)
 			}
+		}
+	})
+}
+
+// FuzzDecodeEvent: ring buffer records of any size decode or fail cleanly, and a decoded
+// event's fields come from the record's bytes.
+func FuzzDecodeEvent(f *testing.F) {
+	rec := make([]byte, eventSize)
+	rec[8] = byte(EventBadNonce)
+	copy(rec[16:], []byte{0x02, 0x1b, 0x21, 0xff, 0xfe, 0x67, 0x97, 0xa8})
+	f.Add(rec)
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := decodeEvent(b)
+		if len(b) < eventSize {
+			if err == nil {
+				t.Fatalf("%d-byte record decoded", len(b))
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != EventType(binary.LittleEndian.Uint32(b[8:])) || ev.Src.As16() != [16]byte(b[32:48]) {
+			t.Fatalf("decoded %+v from % x", ev, b)
 		}
 	})
 }

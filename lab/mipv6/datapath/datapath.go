@@ -23,10 +23,14 @@
 //
 // Transport checksums are never touched: sockets compute them over the home address and both
 // RFC 6275 headers keep the home address as the pseudo-header's address (s.6.3, s.6.4).
-// Mobility Header packets carrying a HAO (Binding Updates) and Home Tests are left alone for the
-// signalling; note that this kernel discards packets with option 201 or a type 2 Routing header
-// itself (no CONFIG_IPV6_MIP6), so signalling must read those with a packet socket (which sees
-// ingress frames before tc) rather than a raw IPv6 socket.
+// Signalling: this kernel has no CONFIG_IPV6_MIP6, so it discards packets with option 201 or a
+// type 2 Routing header itself (ICMP Parameter Problem) and a raw IPv6 socket never sees a
+// Binding Update's Home Address option. SetSignallingTap hands every Mobility Header packet
+// for the node to Signalling instead (after the tunnel, HAO and RH2 in place) and keeps it
+// from the stack; with the tap off, MH packets with a HAO are left to the stack untouched (a
+// packet socket still sees them: taps run before tc ingress), and Home Tests are never route
+// optimised. Send MH through a raw socket (IPPROTO_RAW, header included): the MN's egress
+// program tunnels a HoTI from the home address by itself.
 //
 // What the lab must set up around it:
 //   - MTU: the tunnel adds 40 bytes, the type 2 RH or the HAO 24 each (never both on one
@@ -57,6 +61,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
 )
 
@@ -96,13 +101,17 @@ type Options struct {
 
 // Datapath is one node's loaded MIPv6 datapath. Its methods are safe for concurrent use.
 type Datapath struct {
-	opts  Options
-	objs  mip6BPFObjects
-	mu    sync.Mutex
-	links map[int][]link.Link
+	opts   Options
+	objs   mip6BPFObjects
+	mu     sync.Mutex
+	links  map[int][]link.Link
+	reader *ringbuf.Reader
 }
 
-const flagMNRedirect = 1 << 0
+const (
+	flagMNRedirect    = 1 << 0
+	flagSignallingTap = 1 << 1
+)
 
 // Load loads the programs and maps. Nothing is attached yet.
 func Load(opts Options) (*Datapath, error) {
@@ -218,10 +227,14 @@ func (d *Datapath) Close() error {
 		errs = append(errs, closeLinks(ls))
 		delete(d.links, ifindex)
 	}
+	if d.reader != nil {
+		errs = append(errs, d.reader.Close())
+		d.reader = nil
+	}
 	d.mu.Unlock()
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
 		m := &d.objs.mip6BPFMaps
-		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers} {
+		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling} {
 			if m.IsPinned() {
 				errs = append(errs, m.Unpin())
 			}
@@ -427,6 +440,8 @@ var counterNames = []string{
 	"cn_hao_signalling",
 	"unsupported",
 	"errors",
+	"signalling",
+	"signalling_lost",
 }
 
 // CounterNames lists the counter names Counters returns.

@@ -30,6 +30,7 @@ func FuzzPrograms(f *testing.F) {
 		must(f, d.SetBinding(hoa, coa))
 	}
 	must(f, mn.SetRO(cn, true))
+	must(f, corr.SetSignallingTap(true))
 	progs := []struct {
 		name   string
 		prog   *ebpf.Program

@@ -39,6 +39,40 @@ static __always_inline int mip6_begin(struct __sk_buff *skb, struct mip6_ip6 *ip
 	return 1;
 }
 
+/* With the signalling tap on, a Mobility Header packet for this node is copied to the
+ * signalling ring and dropped (MIP6_CFG_SIGNALLING_TAP). Returns a verdict, or 1 when the
+ * packet is not the tap's. */
+static __always_inline int mip6_tap(struct __sk_buff *skb, const struct mip6_config *cfg,
+				    const struct mip6_ip6 *ip6)
+{
+	struct mip6_signal *sig;
+	__u64 len;
+
+	if (!(cfg->flags & MIP6_CFG_SIGNALLING_TAP) ||
+	    !mip6_is_mh(skb, ip6->nexthdr, MIP6_EXT_OFF))
+		return 1;
+	len = MIP6_IP6_HLEN + (__u64)bpf_ntohs(ip6->payload_len);
+	sig = bpf_ringbuf_reserve(&signalling, sizeof(*sig), 0);
+	if (!sig) {
+		mip6_count(MIP6_C_SIGNALLING_LOST);
+		return TCX_DROP;
+	}
+	/* Keep the bound check on the register the helper gets, where the verifier sees it. */
+	asm volatile("" : "+r"(len));
+	if (len < MIP6_IP6_HLEN || len > MIP6_SIGNAL_MAX ||
+	    bpf_skb_load_bytes(skb, MIP6_IP6_OFF, sig->data, len) < 0) {
+		bpf_ringbuf_discard(sig, 0);
+		mip6_count(MIP6_C_SIGNALLING_LOST);
+		return TCX_DROP;
+	}
+	sig->ts_ns = bpf_ktime_get_ns();
+	sig->ifindex = skb->ifindex;
+	sig->len = len;
+	bpf_ringbuf_submit(sig, 0);
+	mip6_count(MIP6_C_SIGNALLING);
+	return TCX_DROP;
+}
+
 static __always_inline void mip6_binding_used(struct mip6_binding *b)
 {
 	__sync_fetch_and_add(&b->packets, 1);
@@ -128,9 +162,14 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 		return rc;
 	if (!cfg)
 		return TCX_NEXT;
-	if (ip6.nexthdr == MIP6_NH_IPV6 &&
-	    mip6_addr_eq(&ip6.dst, (const struct mip6_addr *)cfg->home_agent))
-		return mip6_ha_reverse(skb, &ip6);
+	if (mip6_addr_eq(&ip6.dst, (const struct mip6_addr *)cfg->home_agent)) {
+		if (ip6.nexthdr == MIP6_NH_IPV6)
+			return mip6_ha_reverse(skb, &ip6);
+		rc = mip6_tap(skb, cfg, &ip6);
+		if (rc != 1)
+			return rc;
+		return TCX_NEXT;
+	}
 
 	/* s.10.4.1: packets for a registered home address are tunnelled to its care-of address. */
 	b = bpf_map_lookup_elem(&bindings, &ip6.dst);
@@ -258,8 +297,15 @@ int mip6_mn_ingress(struct __sk_buff *skb)
 		}
 		mip6_binding_used(b);
 		mip6_count(MIP6_C_MN_DETUNNELLED);
-		return TCX_PASS;
+		/* A Home Test comes through the tunnel (s.5.2.5). */
+		rc = mip6_tap(skb, cfg, &inner);
+		return rc == 1 ? TCX_PASS : rc;
 	}
+
+	/* Care-of Test, BAck or Binding Refresh Request, a BAck with its type 2 RH in place. */
+	rc = mip6_tap(skb, cfg, &ip6);
+	if (rc != 1)
+		return rc;
 
 	if (ip6.nexthdr == MIP6_NH_ROUTING) {
 		struct mip6_rh2 rh;
@@ -334,6 +380,7 @@ int mip6_cn_egress(struct __sk_buff *skb)
 SEC("tcx/ingress")
 int mip6_cn_ingress(struct __sk_buff *skb)
 {
+	struct mip6_config *cfg = mip6_get_config();
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
 	struct mip6_do d = {};
@@ -343,6 +390,12 @@ int mip6_cn_ingress(struct __sk_buff *skb)
 
 	if (rc != 1)
 		return rc;
+	if (cfg) {
+		/* HoTI, CoTI, and the BU with its Home Address option in place. */
+		rc = mip6_tap(skb, cfg, &ip6);
+		if (rc != 1)
+			return rc;
+	}
 	if (ip6.nexthdr != MIP6_NH_DSTOPTS)
 		return TCX_NEXT;
 	if (mip6_scan_dstopts(skb, MIP6_EXT_OFF, &d) < 0) {

@@ -18,6 +18,10 @@ enum mip6_config_flag {
 	/* MN: send redirected packets out of egress_ifindex via nexthop (bpf_redirect_neigh)
 	 * instead of the interface the route chose. */
 	MIP6_CFG_MN_REDIRECT = 1 << 0,
+	/* Mobility Header packets for this node go to the signalling ring and are dropped: this
+	 * kernel has no MIPv6, so it would discard a BU's Home Address option or a BAck's type 2
+	 * RH with an ICMP error, and answers any MH without a raw socket open with one. */
+	MIP6_CFG_SIGNALLING_TAP = 1 << 1,
 };
 
 struct mip6_config {
@@ -64,6 +68,8 @@ enum mip6_counter {
 	MIP6_C_CN_HAO_SIGNALLING,   /* Mobility Header with a HAO (Binding Update): left alone */
 	MIP6_C_UNSUPPORTED,         /* Hop-by-Hop header first: sent the unoptimised way */
 	MIP6_C_ERRORS,              /* a helper failed: dropped */
+	MIP6_C_SIGNALLING,          /* Mobility Header packets handed to the signalling ring */
+	MIP6_C_SIGNALLING_LOST,     /* ring full, or longer than MIP6_SIGNAL_MAX: dropped */
 	MIP6_C_MAX,
 };
 
@@ -92,6 +98,23 @@ struct {
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ro_peers SEC(".maps");
+
+#define MIP6_SIGNAL_MAX 1280 /* the IPv6 minimum MTU: more than any MH message we build */
+
+/* One Mobility Header packet for the signalling, as it arrived (after the tunnel was removed;
+ * the Home Address option and type 2 RH still in place). */
+struct mip6_signal {
+	__u64 ts_ns;
+	__u32 ifindex;
+	__u32 len; /* bytes of IPv6 packet in data */
+	__u8 data[MIP6_SIGNAL_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} signalling SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -165,6 +165,15 @@ static __always_inline int mip6_is_mh_type(struct __sk_buff *skb, __u8 nh, __u32
 	return mh_type == type;
 }
 
+/* Whether the upper layer behind the headers at off is a Mobility Header. */
+static __always_inline int mip6_is_mh(struct __sk_buff *skb, __u8 nh, __u32 off)
+{
+	__u8 proto = 0;
+	__u32 l4 = 0;
+
+	return mip6_upper(skb, nh, off, &proto, &l4) == 0 && proto == MIP6_NH_MOBILITY;
+}
+
 /* Scans the Destination Options header at off for the Home Address option. -1: malformed
  * (options running past the header, a HAO of the wrong length or alignment, more than one). */
 static __always_inline int mip6_scan_dstopts(struct __sk_buff *skb, __u32 off, struct mip6_do *d)

@@ -46,6 +46,9 @@ func TestSessionAPI(t *testing.T) {
 	must(t, d.PutSession(s))
 	got, err := d.GetSession(nidA, nidB)
 	must(t, err)
+	if now := MonotonicNs(); got.CreatedNs == 0 || got.CreatedNs > now {
+		t.Fatalf("clock: now %d, created %d", now, got.CreatedNs)
+	}
 	if got.LocalNonce.Len() != 12 || got.RemoteNonce != first || got.Flags != SessionSoft || len(got.RemoteLocators) != 1 ||
 		got.RemoteLocators[0] != s.RemoteLocators[0] || got.LocalAddr() != addr(lA1, nidA) || got.RemoteAddr() != addr(lB1, nidB) {
 		t.Fatalf("round trip: %+v", got)

@@ -434,7 +434,7 @@ func (d *Datapath) PutSession(s Session) error {
 			_ = d.objs.NonceIndex.Delete(nonceKey(s.RemoteNID, old))
 		}
 	} else {
-		v = ilnpBPFIlnpSession{}
+		v = ilnpBPFIlnpSession{CreatedNs: MonotonicNs()}
 	}
 	v.LocalView = be64(uint64(s.LocalView))
 	v.RemoteView = be64(uint64(s.RemoteView))

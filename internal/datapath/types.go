@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"ilnp/internal/wire"
 )
 
@@ -229,3 +231,13 @@ var counterNames = []string{
 
 // CounterNames lists the counter names Counters returns, in datapath order.
 func CounterNames() []string { return append([]string(nil), counterNames...) }
+
+// MonotonicNs is CLOCK_MONOTONIC in nanoseconds, the clock of Session's timestamps and
+// Event.Ns (bpf_ktime_get_ns): idle time is MonotonicNs() - max(LastTxNs, LastRxNs).
+func MonotonicNs() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}

@@ -308,3 +308,30 @@ func TestScheduler(t *testing.T) {
 		last = d
 	}
 }
+
+func TestParseLinkArg(t *testing.T) {
+	l, err := ParseLinkArg("r1r2a,r1r2b,wan,lan")
+	if err != nil || l.A != "r1r2a" || l.B != "r1r2b" || l.AtoB.Delay != 100*time.Millisecond || l.BtoA != (Shape{}) {
+		t.Errorf("ParseLinkArg = %+v, %v", l, err)
+	}
+	for _, bad := range []string{"", "a,b", "a,a,lan", ",b,lan", "a,b,lan,lan,lan", "a,b,moon"} {
+		if _, err := ParseLinkArg(bad); err == nil {
+			t.Errorf("ParseLinkArg(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseLinkArg(f *testing.F) {
+	for _, s := range []string{"r1r2a,r1r2b,wan", "a,b,delay=1ms+loss=1%,3g", "a,b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, arg string) {
+		l, err := ParseLinkArg(arg)
+		if err != nil {
+			return
+		}
+		if l.A == "" || l.B == "" || l.A == l.B {
+			t.Fatalf("accepted %q as %+v", arg, l)
+		}
+	})
+}

@@ -35,12 +35,14 @@ import (
 // ones). A UDP GSO sender (UDP_SEGMENT) checks that ILNP works with GSO super-packets.
 func TestNetnsLocatorFlip(t *testing.T) {
 	nstest.RequireTool(t, "tcpdump", "tshark", "ethtool")
-	t.Run("tso-off", func(t *testing.T) { testLocatorFlip(t, true) })
-	t.Run("tso-on-router-mtu-1600", func(t *testing.T) { testLocatorFlip(t, false) })
+	t.Run("tso-off", func(t *testing.T) { testLocatorFlip(t, true, false) })
+	t.Run("tso-on-router-mtu-1600", func(t *testing.T) { testLocatorFlip(t, false, false) })
+	// With draft-bhatti checksums tshark can judge every packet, ILNP TCP/UDP included.
+	t.Run("tso-off-ipv6-checksums", func(t *testing.T) { testLocatorFlip(t, true, true) })
 }
 
-func testLocatorFlip(t *testing.T, hostTSOOff bool) {
-	tp := newTopo(t, topoOptions{hostTSOOff: hostTSOOff})
+func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
+	tp := newTopo(t, topoOptions{hostTSOOff: hostTSOOff, datapath: Options{IPv6Checksums: ipv6Checksums}})
 	dir := t.TempDir()
 	caps := map[string]string{"r1": filepath.Join(dir, "r1.pcap"), "r2": filepath.Join(dir, "r2.pcap")}
 	if !hostTSOOff {
@@ -333,7 +335,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff bool) {
 		}
 	}
 	for dev, file := range caps {
-		checkCapture(t, dev, file)
+		checkCapture(t, dev, file, ipv6Checksums)
 	}
 }
 
@@ -392,9 +394,11 @@ func sendLocatorUpdate(t *testing.T, tp *topo, lus <-chan receivedLU) {
 	}
 }
 
-// checkCapture verifies every checksum in a capture: tshark (validation on) for packets whose
-// checksum it can judge (ICMPv6 and plain IPv6), Go for ILNP TCP/UDP (locators as zero).
-func checkCapture(t *testing.T, dev, file string) {
+// checkCapture verifies every checksum in a capture, twice: tshark (validation on) for the
+// packets whose checksum it can judge (all of them with IPv6 checksums; otherwise ICMPv6 and
+// plain IPv6, since tshark does not know the locators-as-zero rule of ILNP TCP/UDP), and Go for
+// every TCP/UDP/ICMPv6 packet under the rule in force.
+func checkCapture(t *testing.T, dev, file string, ipv6Checksums bool) {
 	t.Helper()
 	out, err := exec.Command("tshark", "-r", file, "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
 		"-T", "fields", "-E", "separator=,", "-e", "ipv6.opt.ilnp_nonce", "-e", "tcp.checksum.status", "-e", "udp.checksum.status",
@@ -409,7 +413,7 @@ func checkCapture(t *testing.T, dev, file string) {
 			continue
 		}
 		judge := f[1:]
-		if f[0] != "" {
+		if f[0] != "" && !ipv6Checksums {
 			judge = f[3:] // ILNP: only ICMPv6 uses the ordinary pseudo-header
 		}
 		for _, s := range judge {
@@ -439,7 +443,7 @@ func checkCapture(t *testing.T, dev, file string) {
 		src, dst := p.IPv6.Src, p.IPv6.Dst
 		if _, ok := p.Nonce(); ok {
 			ilnp++
-			if p.Proto != wire.ProtoICMPv6 {
+			if p.Proto != wire.ProtoICMPv6 && !ipv6Checksums {
 				src, dst = zeroLocator(src), zeroLocator(dst)
 			}
 		}

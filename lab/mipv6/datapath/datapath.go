@@ -23,6 +23,7 @@
 //
 // Transport checksums are never touched: sockets compute them over the home address and both
 // RFC 6275 headers keep the home address as the pseudo-header's address (s.6.3, s.6.4).
+//
 // Signalling: this kernel has no CONFIG_IPV6_MIP6, so it discards packets with option 201 or a
 // type 2 Routing header itself (ICMP Parameter Problem) and a raw IPv6 socket never sees a
 // Binding Update's Home Address option. SetSignallingTap hands every Mobility Header packet
@@ -36,8 +37,9 @@
 //   - MTU: the tunnel adds 40 bytes, the type 2 RH or the HAO 24 each (never both on one
 //     packet). The programs keep gso_size (FIXED_GSO), and veth drops an oversized frame
 //     silently, so the CN and the MN use routes with mtu 1460 advmss 1400 towards each other
-//     (e.g. their default routes); the HA drops and counts (ha_too_big) what its route MTU
-//     cannot take rather than sending it. Router links at MTU 1600 is the other option.
+//     (e.g. their default routes). What would still not fit the egress device (a GSO packet
+//     counts by its segments) is dropped and counted (ha_too_big, mn_too_big, cn_too_big),
+//     not sent: no Packet Too Big is generated. Router links at MTU 1600 is the other option.
 //   - GSO: TSO off (ethtool -K IF tso off) on the CN's and MN's veths keeps routers from
 //     forwarding super-packets that carry extension headers (the kernel bug in
 //     /work/shared/notes/platform.md); the tunnel itself copes with GSO either way.
@@ -442,6 +444,8 @@ var counterNames = []string{
 	"errors",
 	"signalling",
 	"signalling_lost",
+	"mn_too_big",
+	"cn_too_big",
 }
 
 // CounterNames lists the counter names Counters returns.

@@ -39,6 +39,19 @@ static __always_inline int mip6_begin(struct __sk_buff *skb, struct mip6_ip6 *ip
 	return 1;
 }
 
+/* Whether a packet of wire_len bytes plus overhead fits the MTU of ifindex (0: the skb's
+ * device). veth drops an oversized frame without a trace, so callers drop and count instead
+ * (the lab's route MTUs keep this from happening, package doc). */
+static __always_inline int mip6_fits(struct __sk_buff *skb, __u32 ifindex, __u32 wire_len,
+				     __u32 overhead)
+{
+	__u32 mtu = 0;
+
+	if (!wire_len || bpf_check_mtu(skb, ifindex, &mtu, 0, 0) < 0 || !mtu)
+		return 1;
+	return wire_len + overhead <= mtu;
+}
+
 /* With the signalling tap on, a Mobility Header packet for this node is copied to the
  * signalling ring and dropped (MIP6_CFG_SIGNALLING_TAP). Returns a verdict, or 1 when the
  * packet is not the tap's. */
@@ -83,7 +96,7 @@ static __always_inline void mip6_binding_used(struct mip6_binding *b)
  * MTUs so that it does not happen: package doc); anything the lookup cannot forward (local
  * destination, no route) goes to the stack. */
 static __always_inline int mip6_ha_forward(struct __sk_buff *skb, const struct mip6_addr *src,
-					   const struct mip6_addr *dst)
+					   const struct mip6_addr *dst, __u32 wire_len)
 {
 	struct bpf_fib_lookup fib = {};
 	struct bpf_redir_neigh nh = {.nh_family = MIP6_AF_INET6};
@@ -97,7 +110,8 @@ static __always_inline int mip6_ha_forward(struct __sk_buff *skb, const struct m
 	__builtin_memcpy(fib.ipv6_src, src, 16);
 	__builtin_memcpy(fib.ipv6_dst, dst, 16);
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ||
+	    (rc == BPF_FIB_LKUP_RET_SUCCESS && !mip6_fits(skb, fib.ifindex, wire_len, 0))) {
 		mip6_count(MIP6_C_HA_TOO_BIG);
 		return TCX_DROP;
 	}
@@ -118,6 +132,8 @@ static __always_inline int mip6_ha_reverse(struct __sk_buff *skb, const struct m
 	struct mip6_ip6 inner;
 	int rc;
 
+	__u32 wire_len;
+
 	if (mip6_load_ip6(skb, MIP6_EXT_OFF, &inner) < 0 ||
 	    MIP6_IP6_HLEN + bpf_ntohs(inner.payload_len) != bpf_ntohs(outer->payload_len)) {
 		mip6_count(MIP6_C_MALFORMED);
@@ -136,7 +152,8 @@ static __always_inline int mip6_ha_reverse(struct __sk_buff *skb, const struct m
 	mip6_count(MIP6_C_HA_DECAPSULATED);
 	if (inner.hop_limit <= 1)
 		return TCX_PASS; /* the stack sends Time Exceeded */
-	rc = mip6_ha_forward(skb, &inner.src, &inner.dst);
+	wire_len = mip6_wire_len(skb, &inner);
+	rc = mip6_ha_forward(skb, &inner.src, &inner.dst, wire_len);
 	if (rc == TCX_REDIRECT) {
 		/* Forwarded by us, so the hop limit is ours to decrement (RFC 8200 s.3). */
 		inner.hop_limit--;
@@ -156,6 +173,7 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 	struct mip6_config *cfg = mip6_get_config();
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
+	__u32 wire_len;
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
@@ -180,6 +198,7 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 		return TCX_NEXT;
 	}
 	/* The HA forwards the original packet into the tunnel (RFC 2473 s.3.1). */
+	wire_len = mip6_wire_len(skb, &ip6);
 	ip6.hop_limit--;
 	if (bpf_skb_store_bytes(skb, MIP6_IP6_OFF + 7, &ip6.hop_limit, 1, BPF_F_RECOMPUTE_CSUM) < 0 ||
 	    mip6_encap(skb, &ip6, (const struct mip6_addr *)cfg->home_agent,
@@ -190,7 +209,7 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 	mip6_binding_used(b);
 	mip6_count(MIP6_C_HA_ENCAPSULATED);
 	return mip6_ha_forward(skb, (const struct mip6_addr *)cfg->home_agent,
-			       (const struct mip6_addr *)b->coa);
+			       (const struct mip6_addr *)b->coa, wire_len ? wire_len + MIP6_IP6_HLEN : 0);
 }
 
 /* MN: where a packet it rewrote leaves. */
@@ -218,8 +237,8 @@ int mip6_mn_egress(struct __sk_buff *skb)
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
 	struct mip6_addr coa;
+	__u32 l4 = 0, wire_len, out_ifindex;
 	__u8 proto = 0;
-	__u32 l4 = 0;
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
@@ -230,6 +249,8 @@ int mip6_mn_egress(struct __sk_buff *skb)
 	if (!b)
 		return TCX_NEXT; /* at home, or not from a home address */
 	__builtin_memcpy(&coa, b->coa, 16);
+	wire_len = mip6_wire_len(skb, &ip6);
+	out_ifindex = cfg->flags & MIP6_CFG_MN_REDIRECT ? cfg->egress_ifindex : 0;
 
 	if (bpf_map_lookup_elem(&ro_peers, &ip6.dst) &&
 	    mip6_upper(skb, ip6.nexthdr, MIP6_EXT_OFF, &proto, &l4) == 0 &&
@@ -239,6 +260,10 @@ int mip6_mn_egress(struct __sk_buff *skb)
 			 * fixed header: the tunnel takes such a packet. */
 			mip6_count(MIP6_C_UNSUPPORTED);
 		} else {
+			if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_HAO_HDR_LEN)) {
+				mip6_count(MIP6_C_MN_TOO_BIG);
+				return TCX_DROP;
+			}
 			if (mip6_insert_hao(skb, &ip6, &coa) < 0) {
 				mip6_count(MIP6_C_ERRORS);
 				return TCX_DROP;
@@ -252,6 +277,10 @@ int mip6_mn_egress(struct __sk_buff *skb)
 	if (mip6_addr_zero((const struct mip6_addr *)cfg->home_agent)) {
 		mip6_count(MIP6_C_MN_NO_HOME_AGENT);
 		return TCX_NEXT;
+	}
+	if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_IP6_HLEN)) {
+		mip6_count(MIP6_C_MN_TOO_BIG);
+		return TCX_DROP;
 	}
 	if (mip6_encap(skb, &ip6, &coa, (const struct mip6_addr *)cfg->home_agent) < 0) {
 		mip6_count(MIP6_C_ERRORS);
@@ -363,6 +392,10 @@ int mip6_cn_egress(struct __sk_buff *skb)
 	}
 	if (mip6_is_mh_type(skb, ip6.nexthdr, MIP6_EXT_OFF, MIP6_MH_HOME_TEST))
 		return TCX_NEXT;
+	if (!mip6_fits(skb, 0, mip6_wire_len(skb, &ip6), MIP6_RH2_LEN)) {
+		mip6_count(MIP6_C_CN_TOO_BIG);
+		return TCX_DROP;
+	}
 	__builtin_memcpy(&coa, b->coa, 16);
 	if (mip6_insert_rh2(skb, &ip6, &coa) < 0) {
 		mip6_count(MIP6_C_ERRORS);

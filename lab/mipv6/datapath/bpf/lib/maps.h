@@ -70,6 +70,8 @@ enum mip6_counter {
 	MIP6_C_ERRORS,              /* a helper failed: dropped */
 	MIP6_C_SIGNALLING,          /* Mobility Header packets handed to the signalling ring */
 	MIP6_C_SIGNALLING_LOST,     /* ring full, or longer than MIP6_SIGNAL_MAX: dropped */
+	MIP6_C_MN_TOO_BIG,          /* tunnel or HAO would exceed the device MTU: dropped */
+	MIP6_C_CN_TOO_BIG,          /* the type 2 RH would exceed the device MTU: dropped */
 	MIP6_C_MAX,
 };
 

@@ -174,6 +174,27 @@ static __always_inline int mip6_is_mh(struct __sk_buff *skb, __u8 nh, __u32 off)
 	return mip6_upper(skb, nh, off, &proto, &l4) == 0 && proto == MIP6_NH_MOBILITY;
 }
 
+/* The largest IPv6 packet this skb becomes on the wire: itself, or for a GSO packet one full
+ * segment (headers up to the upper layer, its header, gso_size). 0 when it cannot tell. */
+static __always_inline __u32 mip6_wire_len(struct __sk_buff *skb, const struct mip6_ip6 *ip6)
+{
+	__u8 proto = 0, doff;
+	__u32 l4 = 0;
+
+	if (!skb->gso_size)
+		return skb->len - MIP6_ETH_HLEN;
+	if (mip6_upper(skb, ip6->nexthdr, MIP6_EXT_OFF, &proto, &l4) < 0)
+		return 0;
+	if (proto == 6) {
+		if (bpf_skb_load_bytes(skb, l4 + 12, &doff, 1) < 0)
+			return 0;
+		return l4 - MIP6_ETH_HLEN + (doff >> 4) * 4 + skb->gso_size;
+	}
+	if (proto == 17)
+		return l4 - MIP6_ETH_HLEN + 8 + skb->gso_size;
+	return 0;
+}
+
 /* Scans the Destination Options header at off for the Home Address option. -1: malformed
  * (options running past the header, a HAO of the wrong length or alignment, more than one). */
 static __always_inline int mip6_scan_dstopts(struct __sk_buff *skb, __u32 off, struct mip6_do *d)

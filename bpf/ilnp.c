@@ -28,16 +28,18 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Sends the translated packet out of the active local locator's interface via its router
- * (explicit next hop: with a NULL next hop the FIB lookup honours the source address and may
- * pick the wrong device, platform.md). */
+/* Sends the translated packet out of the active local locator's interface when that is not the
+ * one the routing table chose, via the locator's router (explicit next hop: with a NULL next hop
+ * the FIB lookup honours the source address and may pick the wrong device, platform.md). On the
+ * chosen interface the stack's link-layer header already points at the router for the view
+ * address, which is the locator's router when the daemon's routes go via it. */
 static __always_inline int ilnp_egress_redirect(struct __sk_buff *skb, __be64 local, int nonce)
 {
 	struct ilnp_local_locator *loc = bpf_map_lookup_elem(&local_locators, &local);
 	struct bpf_redir_neigh nh = {.nh_family = ILNP_AF_INET6};
 	__u64 *hop;
 
-	if (!loc || !loc->ifindex)
+	if (!loc || !loc->ifindex || loc->ifindex == skb->ifindex)
 		return TCX_PASS;
 	if (!nonce)
 		skb->mark = ILNP_REDIRECT_MARK;

@@ -24,8 +24,9 @@
 // the nonce option (16 bytes for 12-byte nonces) right after the fixed IPv6 header, inserted
 // with bpf_skb_adjust_room(BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO); the transport checksum
 // fixed incrementally (bpf_l4_csum_replace with BPF_F_PSEUDO_HDR, BPF_F_MARK_MANGLED_0 for UDP);
-// and a bpf_redirect_neigh to the active local locator's interface with the router's link-local
-// as explicit next hop. Everything else passes untouched (dual stack): other addresses between
+// and, when the active local locator lives on another interface than the one the routing table
+// chose, a bpf_redirect_neigh there with the router's link-local as explicit next hop (on the
+// chosen interface the stack's link-layer header already points at its router). Everything else passes untouched (dual stack): other addresses between
 // the same hosts, packets that already carry a nonce (our own after a redirect, or built by the
 // daemon), sessions flagged SessionIPv6Fallback. Hop-by-Hop packets of a session are dropped
 // (the nonce must come first but Hop-by-Hop must stay first, RFC 8200 s.4.1), as are malformed
@@ -113,8 +114,10 @@
 //   - Per local locator, the interface and the router's link-local (LocalLocator.NextHop):
 //     with no next hop bpf_redirect_neigh's FIB lookup honours the source address and may pick
 //     the wrong device.
-//   - Routes for peers' session-view addresses via a router, not on-link: the stack resolves
-//     the view address's neighbour before the tc hook runs.
+//   - Routes for peers' session-view addresses via a router, not on-link, and on each interface
+//     via the router given as that interface's locators' NextHop: the stack resolves the view
+//     address's neighbour before the tc hook runs, and a packet that stays on its interface keeps
+//     that link-layer header.
 //   - A kernel bug on forwarding routers: ip6_forward computes the segment length of a TSO/GRO
 //     super-packet carrying the nonce header as if TCP followed the fixed header (it reads the
 //     data offset from the option bytes) and drops it as too big, depending on the sequence

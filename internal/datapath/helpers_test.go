@@ -116,8 +116,13 @@ func newDatapath(t testing.TB, opts Options) *Datapath {
 	return d
 }
 
-// host configures d as one end of the A-B session: local NID, both local locators (the
-// second active, ifindex 1 so egress redirects), the session with both nonces.
+// BPF_PROG_TEST_RUN runs packets on lo (ifindex 1). The first locator lives there, the second
+// (active) one on another interface, so egress redirects (the redirect itself is not performed
+// by a test run).
+const otherIfindex = 2
+
+// host configures d as one end of the A-B session: local NID, both local locators, the session
+// with both nonces.
 type host struct {
 	nid, peer            wire.NID
 	l1, l2, peer1, peer2 wire.L64
@@ -152,7 +157,7 @@ func (h host) setup(t testing.TB, d *Datapath, withSession bool) {
 	t.Helper()
 	must(t, d.SetLocalNID(h.nid, h.l1))
 	must(t, d.PutLocalLocator(LocalLocator{Locator: h.l1, State: LocatorValid, Ifindex: 1, NextHop: netip.MustParseAddr("fe80::1")}))
-	must(t, d.PutLocalLocator(LocalLocator{Locator: h.l2, State: LocatorActive, Ifindex: 1, NextHop: netip.MustParseAddr("fe80::2")}))
+	must(t, d.PutLocalLocator(LocalLocator{Locator: h.l2, State: LocatorActive, Ifindex: otherIfindex, NextHop: netip.MustParseAddr("fe80::2")}))
 	must(t, d.SetActiveLocator(h.l2))
 	if !withSession {
 		return

@@ -618,6 +618,27 @@ func TestEgressFallbackAndHopByHop(t *testing.T) {
 	}
 }
 
+// The active locator on the interface the packet already leaves from: translated, no redirect.
+func TestEgressSameInterfaceNoRedirect(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	must(t, d.SetActiveLocator(h.l1))
+	in := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoUDP, wire.AppendUDP(nil, h.viewSrc(), h.viewDst(), 1, 2, payload)))
+	ret, out := d.egress(t, in)
+	if ret != verdictPass {
+		t.Fatalf("verdict %d, want pass", ret)
+	}
+	p, pkt := parseFrame(t, out)
+	if _, ok := p.Nonce(); !ok || p.IPv6.Src != addr(h.l1, h.nid) || p.IPv6.Dst != h.wireDst() {
+		t.Fatalf("not translated: %v -> %v", p.IPv6.Src, p.IPv6.Dst)
+	}
+	checkWireChecksum(t, p, pkt)
+	if c := counter(t, d, "egress_redirected"); c != 0 {
+		t.Fatalf("egress_redirected = %d", c)
+	}
+}
+
 // "First N packets" mode (RFC 6744 s.6): the nonce stops after N packets but ICMPv6 always
 // carries it; the receiver accepts the session's nonce-less packets.
 func TestNonceFirstN(t *testing.T) {

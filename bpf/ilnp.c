@@ -132,7 +132,7 @@ int ilnp_egress(struct __sk_buff *skb)
 		return TCX_DROP;
 	}
 	__sync_fetch_and_add(&sess->tx_packets, 1);
-	sess->last_tx_ns = bpf_ktime_get_ns();
+	sess->last_tx_ns = bpf_ktime_get_coarse_ns();
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
@@ -208,7 +208,7 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 		return TCX_DROP;
 	}
 	__sync_fetch_and_add(&sess->rx_packets, 1);
-	sess->last_rx_ns = bpf_ktime_get_ns();
+	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
 	ilnp_count(ILNP_C_IN_NO_NONCE_ACCEPTED);
 	ilnp_count(ILNP_C_IN_ILNP);
 	return TCX_NEXT;
@@ -222,7 +222,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	struct ilnp_nonce_key nk = {};
 	struct ilnp_session *sess = 0;
 	struct ilnp_local_locator *loc;
-	struct ilnp_local_nid *nid;
+	struct ilnp_local_nid *nid = 0;
 	struct ilnp_config *cfg;
 	const __u8 *addrs;
 	int learn = 0, is_lu;
@@ -256,19 +256,6 @@ int ilnp_ingress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_IN_MALFORMED);
 		return TCX_DROP;
 	}
-	nid = bpf_map_lookup_elem(&local_nids, &pkt.ip6.dst_nid);
-	if (!nid) {
-		ilnp_count(ILNP_C_IN_NOT_LOCAL_NID);
-		return TCX_NEXT;
-	}
-	/* Accepted on any valid local locator: the old one during a soft handoff too. */
-	loc = bpf_map_lookup_elem(&local_locators, &pkt.ip6.dst_l64);
-	if (!loc || !ilnp_locator_usable(loc->state)) {
-		ilnp_count(ILNP_C_IN_INVALID_LOCAL_LOCATOR);
-		ilnp_emit(ILNP_EV_INVALID_LOCAL_LOCATOR, skb->ifindex, pkt.ip6.dst_nid, pkt.ip6.src_nid, addrs);
-		return TCX_DROP;
-	}
-
 	/* RFC 6741 s.5.4: <remote NID, nonce> finds the session. */
 	nk.remote_nid = pkt.ip6.src_nid;
 	nk.nonce_len = pkt.nonce_len;
@@ -277,6 +264,21 @@ int ilnp_ingress(struct __sk_buff *skb)
 	if (found && found->local_nid == pkt.ip6.dst_nid) {
 		key = *found;
 		sess = bpf_map_lookup_elem(&sessions, &key);
+	}
+	if (!sess) {
+		/* Not one of our sessions: is it for us at all? (A session is always ours.) */
+		nid = bpf_map_lookup_elem(&local_nids, &pkt.ip6.dst_nid);
+		if (!nid) {
+			ilnp_count(ILNP_C_IN_NOT_LOCAL_NID);
+			return TCX_NEXT;
+		}
+	}
+	/* Accepted on any valid local locator: the old one during a soft handoff too. */
+	loc = bpf_map_lookup_elem(&local_locators, &pkt.ip6.dst_l64);
+	if (!loc || !ilnp_locator_usable(loc->state)) {
+		ilnp_count(ILNP_C_IN_INVALID_LOCAL_LOCATOR);
+		ilnp_emit(ILNP_EV_INVALID_LOCAL_LOCATOR, skb->ifindex, pkt.ip6.dst_nid, pkt.ip6.src_nid, addrs);
+		return TCX_DROP;
 	}
 	if (!sess) {
 		key.local_nid = pkt.ip6.dst_nid;
@@ -290,7 +292,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 		if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
 		} else {
-			sess = ilnp_new_responder(skb, &pkt, cfg, nid, &key);
+			sess = nid ? ilnp_new_responder(skb, &pkt, cfg, nid, &key) : 0;
 			if (!sess) {
 				ilnp_count(ILNP_C_IN_ERRORS);
 				return TCX_DROP;
@@ -325,7 +327,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return TCX_DROP;
 	}
 	__sync_fetch_and_add(&sess->rx_packets, 1);
-	sess->last_rx_ns = bpf_ktime_get_ns();
+	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	return TCX_NEXT;

@@ -97,8 +97,8 @@ struct ilnp_session {
 	__u32 flags;           /* enum ilnp_session_flag */
 	__u64 tx_packets;
 	__u64 rx_packets;
-	__u64 created_ns;      /* bpf_ktime_get_ns */
-	__u64 last_tx_ns;
+	__u64 created_ns;      /* CLOCK_MONOTONIC */
+	__u64 last_tx_ns;      /* CLOCK_MONOTONIC_COARSE: enough for idle timers */
 	__u64 last_rx_ns;
 };
 

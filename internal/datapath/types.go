@@ -123,7 +123,8 @@ type Session struct {
 	RemoteNonce wire.Nonce
 	Flags       SessionFlags
 
-	// Read-only statistics kept by the datapath (CLOCK_MONOTONIC ns).
+	// Read-only statistics kept by the datapath, CLOCK_MONOTONIC ns (LastTxNs and LastRxNs from
+	// the coarse clock: a few ms resolution, enough for idle timers).
 	TxPackets, RxPackets          uint64
 	CreatedNs, LastTxNs, LastRxNs uint64
 }

@@ -37,7 +37,7 @@ type mipTopo struct {
 
 const hostRoute = "mtu 1460 advmss 1400"
 
-func newMIPTopo(t *testing.T, tsoOff bool) *mipTopo {
+func newMIPTopo(t testing.TB, tsoOff bool) *mipTopo {
 	t.Helper()
 	nstest.RequireTool(t, "tcpdump", "tshark", "ethtool")
 	tp := &mipTopo{cn: nstest.New(t, "mipCN"), r1: nstest.New(t, "mipR1"), r2: nstest.New(t, "mipR2"),
@@ -93,7 +93,7 @@ func newMIPTopo(t *testing.T, tsoOff bool) *mipTopo {
 // moveToForeignLink is the MN leaving home the thesis's way (the home link goes down), then
 // what signalling would do, by map updates only: the CoA on L3, the HA's binding cache entry
 // and proxy ND for the HoA, the MN's own binding.
-func (tp *mipTopo) moveToForeignLink(t *testing.T) {
+func (tp *mipTopo) moveToForeignLink(t testing.TB) {
 	t.Helper()
 	tp.mn.Run("ip", "link", "set", "m2", "down")
 	tp.mn.Run("ip", "addr", "add", coa.String()+"/64", "dev", "m3", "nodad")

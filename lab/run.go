@@ -16,6 +16,7 @@ import (
 
 	"ilnp/internal/timeline"
 	"ilnp/lab/measure"
+	"ilnp/lab/netns"
 	"ilnp/lab/pcap"
 	"ilnp/lab/plots"
 	"ilnp/lab/summary"
@@ -287,6 +288,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	mnCap.Stop(3 * time.Second)
 	cnCap.Stop(3 * time.Second)
 	mode.Collect(topo, dir)
+	// Kernel counters of the end hosts (drops by the stack do not show in a capture).
+	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
+		if out, err := ns.Run("nstat", "-az"); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
+		}
+	}
 	// The RTT that bounds the handoff delay is the one via the network the MN moved to
 	// (thesis 4.4: one RTT between MN and CN); the MN is only in L3 now.
 	progress("measuring RTT via L3")

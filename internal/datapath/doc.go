@@ -126,6 +126,12 @@
 //     The netns test uses the first (it also turns TX checksum offload off so captured
 //     checksums are final), the throughput benchmark the second. The programs use FIXED_GSO, so
 //     ILNP works with GSO on.
+//   - IPv6 BIG TCP off on ILNP interfaces (gso_max_size <= 65536, the default): its
+//     super-packets carry a Hop-by-Hop jumbo option and payload length 0, which the nonce cannot
+//     precede; the datapath drops them for ILNP sessions (counted as malformed).
+//   - After a flip to an interface whose router's neighbour entry is not resolved yet, packets
+//     wait in the neighbour queue and a burst can overflow it: keep the routers' entries fresh
+//     (they normally are, from RAs) or expect the LU retransmission to cover a loss.
 //   - Unbound UDP servers answer from a source address the kernel picks; on a host with several
 //     addresses that may not be the session view, and the reply leaves as plain IPv6. Servers
 //     bind the identity address (or use IPV6_PKTINFO), as for any multihomed IPv6 host.

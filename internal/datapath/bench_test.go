@@ -76,7 +76,7 @@ func benchProgram(b *testing.B, egress bool) float64 {
 	return ns
 }
 
-// benchThroughput runs iperf3 from A to B in pairs of 2-second runs, ILNP (B's session-view
+// benchThroughput runs iperf3 from A to B in pairs of 3-second runs, ILNP (B's session-view
 // address) and plain IPv6 (another address of B), over the same path with the same offloads: TSO
 // on and the router's links at MTU 1600 (the workaround for the router GSO bug, platform.md).
 // The order inside a pair alternates. The machine is shared, so each figure is the median over
@@ -125,7 +125,7 @@ func median(v []float64) float64 {
 
 func iperf(b *testing.B, tp *topo, dst netip.Addr) float64 {
 	b.Helper()
-	out, err := tp.a.Try("iperf3", "-c", dst.String(), "-p", "5201", "-t", "2", "-J")
+	out, err := tp.a.Try("iperf3", "-c", dst.String(), "-p", "5201", "-t", "3", "-J")
 	if err != nil {
 		b.Fatalf("iperf3 to %v: %v", dst, err)
 	}

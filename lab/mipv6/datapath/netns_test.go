@@ -193,6 +193,89 @@ func startEchoFlow(t *testing.T, ctx context.Context, tp *mipTopo) *echoFlow {
 	return f
 }
 
+// udpEcho is a UDP exchange CN -> HoA: numbered datagrams every 5 ms, the MN echoes them.
+type udpEcho struct{ replies atomic.Int64 }
+
+func startUDPEcho(t *testing.T, ctx context.Context, tp *mipTopo) *udpEcho {
+	t.Helper()
+	u := &udpEcho{}
+	var srv net.PacketConn
+	must(t, tp.mn.Do(func() error {
+		var err error
+		srv, err = net.ListenPacket("udp6", netip.AddrPortFrom(hoa, 5002).String())
+		return err
+	}))
+	t.Cleanup(func() { srv.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = srv.WriteTo(buf[:n], from)
+		}
+	}()
+	var c net.Conn
+	must(t, tp.cn.Do(func() error {
+		var err error
+		c, err = net.Dial("udp6", netip.AddrPortFrom(hoa, 5002).String())
+		return err
+	}))
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		msg := make([]byte, 512)
+		for i := 0; ctx.Err() == nil; i++ {
+			msg[0], msg[1] = byte(i>>8), byte(i)
+			_, _ = c.Write(msg) // refused/unreachable while moving: keep going
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	go func() {
+		buf := make([]byte, 2048)
+		for ctx.Err() == nil {
+			if _, err := c.Read(buf); err != nil {
+				if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue // ICMP errors during the move surface here
+			}
+			u.replies.Add(1)
+		}
+	}()
+	return u
+}
+
+func (u *udpEcho) progresses(t *testing.T, n int64, timeout time.Duration, what string) {
+	t.Helper()
+	start := u.replies.Load()
+	deadline := time.Now().Add(timeout)
+	for u.replies.Load() < start+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: only %d of %d UDP replies in %v", what, u.replies.Load()-start, n, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// returnHome is the MN coming back: route optimisation ended first (the MN stops the HAO, then
+// the CN's binding goes, each after packets in flight had time to land: otherwise they are
+// counted drops, cn_hao_no_binding and mn_rh2_unknown), then the home link up with the HoA on
+// it, deregistration at the HA, proxy ND off.
+func (tp *mipTopo) returnHome(t testing.TB) {
+	t.Helper()
+	must(t, tp.mn6.SetRO(cn, false))
+	time.Sleep(50 * time.Millisecond)
+	must(t, tp.corr.DeleteBinding(hoa))
+	time.Sleep(50 * time.Millisecond)
+	tp.mn.Run("ip", "link", "set", "m2", "up")
+	tp.mn.Run("ip", "addr", "add", hoa.String()+"/64", "dev", "m2", "nodad")
+	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", ha.String(), "dev", "m2"}, strings.Fields(hostRoute)...)...)
+	must(t, tp.ha.DeleteBinding(hoa))
+	must(t, tp.r2.Do(func() error { return ProxyND(tp.r2h, hoa, false) }))
+	must(t, tp.mn6.DeleteBinding(hoa))
+}
+
 // progresses waits until at least n more bytes came back, failing on a flow error.
 func (f *echoFlow) progresses(t *testing.T, n int64, timeout time.Duration, what string) {
 	t.Helper()
@@ -263,12 +346,13 @@ func dissect(t *testing.T, file string) []captured {
 	return rows
 }
 
-// TestNetnsMoveAndRouteOptimise: a TCP echo flow from the CN to the MN's home address keeps
-// working when the MN moves from its home link to L3 (bindings set by map updates only): the
-// HA tunnels both ways, captures on R1 show IPv6-in-IPv6 between HA and CoA. With route
-// optimisation on, the CN's packets go straight to the CoA with a type 2 RH and the MN's
-// carry the Home Address option; nothing of the flow passes the HA any more, and tshark finds
-// every captured TCP checksum good (computed over the HoA).
+// TestNetnsMoveAndRouteOptimise: a TCP echo flow and a UDP echo exchange from the CN to the
+// MN's home address keep working when the MN moves from its home link to L3 (bindings set by
+// map updates only): the HA tunnels both ways, captures on R1 show IPv6-in-IPv6 between HA and
+// CoA. With route optimisation on, the CN's packets go straight to the CoA with a type 2 RH
+// and the MN's carry the Home Address option; nothing of the flow passes the HA any more, and
+// tshark finds every captured TCP checksum good (computed over the HoA). Back home, with every
+// binding deleted, the flows go on as plain IPv6.
 //
 // With TSO on (GSO super-packets through tunnel, RH2 and HAO; the routers forward them as they
 // are) the flow checks are the same; captured checksums are then unfinished and not judged.
@@ -283,7 +367,9 @@ func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	flow := startEchoFlow(t, ctx, tp)
+	udp := startUDPEcho(t, ctx, tp)
 	flow.progresses(t, 256<<10, 10*time.Second, "at home")
+	udp.progresses(t, 50, 10*time.Second, "at home")
 
 	// Away: tunnelled through the HA.
 	tunnelR3 := filepath.Join(dir, "tunnel-r1b.pcap")
@@ -292,6 +378,7 @@ func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
 	tp.moveToForeignLink(t)
 	flow.progresses(t, 256<<10, 15*time.Second, "after the move, through the tunnel")
 	t.Logf("flow resumed %v after the move", time.Since(moved).Round(time.Millisecond))
+	udp.progresses(t, 50, 10*time.Second, "after the move, through the tunnel")
 	stop()
 	var down, up int
 	for _, p := range dissect(t, tunnelR3) {
@@ -334,6 +421,7 @@ func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
 	stop2 := capture(t, tp.r1, "r1a", roR2)
 	haBefore := counter(t, tp.ha, "ha_encapsulated") + counter(t, tp.ha, "ha_decapsulated")
 	flow.progresses(t, 256<<10, 10*time.Second, "route-optimised")
+	udp.progresses(t, 50, 10*time.Second, "route-optimised")
 	stop3()
 	stop2()
 	var rh2, hao int
@@ -377,6 +465,27 @@ func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
 			t.Fatalf("%s = %d", name, n)
 		}
 	}
+	// Back home: plain IPv6 again, nothing tunnelled or route-optimised.
+	tp.returnHome(t)
+	time.Sleep(200 * time.Millisecond)
+	homeR2 := filepath.Join(dir, "home-r1a.pcap")
+	stopHome := capture(t, tp.r1, "r1a", homeR2)
+	flow.progresses(t, 256<<10, 15*time.Second, "back home")
+	udp.progresses(t, 50, 10*time.Second, "back home")
+	stopHome()
+	plain := 0
+	for _, p := range dissect(t, homeR2) {
+		if p["ipv6.nxt"] == "41,6" || p["ipv6.routing.type"] != "" || p["ipv6.opt.mipv6.home_address"] != "" {
+			t.Fatalf("mobility headers after returning home: %v", p)
+		}
+		if p["tcp.len"] != "" && (p["ipv6.src"] == hoa.String() || p["ipv6.dst"] == hoa.String()) {
+			plain++
+		}
+	}
+	if plain < 20 {
+		t.Fatalf("only %d plain TCP packets of the flow on R1-R2 after returning home", plain)
+	}
+
 	for name, d := range map[string]*Datapath{"HA": tp.ha, "MN": tp.mn6, "CN": tp.corr} {
 		c, err := d.Counters()
 		must(t, err)

@@ -243,6 +243,12 @@ func (n *Node) setup() error {
 		NonceSize:   n.cfg.NonceSize,
 		NonceFirstN: uint32(n.cfg.NonceFirstN),
 		EchoNonce:   n.cfg.EchoNonce,
+		// A moving correspondent switches its data to a new locator the moment it sends the
+		// LU, so its first packets from there can overtake the LU (which goes through this
+		// daemon before the datapath learns the locator): dropping them loses data in a soft
+		// handoff. The nonce already proves they belong to the session, and the locator they
+		// came from changes nothing we send until an LU with that nonce says so.
+		AcceptUnknownLocator: true,
 	})
 	if err != nil {
 		return fmt.Errorf("load datapath: %w", err)

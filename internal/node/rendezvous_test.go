@@ -1,0 +1,544 @@
+package node_test
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"ilnp/internal/config"
+	"ilnp/internal/namedtest"
+	"ilnp/internal/nstest"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// DNS rendezvous (issue 6) with a real BIND9 named in its own namespace D attached to the
+// router, serving ilnp.test with a TSIG key that may update mn.ilnp.test:
+//
+//	CN cn0 ---- r-cn  R  r-mn1 ---- mn1 MN      (radvd on r-mn1 and r-mn2)
+//	                     r-mn2 ---- mn2
+//	D  d0  ---- r-dns                           named on [2001:db8:53::53]:53
+//	CR cr0 ---- r-cr                            a second correspondent (optional)
+//
+// The MN publishes its NID and locators; the correspondents' stub resolvers find them (no
+// hosts entry for the MN), and find plain IPv6 names (www.ilnp.test, an AAAA only) too.
+const (
+	rdvZone     = "ilnp.test."
+	rdvName     = "mn.ilnp.test."
+	rdvWWWName  = "www.ilnp.test"
+	rdvIperfNew = 5202 // the new connection opened by name after the move
+	rdvIperfOld = 5201 // the session running through the move
+)
+
+var (
+	l5        = mustL64("2001:db8:5::") // CR's network, static
+	crNIDText = "0214:4fff:fe20:cc02"
+	crNID     = mustNID(crNIDText)
+	rdvServer = netip.MustParseAddr("2001:db8:53::53")
+	// plain IPv6 host behind www.ilnp.test (an address of D, not an ILNP node)
+	rdvWWW = netip.MustParseAddr("2001:db8:53::80")
+)
+
+type rdvNet struct {
+	*testNet
+	D     *nstest.NS
+	named *namedtest.Server
+	CR    *nstest.NS // nil unless asked for
+	cr    *daemon
+}
+
+// newRdvNet builds the topology and named. keyText is the TSIG key file the MN gets (the
+// server's own key when empty); cnHosts is the CN's hosts file content (none when empty);
+// withCR adds the second correspondent CR (DNS only, like the CN).
+func newRdvNet(t *testing.T, keyText, cnHosts string, withCR bool) *rdvNet {
+	t.Helper()
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "radvd", "iperf3", "tcpdump", "tshark", "ethtool", "getent", "named", "dig")
+	n := &rdvNet{testNet: &testNet{t: t, dir: t.TempDir(), bin: binaries(t)}}
+	n.CN = nstest.New(t, "rvcn")
+	n.R = nstest.New(t, "rvr")
+	n.MN = nstest.New(t, "rvmn")
+	n.D = nstest.New(t, "rvd")
+	for _, ns := range []*nstest.NS{n.CN, n.R, n.D} {
+		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	}
+	n.CN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
+	n.D.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
+	n.R.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1")
+	n.MN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=1",
+		"net.ipv6.conf.default.optimistic_dad=1", "net.ipv6.conf.default.use_optimistic=1")
+	nstest.Link(t, n.CN, "cn0", n.R, "r-cn")
+	nstest.Link(t, n.R, "r-mn1", n.MN, "mn1")
+	nstest.Link(t, n.R, "r-mn2", n.MN, "mn2")
+	nstest.Link(t, n.R, "r-dns", n.D, "d0")
+	for _, h := range []struct {
+		ns *nstest.NS
+		If string
+	}{{n.CN, "cn0"}, {n.MN, "mn1"}, {n.MN, "mn2"}} {
+		h.ns.Run("ethtool", "-K", h.If, "tso", "off") // platform.md: router GSO bug with the nonce option
+	}
+	n.CN.Run("ip", "addr", "add", ilv(l1, cnNID).String()+"/64", "dev", "cn0", "nodad")
+	n.CN.Run("ip", "route", "add", "default", "via", "2001:db8:1::1", "dev", "cn0")
+	n.R.Run("ip", "addr", "add", "2001:db8:1::1/64", "dev", "r-cn")
+	n.R.Run("ip", "addr", "add", "2001:db8:2::1/64", "dev", "r-mn1")
+	n.R.Run("ip", "addr", "add", "2001:db8:3::1/64", "dev", "r-mn2")
+	n.R.Run("ip", "addr", "add", "2001:db8:53::1/64", "dev", "r-dns")
+	n.D.Run("ip", "addr", "add", rdvServer.String()+"/64", "dev", "d0", "nodad")
+	n.D.Run("ip", "addr", "add", rdvWWW.String()+"/64", "dev", "d0", "nodad")
+	n.D.Run("ip", "route", "add", "default", "via", "2001:db8:53::1", "dev", "d0")
+	n.MN.Run("ip", "link", "set", "mn2", "down")
+	if withCR {
+		n.CR = nstest.New(t, "rvcr")
+		n.CR.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+			"net.ipv6.conf.default.accept_ra=0")
+		nstest.Link(t, n.CR, "cr0", n.R, "r-cr")
+		n.CR.Run("ethtool", "-K", "cr0", "tso", "off")
+		n.CR.Run("ip", "addr", "add", ilv(l5, crNID).String()+"/64", "dev", "cr0", "nodad")
+		n.CR.Run("ip", "route", "add", "default", "via", "2001:db8:5::1", "dev", "cr0")
+		n.R.Run("ip", "addr", "add", "2001:db8:5::1/64", "dev", "r-cr")
+	}
+
+	n.named = namedtest.Start(t, n.D, namedtest.Options{
+		Zone:        rdvZone,
+		Listen:      rdvServer,
+		UpdateNames: []string{rdvName},
+		Records:     []string{"www IN AAAA " + rdvWWW.String()},
+		SOAMinimum:  1, // a negative answer for mn (before it publishes) is cached 1 s at most
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- named log (tail) ---\n%s", lastLines(n.named.Log(), 30))
+		}
+	})
+	n.startRadvd()
+
+	keyFile := n.named.KeyFile
+	if keyText != "" {
+		keyFile = filepath.Join(n.dir, "mn.key")
+		writeFile(t, keyFile, keyText)
+	}
+	server := netip.AddrPortFrom(rdvServer, 53).String()
+	n.mn = n.startRdvDaemon("mn", n.MN, mnNIDText, fmt.Sprintf(`dns-listen [::1]:53
+dns-publish-name %s
+dns-publish-zone %s
+dns-publish-server %s
+dns-publish-key %s
+dns-publish-ttl 0s
+`, rdvName, rdvZone, server, keyFile), "mn1", "mn2")
+	cnConf := fmt.Sprintf("dns-listen [::1]:53\ndns-upstream %s\n", server)
+	if cnHosts != "" {
+		hosts := filepath.Join(n.dir, "cn-hosts")
+		if _, err := wire.ParseHosts(strings.NewReader(cnHosts), hosts); err != nil {
+			t.Fatalf("test wrote a bad hosts file: %v", err)
+		}
+		writeFile(t, hosts, cnHosts)
+		cnConf += "hosts " + hosts + "\n"
+	}
+	n.cn = n.startRdvDaemon("cn", n.CN, cnNIDText, cnConf, "cn0")
+	if withCR {
+		n.cr = n.startRdvDaemon("cr", n.CR, crNIDText, fmt.Sprintf("dns-listen [::1]:53\ndns-upstream %s\n", server), "cr0")
+	}
+	n.waitFor(20*time.Second, "MN locator L2 active", func() (bool, string) {
+		rows, err := n.mn.locators()
+		return err == nil && stateOf(rows, l2) == "active", fmt.Sprint(rows, err)
+	})
+	n.waitFor(10*time.Second, "CN static locator L1 active", func() (bool, string) {
+		rows, err := n.cn.locators()
+		return err == nil && stateOf(rows, l1) == "active", fmt.Sprint(rows, err)
+	})
+	return n
+}
+
+// startRdvDaemon is startDaemon with the DNS keys instead of the shared hosts file.
+func (n *rdvNet) startRdvDaemon(name string, ns *nstest.NS, nid, extra string, ifaces ...string) *daemon {
+	t := n.t
+	t.Helper()
+	state := filepath.Join(n.dir, name+"-state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`# rendezvous test %s
+node %s
+interfaces %s
+nid %s
+state-dir %s
+events %s
+log-level debug
+%s`, t.Name(), name, strings.Join(ifaces, " "), nid, state, filepath.Join(n.dir, name+"-events.jsonl"), extra)
+	conf := filepath.Join(n.dir, name+".conf")
+	if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
+		t.Fatalf("test wrote a bad config: %v", err)
+	}
+	writeFile(t, conf, text)
+	writeResolvConf(t, ns)
+	d := &daemon{net: n.testNet, name: name, ns: ns, sock: filepath.Join(state, "ctl.sock"),
+		log: filepath.Join(n.dir, name+"-ilnpd.log"), done: make(chan struct{})}
+	logf, err := os.Create(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	// Not ns.Start: the exit is awaited here once (d.done) and the cleanup waits on that,
+	// rather than a second Wait on the same Cmd.
+	d.cmd = exec.Command("ip", "netns", "exec", ns.Name, filepath.Join(n.bin, "ilnpd"), "-config", conf)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start ilnpd %s: %v", name, err)
+	}
+	go func() {
+		d.exitE = d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		if err := d.stop(10 * time.Second); err != nil && !strings.Contains(err.Error(), "signal") {
+			t.Logf("ilnpd %s: %v", name, err)
+		}
+		select {
+		case <-d.done:
+		default:
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- %s ilnpd log (tail) ---\n%s", name, tailFile(d.log, 40))
+		}
+	})
+	n.waitFor(15*time.Second, "ilnpd "+name+" control socket", func() (bool, string) {
+		select {
+		case <-d.done:
+			t.Fatalf("ilnpd %s exited at start (%v):\n%s", name, d.exitE, tailFile(d.log, 40))
+		default:
+		}
+		_, err := os.Stat(d.sock)
+		return err == nil, fmt.Sprint(err)
+	})
+	return d
+}
+
+// l64s asks named (from inside D, no stub or cache in between) for the MN's L64 RRset.
+func (n *rdvNet) l64s() ([]wire.L64, error) {
+	var out []wire.L64
+	err := n.D.Do(func() error {
+		m := new(dns.Msg)
+		m.SetQuestion(rdvName, dns.TypeL64)
+		m.RecursionDesired = false
+		c := &dns.Client{Timeout: time.Second}
+		r, _, err := c.Exchange(m, netip.AddrPortFrom(rdvServer, 53).String())
+		if err != nil {
+			return err
+		}
+		for _, rr := range r.Answer {
+			if l, ok := rr.(*dns.L64); ok {
+				out = append(out, wire.L64(l.Locator64))
+			}
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out, err
+}
+
+// waitL64s polls named until the L64 set is exactly want and returns when it first was.
+func (n *rdvNet) waitL64s(limit time.Duration, want ...wire.L64) (time.Time, error) {
+	slices.Sort(want)
+	deadline := time.Now().Add(limit)
+	var last []wire.L64
+	var err error
+	for time.Now().Before(deadline) {
+		last, err = n.l64s()
+		if err == nil && slices.Equal(last, want) {
+			return time.Now(), nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Time{}, fmt.Errorf("L64 set on the server is %v (err %v) after %v, want %v", last, err, limit, want)
+}
+
+func (n *rdvNet) dig(args ...string) string {
+	n.t.Helper()
+	out, err := n.named.Dig(nil, args...)
+	if err != nil {
+		n.t.Fatalf("dig %v: %v", args, err)
+	}
+	return out
+}
+
+// TestDNSRendezvous: the MN's records appear on start and follow a move; the CN opens a new TCP
+// connection by name after the move and reaches the MN on its new locator over ILNP; a session
+// CR opened by name before the move keeps working through it (Locator Updates); a name without
+// NID records is plain IPv6.
+func TestDNSRendezvous(t *testing.T) {
+	n := newRdvNet(t, "", "", true)
+
+	// Records on start.
+	if _, err := n.waitL64s(10*time.Second, l2); err != nil {
+		t.Fatal(err)
+	}
+	out := n.dig("+noall", "+answer", rdvName, "NID")
+	out += n.dig("+noall", "+answer", rdvName, "L64")
+	t.Logf("dig NID/L64 %s @%s after ilnpd started on the MN:\n%s", rdvName, rdvServer, out)
+	// dig prints the RFC 6742 fields without leading zeros.
+	if !strings.Contains(out, "0\tIN\tNID\t10 214:4fff:fe20:ee64") || !strings.Contains(out, "0\tIN\tL64\t0 2001:db8:2:0") {
+		t.Fatalf("dig does not show NID 10 %s and L64 0 2001:db8:2:0, TTL 0:\n%s", mnNIDText, out)
+	}
+
+	t.Run("plain IPv6 name", func(t *testing.T) {
+		addr, err := resolve(n.CN, rdvWWWName)
+		if err != nil || addr != rdvWWW {
+			t.Fatalf("CN resolves %s to %v (%v), want the AAAA %v passed through", rdvWWWName, addr, err, rdvWWW)
+		}
+		srv := n.D.Start(nil, "iperf3", "-s", "-1", "-B", rdvWWW.String(), "-p", "5300")
+		n.waitFor(5*time.Second, "iperf3 on www", func() (bool, string) {
+			out, _ := n.D.Try("ss", "-Hltn", "sport = :5300")
+			return strings.Contains(out, ":5300"), out
+		})
+		if out, err := n.CN.Try("iperf3", "-c", rdvWWWName, "-p", "5300", "-t", "1", "-b", "10M",
+			"--connect-timeout", "3000"); err != nil {
+			t.Fatalf("iperf3 to %s (plain IPv6): %v\n%s", rdvWWWName, err, out)
+		}
+		_ = srv.Wait()
+		if rows, err := n.cn.sessions(); err != nil || len(rows) != 0 {
+			t.Errorf("CN has ILNP sessions after a plain IPv6 flow: %+v %v", rows, err)
+		}
+	})
+
+	// A session running through the move: CR, by name (found through DNS).
+	if addr, err := resolve(n.CR, strings.TrimSuffix(rdvName, ".")); err != nil || addr != ilv(l2, mnNID) {
+		t.Fatalf("CR resolves %s to %v (%v), want %v", rdvName, addr, err, ilv(l2, mnNID))
+	}
+	_, oldServer := n.iperfServer(rdvIperfOld)
+	oldClient := n.CR.Start(nil, "iperf3", "-c", strings.TrimSuffix(rdvName, "."), "-p", fmt.Sprint(rdvIperfOld),
+		"-t", "9", "-b", "20M", "--connect-timeout", "5000")
+	start := time.Now()
+	capNew := n.capture("r-mn2", fmt.Sprintf(
+		"(ip6[6] == 60 and ip6[40] == 6 and (ip6[48:2] == %[1]d or ip6[50:2] == %[1]d)) or tcp port %[1]d", rdvIperfNew))
+
+	// The move: enter L3 (new RA), then leave L2.
+	sleepUntil(start.Add(2 * time.Second))
+	enter := time.Now()
+	n.MN.Run("ip", "link", "set", "mn2", "up")
+	inBoth, err := n.waitL64s(10*time.Second, l2, l3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("entering L3: L64 set {L2, L3} on the server %v after mn2 came up (RS/RA, address, update)",
+		inBoth.Sub(enter).Round(time.Millisecond))
+	sleepUntil(start.Add(4 * time.Second))
+	leave := time.Now()
+	n.MN.Run("ip", "link", "set", "mn1", "down")
+	onlyNew, err := n.waitL64s(5*time.Second, l3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latency := onlyNew.Sub(leave)
+	t.Logf("MEASURED: leaving L2 (mn1 down) -> server's L64 set is {L3} only: %v", latency.Round(100*time.Microsecond))
+	out = n.dig("+noall", "+answer", rdvName, "NID") + n.dig("+noall", "+answer", rdvName, "L64")
+	t.Logf("dig NID/L64 %s after the move:\n%s", rdvName, out)
+	if strings.Contains(out, "2001:db8:2:0") || !strings.Contains(out, "L64\t0 2001:db8:3:0") {
+		t.Errorf("after the move dig still shows L2 or not L3:\n%s", out)
+	}
+	// Bound: the update leaves as soon as the link-down event is handled and named commits it
+	// at once; 1 s leaves room for a loaded 2-core machine.
+	if latency > time.Second {
+		t.Errorf("L64 set followed the move after %v, want < 1 s", latency)
+	}
+
+	t.Run("new connection by name reaches the new locator over ILNP", func(t *testing.T) {
+		addr, err := resolve(n.CN, strings.TrimSuffix(rdvName, "."))
+		if err != nil || addr != ilv(l3, mnNID) {
+			t.Fatalf("after the move CN resolves %s to %v (%v), want %v", rdvName, addr, err, ilv(l3, mnNID))
+		}
+		_, srvFile := n.iperfServer(rdvIperfNew)
+		cl, _ := n.iperfClient(strings.TrimSuffix(rdvName, "."), rdvIperfNew, "-t", "2", "-b", "10M")
+		if err := cl.Wait(); err != nil {
+			t.Fatalf("iperf3 -c %s (new connection after the move): %v", rdvName, err)
+		}
+		rep := readIperf(t, srvFile)
+		if rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
+			t.Errorf("new connection: server received %+v, want > 1 MB of a 2 s 10 Mbit/s flow", rep.End.SumReceived)
+		}
+		_ = capNew.cmd.Process.Signal(syscall.SIGTERM)
+		_ = capNew.cmd.Wait()
+		pkts := rdvPackets(t, capNew.file, rdvIperfNew)
+		toMN, withNonce := 0, 0
+		for _, p := range pkts {
+			if p.dst == ilv(l3, mnNID).String() {
+				toMN++
+			}
+			if p.nonce != "" {
+				withNonce++
+			}
+			if p.dst == ilv(l2, mnNID).String() || p.src == ilv(l2, mnNID).String() {
+				t.Errorf("packet of the new connection uses the old locator: %+v", p)
+				break
+			}
+		}
+		if toMN == 0 || withNonce != len(pkts) {
+			if keep := os.Getenv("RDV_KEEP"); keep != "" {
+				_ = exec.Command("cp", "-a", n.dir, keep).Run()
+			}
+			evs, _ := n.cn.events()
+			t.Logf("CN events:\n%s", formatEvents(evs, 0))
+			t.Errorf("on r-mn2: %d packets of port %d, %d to %s, %d with the ILNP nonce option; want all with a nonce",
+				len(pkts), rdvIperfNew, toMN, ilv(l3, mnNID), withNonce)
+		}
+		if s := n.cn.session(t, mnNID); s.SessionRemote != ilv(l3, mnNID).String() || s.RemoteNonce == "" {
+			t.Errorf("CN's session with the MN: view %s (want %s), remote nonce %q", s.SessionRemote, ilv(l3, mnNID), s.RemoteNonce)
+		}
+		t.Logf("new connection: %d packets on r-mn2, all with ipv6.opt.ilnp_nonce, CN -> %s", len(pkts), ilv(l3, mnNID))
+	})
+
+	t.Run("running session survives the move", func(t *testing.T) {
+		if err := oldClient.Wait(); err != nil {
+			t.Fatalf("iperf3 client of the running session (CR): %v", err)
+		}
+		rep := readIperf(t, oldServer)
+		leftS := leave.Sub(start).Seconds()
+		var after uint64
+		for _, iv := range rep.Intervals {
+			if iv.Sum.Start >= leftS+1 {
+				after += iv.Sum.Bytes
+			}
+		}
+		if after < 1_000_000 {
+			t.Errorf("running session: %d bytes received from 1 s after leaving L2 on, want > 1 MB", after)
+		}
+		if s := n.cr.session(t, mnNID); s.ActiveRemote != l3.String() || s.SessionRemote != ilv(l2, mnNID).String() {
+			t.Errorf("CR's session: active remote %s (want L3 %s, learned by LU), session view %s (want the L2 address)",
+				s.ActiveRemote, l3, s.SessionRemote)
+		}
+	})
+
+	t.Run("stats", func(t *testing.T) {
+		st, err := n.mn.stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// start {L2}, entering {L3, L2}, leaving {L3}: at least three updates applied.
+		if st["dns_updates_ok"] < 3 || st["dns_update_errors"] != 0 || st["dns_publishes"] < 3 {
+			t.Errorf("MN stats: updates ok %d, errors %d, publishes %d; want >= 3, 0, >= 3",
+				st["dns_updates_ok"], st["dns_update_errors"], st["dns_publishes"])
+		}
+		evs, err := n.mn.events()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasEvent(evs, timeline.DNSUpdateResult, "ok nid="+mnNIDText+" l64=2001:0db8:0003:0000/0") {
+			t.Errorf("no dns_update_result 'ok ... l64=2001:db8:3::/0' event:\n%s", formatEvents(evs, 0))
+		}
+	})
+
+	// Shutdown keeps the records: a restarting MN stays reachable by name.
+	if err := n.mn.stop(10 * time.Second); err != nil {
+		t.Fatalf("MN ilnpd stop: %v", err)
+	}
+	if got, err := n.l64s(); err != nil || !slices.Equal(got, []wire.L64{l3}) {
+		t.Errorf("after the MN's ilnpd stopped the L64 set is %v (%v), want {L3} kept", got, err)
+	}
+}
+
+// TestDNSRendezvousWrongKey: the MN holds a key with the right name and a wrong secret. The
+// server refuses every update (BADSIG); ilnpd logs the cause, counts it, tries again on the
+// next locator change, and the session with the CN (found through its hosts file) keeps
+// working across a move.
+func TestDNSRendezvousWrongKey(t *testing.T) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("key %q {\n\talgorithm hmac-sha256;\n\tsecret %q;\n};\n",
+		"mn-key."+rdvZone, base64.StdEncoding.EncodeToString(secret))
+	hosts := fmt.Sprintf("%s|10,%s mn\n", l2, mnNID)
+	n := newRdvNet(t, key, hosts, false)
+
+	n.waitFor(10*time.Second, "a refused update counted", func() (bool, string) {
+		st, err := n.mn.stats()
+		return err == nil && st["dns_update_errors_tsig-badsig"] >= 1, fmt.Sprint(st, err)
+	})
+	_, srvFile := n.iperfServer(rdvIperfOld)
+	cl, _ := n.iperfClient("mn", rdvIperfOld, "-t", "5", "-b", "20M")
+	start := time.Now()
+	sleepUntil(start.Add(time.Second))
+	n.MN.Run("ip", "link", "set", "mn2", "up")
+	n.waitFor(10*time.Second, "MN locator L3 active", func() (bool, string) {
+		rows, err := n.mn.locators()
+		return err == nil && stateOf(rows, l3) == "active", fmt.Sprint(rows, err)
+	})
+	n.MN.Run("ip", "link", "set", "mn1", "down")
+	leftS := time.Since(start).Seconds()
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("iperf3 across the move with publishing refused: %v", err)
+	}
+	rep := readIperf(t, srvFile)
+	var after uint64
+	for _, iv := range rep.Intervals {
+		if iv.Sum.Start >= leftS+1 {
+			after += iv.Sum.Bytes
+		}
+	}
+	if after < 500_000 {
+		t.Errorf("session: %d bytes received from 1 s after the move on, want > 0.5 MB", after)
+	}
+
+	st, err := n.mn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Refused on start and again for the locator changes of the move; never applied.
+	if st["dns_update_errors_tsig-badsig"] < 2 || st["dns_updates_ok"] != 0 ||
+		st["dns_update_errors"] != st["dns_update_errors_tsig-badsig"] {
+		t.Errorf("MN stats: %v; want >= 2 tsig-badsig errors, no other, none ok", st)
+	}
+	if got, err := n.l64s(); err != nil || len(got) != 0 {
+		t.Errorf("L64 set on the server %v (%v), want none: every update was refused", got, err)
+	}
+	log, _ := os.ReadFile(n.mn.log)
+	if !strings.Contains(string(log), "DNS update refused") || !strings.Contains(string(log), "tsig-badsig") {
+		t.Errorf("MN log does not name the cause (tsig-badsig):\n%s", tailFile(n.mn.log, 30))
+	}
+	t.Logf("wrong key: %d updates refused (tsig-badsig), session carried %d bytes after the move",
+		st["dns_update_errors_tsig-badsig"], after)
+}
+
+type rdvPacket struct{ src, dst, nonce string }
+
+// rdvPackets decodes a capture with tshark: the packets of TCP port port, with the ILNP nonce
+// option's value when present.
+func rdvPackets(t *testing.T, file string, port int) []rdvPacket {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", file, "-Y", fmt.Sprintf("tcp.port == %d", port), "-T", "fields",
+		"-E", "separator=|", "-e", "ipv6.src", "-e", "ipv6.dst", "-e", "ipv6.opt.ilnp_nonce").Output()
+	if err != nil {
+		t.Fatalf("tshark -r %s: %v", file, err)
+	}
+	var pkts []rdvPacket
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 3 {
+			continue
+		}
+		pkts = append(pkts, rdvPacket{f[0], f[1], f[2]})
+	}
+	return pkts
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}

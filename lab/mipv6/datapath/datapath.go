@@ -35,11 +35,16 @@
 //
 // What the lab must set up around it:
 //   - MTU: the tunnel adds 40 bytes, the type 2 RH or the HAO 24 each (never both on one
-//     packet). The programs keep gso_size (FIXED_GSO), and veth drops an oversized frame
-//     silently, so the CN and the MN use routes with mtu 1460 advmss 1400 towards each other
-//     (e.g. their default routes). What would still not fit the egress device (a GSO packet
-//     counts by its segments) is dropped and counted (ha_too_big, mn_too_big, cn_too_big),
-//     not sent: no Packet Too Big is generated. Router links at MTU 1600 is the other option.
+//     packet); the programs keep gso_size (FIXED_GSO), and veth would drop a grown frame
+//     silently. So whatever would not fit the egress device (a GSO packet judged by its
+//     segments) is answered with an ICMPv6 Packet Too Big announcing the room left, as a
+//     tunnel device would (RFC 2473 s.7.1): the HA sends it to the CN, the MN's and CN's
+//     programs hand it back up their own stack; path MTU discovery then adapts (counters
+//     ha_too_big, mn_too_big, cn_too_big). That costs the first oversized packet and one round
+//     trip, like UMIP's ip6tnl device would. To avoid even that, give the CN's and the MN's
+//     routes towards each other "mtu 1460 advmss 1400" (the ILNP hosts use mtu 1492). The HA's
+//     Packet Too Big may carry an unfinished (CHECKSUM_PARTIAL) quote from a CN with TX
+//     checksum offload; a link that finishes checksums in software would then spoil it.
 //   - GSO: TSO off (ethtool -K IF tso off) on the CN's and MN's veths keeps routers from
 //     forwarding super-packets that carry extension headers (the kernel bug in
 //     /work/shared/notes/platform.md); the tunnel itself copes with GSO either way.
@@ -236,7 +241,7 @@ func (d *Datapath) Close() error {
 	d.mu.Unlock()
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
 		m := &d.objs.mip6BPFMaps
-		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling} {
+		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling} { // ptb_quote is not pinned
 			if m.IsPinned() {
 				errs = append(errs, m.Unpin())
 			}
@@ -446,6 +451,7 @@ var counterNames = []string{
 	"signalling_lost",
 	"mn_too_big",
 	"cn_too_big",
+	"ptb_failed",
 }
 
 // CounterNames lists the counter names Counters returns.

@@ -193,3 +193,25 @@ func checkHomeChecksum(t testing.TB, pkt []byte, src, dst netip.Addr) {
 		t.Fatalf("checksum of protocol %d over %v -> %v does not verify (residue %#04x)", p.Proto, src, dst, c)
 	}
 }
+
+// packetTooBig is the ICMPv6 Packet Too Big the datapath builds for pkt: from -> pkt's source,
+// quoting pkt up to 1280 bytes in all, rounded down to 4 bytes.
+func packetTooBig(from netip.Addr, mtu uint32, pkt []byte) []byte {
+	h, err := wire.ParseIPv6Header(pkt)
+	if err != nil {
+		panic(err)
+	}
+	quote := pkt[:min(len(pkt), 1280-48)&^3]
+	msg := binary.BigEndian.AppendUint32([]byte{2, 0, 0, 0}, mtu)
+	msg = append(msg, quote...)
+	binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(from, h.Src, wire.ProtoICMPv6, msg))
+	return ipv6Packet(from, h.Src, wire.ProtoICMPv6, 64, msg)
+}
+
+// swappedFrame is frame with the Ethernet addresses swapped (a packet turned around).
+func swappedFrame(pkt []byte) []byte {
+	f := frame(pkt)
+	copy(f[0:6], ethHeader[6:12])
+	copy(f[6:12], ethHeader[0:6])
+	return f
+}

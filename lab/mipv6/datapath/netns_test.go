@@ -29,6 +29,7 @@ import (
 // TSO and TX checksum offload off on their veths (finished checksums in the captures), the HoA
 // as a /128 on the MN's lo as well as on its home interface, forwarding on the routers.
 type mipTopo struct {
+	route              []string // extra route arguments of the hosts (MTU)
 	cn, r1, r2, r3, mn *nstest.NS
 	ha, mn6, corr      *Datapath
 	r2u, r2h, m2, m3   int
@@ -37,11 +38,19 @@ type mipTopo struct {
 
 const hostRoute = "mtu 1460 advmss 1400"
 
-func newMIPTopo(t testing.TB, tsoOff bool) *mipTopo {
+// topoOptions: tsoOff turns TSO and TX checksum offload off on the hosts' veths; noRouteMTU
+// leaves the hosts' routes at the links' 1500 bytes, so the datapath's Packet Too Big messages
+// must bring the path MTU down.
+type topoOptions struct{ tsoOff, noRouteMTU bool }
+
+func newMIPTopo(t testing.TB, o topoOptions) *mipTopo {
 	t.Helper()
 	nstest.RequireTool(t, "tcpdump", "tshark", "ethtool")
-	tp := &mipTopo{cn: nstest.New(t, "mipCN"), r1: nstest.New(t, "mipR1"), r2: nstest.New(t, "mipR2"),
+	tp := &mipTopo{route: strings.Fields(hostRoute), cn: nstest.New(t, "mipCN"), r1: nstest.New(t, "mipR1"), r2: nstest.New(t, "mipR2"),
 		r3: nstest.New(t, "mipR3"), mn: nstest.New(t, "mipMN")}
+	if o.noRouteMTU {
+		tp.route = nil
+	}
 	for _, ns := range []*nstest.NS{tp.cn, tp.r1, tp.r2, tp.r3, tp.mn} {
 		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
 	}
@@ -69,9 +78,9 @@ func newMIPTopo(t testing.TB, tsoOff bool) *mipTopo {
 	tp.r1.Run("ip", "-6", "route", "add", "2001:db8:3::/64", "via", "2001:db8:13::3")
 	tp.r2.Run("ip", "-6", "route", "add", "default", "via", "2001:db8:12::1")
 	tp.r3.Run("ip", "-6", "route", "add", "default", "via", "2001:db8:13::1")
-	tp.cn.Run(append([]string{"ip", "-6", "route", "add", "default", "via", "2001:db8:1::1", "dev", "c0"}, strings.Fields(hostRoute)...)...)
-	tp.mn.Run(append([]string{"ip", "-6", "route", "add", "default", "via", ha.String(), "dev", "m2"}, strings.Fields(hostRoute)...)...)
-	if tsoOff {
+	tp.cn.Run(append([]string{"ip", "-6", "route", "add", "default", "via", "2001:db8:1::1", "dev", "c0"}, tp.route...)...)
+	tp.mn.Run(append([]string{"ip", "-6", "route", "add", "default", "via", ha.String(), "dev", "m2"}, tp.route...)...)
+	if o.tsoOff {
 		tp.cn.Run("ethtool", "-K", "c0", "tx", "off", "tso", "off")
 		tp.mn.Run("ethtool", "-K", "m2", "tx", "off", "tso", "off")
 		tp.mn.Run("ethtool", "-K", "m3", "tx", "off", "tso", "off")
@@ -97,7 +106,7 @@ func (tp *mipTopo) moveToForeignLink(t testing.TB) {
 	t.Helper()
 	tp.mn.Run("ip", "link", "set", "m2", "down")
 	tp.mn.Run("ip", "addr", "add", coa.String()+"/64", "dev", "m3", "nodad")
-	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:3::1", "dev", "m3"}, strings.Fields(hostRoute)...)...)
+	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:3::1", "dev", "m3"}, tp.route...)...)
 	must(t, tp.ha.SetBinding(hoa, coa))
 	must(t, tp.r2.Do(func() error { return ProxyND(tp.r2h, hoa, true) }))
 	must(t, tp.mn6.SetBinding(hoa, coa))
@@ -270,7 +279,7 @@ func (tp *mipTopo) returnHome(t testing.TB) {
 	time.Sleep(50 * time.Millisecond)
 	tp.mn.Run("ip", "link", "set", "m2", "up")
 	tp.mn.Run("ip", "addr", "add", hoa.String()+"/64", "dev", "m2", "nodad")
-	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", ha.String(), "dev", "m2"}, strings.Fields(hostRoute)...)...)
+	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", ha.String(), "dev", "m2"}, tp.route...)...)
 	must(t, tp.ha.DeleteBinding(hoa))
 	must(t, tp.r2.Do(func() error { return ProxyND(tp.r2h, hoa, false) }))
 	must(t, tp.mn6.DeleteBinding(hoa))
@@ -357,12 +366,16 @@ func dissect(t *testing.T, file string) []captured {
 // With TSO on (GSO super-packets through tunnel, RH2 and HAO; the routers forward them as they
 // are) the flow checks are the same; captured checksums are then unfinished and not judged.
 func TestNetnsMoveAndRouteOptimise(t *testing.T) {
-	t.Run("tso-off", func(t *testing.T) { testMoveAndRouteOptimise(t, true) })
-	t.Run("tso-on", func(t *testing.T) { testMoveAndRouteOptimise(t, false) })
+	t.Run("tso-off", func(t *testing.T) { testMoveAndRouteOptimise(t, topoOptions{tsoOff: true}) })
+	t.Run("tso-on", func(t *testing.T) { testMoveAndRouteOptimise(t, topoOptions{}) })
+	// Without route MTUs the flows still survive: Packet Too Big from the HA (to the CN) and
+	// from the MN's and CN's own datapath (to their sockets) lowers the path MTU.
+	t.Run("no-route-mtu", func(t *testing.T) { testMoveAndRouteOptimise(t, topoOptions{noRouteMTU: true}) })
 }
 
-func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
-	tp := newMIPTopo(t, tsoOff)
+func testMoveAndRouteOptimise(t *testing.T, o topoOptions) {
+	tsoOff := o.tsoOff
+	tp := newMIPTopo(t, o)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -489,10 +502,21 @@ func testMoveAndRouteOptimise(t *testing.T, tsoOff bool) {
 	for name, d := range map[string]*Datapath{"HA": tp.ha, "MN": tp.mn6, "CN": tp.corr} {
 		c, err := d.Counters()
 		must(t, err)
-		for _, bad := range []string{"errors", "malformed", "ha_too_big", "cn_hao_no_binding", "mn_rh2_unknown"} {
+		bads := []string{"errors", "malformed", "cn_hao_no_binding", "mn_rh2_unknown", "ptb_failed"}
+		if !o.noRouteMTU {
+			bads = append(bads, "ha_too_big", "mn_too_big", "cn_too_big")
+		}
+		for _, bad := range bads {
 			if c[bad] != 0 {
 				t.Errorf("%s counter %s = %d", name, bad, c[bad])
 			}
+		}
+	}
+	if o.noRouteMTU {
+		t.Logf("Packet Too Big sent: HA %d, MN %d, CN %d", counter(t, tp.ha, "ha_too_big"),
+			counter(t, tp.mn6, "mn_too_big"), counter(t, tp.corr, "cn_too_big"))
+		if counter(t, tp.ha, "ha_too_big") == 0 || counter(t, tp.mn6, "mn_too_big") == 0 {
+			t.Fatal("no Packet Too Big from the HA or the MN: the path MTU never had to drop?")
 		}
 	}
 	cancel()

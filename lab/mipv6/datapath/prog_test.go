@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 
@@ -138,8 +139,9 @@ func TestHATunnelCopiesTrafficClass(t *testing.T) {
 	}
 }
 
-// Without a route the encapsulated packet is left to the stack; a frame the route's device
-// cannot take is dropped and counted, never sent to be dropped silently by veth.
+// Without a route the encapsulated packet is left to the stack. A packet the tunnel cannot
+// carry is answered with a Packet Too Big to its source announcing the tunnel's MTU (RFC 2473
+// s.7.1), never sent on to be dropped silently by veth; an ICMPv6 error is not answered.
 func TestHATunnelNoRouteAndTooBig(t *testing.T) {
 	d := homeAgent(t)
 	bare := nstest.New(t, "mipHB") // forwarding off: the helper refuses
@@ -156,10 +158,23 @@ func TestHATunnelNoRouteAndTooBig(t *testing.T) {
 	if ret != verdictRedirect {
 		t.Fatalf("1460-byte packet: verdict %d, want redirect", ret)
 	}
-	big := wire.AppendUDP(nil, cn, hoa, 1, 2, make([]byte, 1500-40-8))
-	ret, _ = runIn(t, ns, d.objs.Mip6HaIngress, frame(ipv6Packet(cn, hoa, wire.ProtoUDP, 64, big)))
-	if ret != verdictDrop || counter(t, d, "ha_too_big") != 1 {
-		t.Fatalf("1500-byte packet: verdict %d, ha_too_big %d", ret, counter(t, d, "ha_too_big"))
+	for _, size := range []int{1461, 1500} {
+		big := ipv6Packet(cn, hoa, wire.ProtoUDP, 64, wire.AppendUDP(nil, cn, hoa, 1, 2, make([]byte, size-40-8)))
+		ret, out = runIn(t, ns, d.objs.Mip6HaIngress, frame(big))
+		ptb := packetTooBig(ha, 1460, big)
+		expect(t, ret, out, verdictRedirect, frame(ptb))
+		if c := wire.PseudoHeaderChecksum(ha, cn, wire.ProtoICMPv6, out[14+40:]); c != 0 {
+			t.Fatalf("Packet Too Big checksum residue %#x", c)
+		}
+	}
+	if counter(t, d, "ha_too_big") != 2 {
+		t.Fatalf("ha_too_big %d", counter(t, d, "ha_too_big"))
+	}
+	unreach := append([]byte{1, 3, 0, 0, 0, 0, 0, 0}, make([]byte, 1452)...)
+	binary.BigEndian.PutUint16(unreach[2:], wire.PseudoHeaderChecksum(cn, hoa, wire.ProtoICMPv6, unreach))
+	ret, _ = runIn(t, ns, d.objs.Mip6HaIngress, frame(ipv6Packet(cn, hoa, wire.ProtoICMPv6, 64, unreach)))
+	if ret != verdictDrop || counter(t, d, "ptb_failed") != 1 {
+		t.Fatalf("too-big ICMPv6 error: verdict %d, ptb_failed %d", ret, counter(t, d, "ptb_failed"))
 	}
 }
 

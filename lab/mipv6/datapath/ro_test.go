@@ -234,9 +234,10 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
-// What the tunnel, the HAO or the type 2 RH would push past the device MTU is dropped and
-// counted, never handed to veth to vanish (the lab's route MTUs keep it from happening).
-func TestTooBigIsCounted(t *testing.T) {
+// A socket's packet that the tunnel, the HAO or the type 2 RH would push past the device MTU
+// comes back to the stack as a Packet Too Big announcing the room left, as a tunnel device's
+// MTU would make it (never handed to veth to vanish).
+func TestTooBigAnsweredLocally(t *testing.T) {
 	ns := nstest.New(t, "mipMTU")
 	ns.Run("ip", "link", "set", "lo", "mtu", "1500")
 	udp := func(src, dst netip.Addr, size int) []byte {
@@ -244,18 +245,18 @@ func TestTooBigIsCounted(t *testing.T) {
 	}
 	mn, corr := mobileNode(t), correspondent(t)
 	cases := []struct {
-		name    string
-		d       *Datapath
-		ro      bool
-		pkt     []byte
-		verdict uint32
+		name string
+		d    *Datapath
+		ro   bool
+		pkt  []byte
+		ptb  []byte // nil: fits
 	}{
-		{"tunnel fits", mn, false, udp(hoa, cn, 1460), verdictPass},
-		{"tunnel too big", mn, false, udp(hoa, cn, 1461), verdictDrop},
-		{"HAO fits", mn, true, udp(hoa, cn, 1476), verdictPass},
-		{"HAO too big", mn, true, udp(hoa, cn, 1477), verdictDrop},
-		{"RH2 fits", corr, false, udp(cn, hoa, 1476), verdictPass},
-		{"RH2 too big", corr, false, udp(cn, hoa, 1477), verdictDrop},
+		{"tunnel fits", mn, false, udp(hoa, cn, 1460), nil},
+		{"tunnel too big", mn, false, udp(hoa, cn, 1461), packetTooBig(coa, 1460, udp(hoa, cn, 1461))},
+		{"HAO fits", mn, true, udp(hoa, cn, 1476), nil},
+		{"HAO too big", mn, true, udp(hoa, cn, 1477), packetTooBig(coa, 1476, udp(hoa, cn, 1477))},
+		{"RH2 fits", corr, false, udp(cn, hoa, 1476), nil},
+		{"RH2 too big", corr, false, udp(cn, hoa, 1500), packetTooBig(cn, 1476, udp(cn, hoa, 1500))},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -264,9 +265,14 @@ func TestTooBigIsCounted(t *testing.T) {
 			if c.d == corr {
 				prog = corr.objs.Mip6CnEgress
 			}
-			if ret, _ := runIn(t, ns, prog, frame(c.pkt)); ret != c.verdict {
-				t.Fatalf("verdict %d, want %d", ret, c.verdict)
+			ret, out := runIn(t, ns, prog, frame(c.pkt))
+			if c.ptb == nil {
+				if ret != verdictPass {
+					t.Fatalf("verdict %d, want pass", ret)
+				}
+				return
 			}
+			expect(t, ret, out, verdictRedirect, swappedFrame(c.ptb))
 		})
 	}
 	if counter(t, mn, "mn_too_big") != 2 || counter(t, corr, "cn_too_big") != 1 {
@@ -275,7 +281,7 @@ func TestTooBigIsCounted(t *testing.T) {
 	// The MTU is the egress interface's when the MN redirects.
 	must(t, mn.SetRO(cn, false))
 	must(t, mn.SetEgress(1, netip.Addr{}))
-	if ret, _ := runIn(t, ns, mn.objs.Mip6MnEgress, frame(udp(hoa, cn, 1461))); ret != verdictDrop {
+	if ret, _ := runIn(t, ns, mn.objs.Mip6MnEgress, frame(udp(hoa, cn, 1461))); ret != verdictRedirect || counter(t, mn, "mn_too_big") != 3 {
 		t.Fatalf("redirected too-big packet: verdict %d", ret)
 	}
 }

@@ -12,6 +12,7 @@
 #include "lib/maps.h"
 #include "lib/parse.h"
 #include "lib/rewrite.h"
+#include "lib/icmp.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). */
 #define TCX_NEXT -1
@@ -40,16 +41,30 @@ static __always_inline int mip6_begin(struct __sk_buff *skb, struct mip6_ip6 *ip
 }
 
 /* Whether a packet of wire_len bytes plus overhead fits the MTU of ifindex (0: the skb's
- * device). veth drops an oversized frame without a trace, so callers drop and count instead
- * (the lab's route MTUs keep this from happening, package doc). */
+ * device), which goes to *mtu. veth drops an oversized frame without a trace, so callers answer
+ * with a Packet Too Big instead. */
 static __always_inline int mip6_fits(struct __sk_buff *skb, __u32 ifindex, __u32 wire_len,
-				     __u32 overhead)
+				     __u32 overhead, __u32 *mtu)
 {
-	__u32 mtu = 0;
-
-	if (!wire_len || bpf_check_mtu(skb, ifindex, &mtu, 0, 0) < 0 || !mtu)
+	*mtu = 0;
+	if (!wire_len || bpf_check_mtu(skb, ifindex, mtu, 0, 0) < 0 || !*mtu)
 		return 1;
-	return wire_len + overhead <= mtu;
+	return wire_len + overhead <= *mtu;
+}
+
+/* MN or CN: the local socket's packet does not fit once the tunnel, HAO or RH2 is added. It
+ * turns into a Packet Too Big from `from` announcing the room left, sent back up the stack
+ * (the ingress of the same device), where the socket's path MTU drops, as with a tunnel
+ * device's MTU. */
+static __always_inline int mip6_local_too_big(struct __sk_buff *skb, const struct mip6_ip6 *ip6,
+					      const struct mip6_addr *from, __u32 mtu, __u32 counter)
+{
+	if (mip6_make_ptb(skb, ip6, from, mtu) < 0 || mip6_swap_eth(skb) < 0) {
+		mip6_count(MIP6_C_PTB_FAILED);
+		return TCX_DROP;
+	}
+	mip6_count(counter);
+	return bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 }
 
 /* With the signalling tap on, a Mobility Header packet for this node is copied to the
@@ -91,37 +106,55 @@ static __always_inline void mip6_binding_used(struct mip6_binding *b)
 	__sync_fetch_and_add(&b->packets, 1);
 }
 
-/* HA: forwards the (re)built packet src -> dst itself: FIB lookup, then bpf_redirect_neigh to
- * the next hop. A packet the route's MTU cannot take is dropped and counted (the lab sets route
- * MTUs so that it does not happen: package doc); anything the lookup cannot forward (local
- * destination, no route) goes to the stack. */
-static __always_inline int mip6_ha_forward(struct __sk_buff *skb, const struct mip6_addr *src,
-					   const struct mip6_addr *dst, __u32 wire_len)
+/* FIB lookup of src -> dst as the HA forwards. 0: *ifindex and nh filled; 1: the frame does not
+ * fit the route's device (*mtu); -1: not forwardable here (local destination, no route). */
+static __always_inline int mip6_route(struct __sk_buff *skb, const struct mip6_addr *src,
+				      const struct mip6_addr *dst, __u32 *ifindex,
+				      struct bpf_redir_neigh *nh, __u32 *mtu)
 {
 	struct bpf_fib_lookup fib = {};
-	struct bpf_redir_neigh nh = {.nh_family = MIP6_AF_INET6};
 	long rc;
 
 	fib.family = MIP6_AF_INET6;
 	fib.ifindex = skb->ifindex;
 	/* tot_len stays 0: the helper then checks the frame against the output device's MTU
 	 * with is_skb_forwardable, which lets GSO packets through (a tot_len would be compared
-	 * with the super-packet's size). */
+	 * with the super-packet's size); mip6_fits judges those by their segments. */
 	__builtin_memcpy(fib.ipv6_src, src, 16);
 	__builtin_memcpy(fib.ipv6_dst, dst, 16);
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ||
-	    (rc == BPF_FIB_LKUP_RET_SUCCESS && !mip6_fits(skb, fib.ifindex, wire_len, 0))) {
-		mip6_count(MIP6_C_HA_TOO_BIG);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		*mtu = fib.mtu_result;
+		return 1;
+	}
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	*ifindex = fib.ifindex;
+	nh->nh_family = MIP6_AF_INET6;
+	/* With SKIP_NEIGH the lookup leaves the gateway (or the on-link destination) here. */
+	__builtin_memcpy(nh->ipv6_nh, fib.ipv6_dst, 16);
+	return 0;
+}
+
+/* HA: forwards the packet src -> dst itself (FIB lookup, bpf_redirect_neigh); what the lookup
+ * cannot forward goes to the stack. wire_len is its largest frame on the wire; one the route's
+ * device cannot take is dropped and counted as `too_big`. */
+static __always_inline int mip6_ha_forward(struct __sk_buff *skb, const struct mip6_addr *src,
+					   const struct mip6_addr *dst, __u32 wire_len, __u32 too_big)
+{
+	struct bpf_redir_neigh nh = {};
+	__u32 ifindex = 0, mtu = 0;
+	int rc = mip6_route(skb, src, dst, &ifindex, &nh, &mtu);
+
+	if (rc > 0 || (rc == 0 && !mip6_fits(skb, ifindex, wire_len, 0, &mtu))) {
+		mip6_count(too_big);
 		return TCX_DROP;
 	}
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+	if (rc < 0) {
 		mip6_count(MIP6_C_HA_NO_ROUTE);
 		return TCX_PASS;
 	}
-	/* With SKIP_NEIGH the lookup leaves the gateway (or the on-link destination) here. */
-	__builtin_memcpy(nh.ipv6_nh, fib.ipv6_dst, 16);
-	return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+	return bpf_redirect_neigh(ifindex, &nh, sizeof(nh), 0);
 }
 
 /* HA, reverse tunnel (s.10.4.5): a packet tunnelled to the HA from a registered care-of address
@@ -153,7 +186,7 @@ static __always_inline int mip6_ha_reverse(struct __sk_buff *skb, const struct m
 	if (inner.hop_limit <= 1)
 		return TCX_PASS; /* the stack sends Time Exceeded */
 	wire_len = mip6_wire_len(skb, &inner);
-	rc = mip6_ha_forward(skb, &inner.src, &inner.dst, wire_len);
+	rc = mip6_ha_forward(skb, &inner.src, &inner.dst, wire_len, MIP6_C_PTB_FAILED);
 	if (rc == TCX_REDIRECT) {
 		/* Forwarded by us, so the hop limit is ours to decrement (RFC 8200 s.3). */
 		inner.hop_limit--;
@@ -173,7 +206,8 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 	struct mip6_config *cfg = mip6_get_config();
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
-	__u32 wire_len;
+	struct bpf_redir_neigh nh = {};
+	__u32 wire_len, ifindex = 0, mtu = 0;
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
@@ -197,8 +231,23 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 		mip6_count(MIP6_C_HA_HOP_LIMIT);
 		return TCX_NEXT;
 	}
-	/* The HA forwards the original packet into the tunnel (RFC 2473 s.3.1). */
+	/* RFC 2473 s.7.1: what the tunnel cannot carry is answered with a Packet Too Big
+	 * announcing the tunnel's MTU (the route's minus the 40 bytes). */
 	wire_len = mip6_wire_len(skb, &ip6);
+	rc = mip6_route(skb, (const struct mip6_addr *)cfg->home_agent,
+			(const struct mip6_addr *)b->coa, &ifindex, &nh, &mtu);
+	if (rc > 0 || (rc == 0 && !mip6_fits(skb, ifindex, wire_len, MIP6_IP6_HLEN, &mtu))) {
+		if (mtu <= MIP6_IP6_HLEN ||
+		    mip6_make_ptb(skb, &ip6, (const struct mip6_addr *)cfg->home_agent,
+				  mtu - MIP6_IP6_HLEN) < 0) {
+			mip6_count(MIP6_C_PTB_FAILED);
+			return TCX_DROP;
+		}
+		mip6_count(MIP6_C_HA_TOO_BIG);
+		return mip6_ha_forward(skb, (const struct mip6_addr *)cfg->home_agent, &ip6.src, 0,
+				       MIP6_C_PTB_FAILED);
+	}
+	/* The HA forwards the original packet into the tunnel (RFC 2473 s.3.1). */
 	ip6.hop_limit--;
 	if (bpf_skb_store_bytes(skb, MIP6_IP6_OFF + 7, &ip6.hop_limit, 1, BPF_F_RECOMPUTE_CSUM) < 0 ||
 	    mip6_encap(skb, &ip6, (const struct mip6_addr *)cfg->home_agent,
@@ -208,8 +257,11 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 	}
 	mip6_binding_used(b);
 	mip6_count(MIP6_C_HA_ENCAPSULATED);
-	return mip6_ha_forward(skb, (const struct mip6_addr *)cfg->home_agent,
-			       (const struct mip6_addr *)b->coa, wire_len ? wire_len + MIP6_IP6_HLEN : 0);
+	if (rc < 0) {
+		mip6_count(MIP6_C_HA_NO_ROUTE);
+		return TCX_PASS;
+	}
+	return bpf_redirect_neigh(ifindex, &nh, sizeof(nh), 0);
 }
 
 /* MN: where a packet it rewrote leaves. */
@@ -237,7 +289,7 @@ int mip6_mn_egress(struct __sk_buff *skb)
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
 	struct mip6_addr coa;
-	__u32 l4 = 0, wire_len, out_ifindex;
+	__u32 l4 = 0, wire_len, out_ifindex, mtu = 0;
 	__u8 proto = 0;
 	int rc = mip6_begin(skb, &ip6);
 
@@ -260,10 +312,9 @@ int mip6_mn_egress(struct __sk_buff *skb)
 			 * fixed header: the tunnel takes such a packet. */
 			mip6_count(MIP6_C_UNSUPPORTED);
 		} else {
-			if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_HAO_HDR_LEN)) {
-				mip6_count(MIP6_C_MN_TOO_BIG);
-				return TCX_DROP;
-			}
+			if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_HAO_HDR_LEN, &mtu))
+				return mip6_local_too_big(skb, &ip6, &coa, mtu - MIP6_HAO_HDR_LEN,
+							  MIP6_C_MN_TOO_BIG);
 			if (mip6_insert_hao(skb, &ip6, &coa) < 0) {
 				mip6_count(MIP6_C_ERRORS);
 				return TCX_DROP;
@@ -278,10 +329,8 @@ int mip6_mn_egress(struct __sk_buff *skb)
 		mip6_count(MIP6_C_MN_NO_HOME_AGENT);
 		return TCX_NEXT;
 	}
-	if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_IP6_HLEN)) {
-		mip6_count(MIP6_C_MN_TOO_BIG);
-		return TCX_DROP;
-	}
+	if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_IP6_HLEN, &mtu))
+		return mip6_local_too_big(skb, &ip6, &coa, mtu - MIP6_IP6_HLEN, MIP6_C_MN_TOO_BIG);
 	if (mip6_encap(skb, &ip6, &coa, (const struct mip6_addr *)cfg->home_agent) < 0) {
 		mip6_count(MIP6_C_ERRORS);
 		return TCX_DROP;
@@ -379,6 +428,7 @@ int mip6_cn_egress(struct __sk_buff *skb)
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
 	struct mip6_addr coa;
+	__u32 mtu = 0;
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
@@ -392,10 +442,8 @@ int mip6_cn_egress(struct __sk_buff *skb)
 	}
 	if (mip6_is_mh_type(skb, ip6.nexthdr, MIP6_EXT_OFF, MIP6_MH_HOME_TEST))
 		return TCX_NEXT;
-	if (!mip6_fits(skb, 0, mip6_wire_len(skb, &ip6), MIP6_RH2_LEN)) {
-		mip6_count(MIP6_C_CN_TOO_BIG);
-		return TCX_DROP;
-	}
+	if (!mip6_fits(skb, 0, mip6_wire_len(skb, &ip6), MIP6_RH2_LEN, &mtu))
+		return mip6_local_too_big(skb, &ip6, &ip6.src, mtu - MIP6_RH2_LEN, MIP6_C_CN_TOO_BIG);
 	__builtin_memcpy(&coa, b->coa, 16);
 	if (mip6_insert_rh2(skb, &ip6, &coa) < 0) {
 		mip6_count(MIP6_C_ERRORS);

@@ -51,7 +51,7 @@ enum mip6_counter {
 	MIP6_C_HA_DECAPSULATED,
 	MIP6_C_HA_REVERSE_UNKNOWN,  /* tunnelled to the HA, inner/outer source not a binding */
 	MIP6_C_HA_HOP_LIMIT,        /* hop limit exhausted: left to the stack (Time Exceeded) */
-	MIP6_C_HA_TOO_BIG,          /* encapsulated packet larger than the path MTU: dropped */
+	MIP6_C_HA_TOO_BIG,          /* too big for the tunnel: Packet Too Big to the source */
 	MIP6_C_HA_NO_ROUTE,         /* FIB lookup failed: left to the stack */
 	/* mobile node */
 	MIP6_C_MN_TUNNELLED,
@@ -70,8 +70,9 @@ enum mip6_counter {
 	MIP6_C_ERRORS,              /* a helper failed: dropped */
 	MIP6_C_SIGNALLING,          /* Mobility Header packets handed to the signalling ring */
 	MIP6_C_SIGNALLING_LOST,     /* ring full, or longer than MIP6_SIGNAL_MAX: dropped */
-	MIP6_C_MN_TOO_BIG,          /* tunnel or HAO would exceed the device MTU: dropped */
-	MIP6_C_CN_TOO_BIG,          /* the type 2 RH would exceed the device MTU: dropped */
+	MIP6_C_MN_TOO_BIG,          /* tunnel or HAO would exceed the device MTU: PTB to the socket */
+	MIP6_C_CN_TOO_BIG,          /* the type 2 RH would exceed the device MTU: PTB to the socket */
+	MIP6_C_PTB_FAILED,          /* too big, but no Packet Too Big possible: dropped */
 	MIP6_C_MAX,
 };
 
@@ -100,6 +101,20 @@ struct {
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ro_peers SEC(".maps");
+
+#define MIP6_PTB_QUOTE_MAX (1280 - 40 - 8) /* RFC 4443 s.3.2: within the minimum MTU */
+
+/* A Packet Too Big's quote, for the checksum (too big for the 512-byte stack). */
+struct mip6_ptb_quote {
+	__u8 b[MIP6_PTB_QUOTE_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mip6_ptb_quote);
+} ptb_quote SEC(".maps");
 
 #define MIP6_SIGNAL_MAX 1280 /* the IPv6 minimum MTU: more than any MH message we build */
 

@@ -127,6 +127,7 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 		stats[name] = v
 	}
 	n.mu.Unlock()
+	n.addPublisherStats(stats) // dns_* (rendezvous.go)
 	return stats, nil
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"ilnp/internal/rendezvous"
 	"ilnp/internal/resolver"
-	"ilnp/internal/timeline"
 )
 
 // DNS rendezvous (issue 6, RFC 6742): the node publishes its NID and its valid locators under
@@ -36,7 +35,7 @@ type rendezvousPublisher struct {
 }
 
 // startPublisher creates the publisher when dns-publish-name is set and runs it until ctx
-// ends. A key file that cannot be read is a start-up error: publishing unsigned instead would
+// ends. It runs before the control socket serves (n.rdv is then only read). A key file that cannot be read is a start-up error: publishing unsigned instead would
 // only be refused by the server.
 func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
 	if n.cfg.DNSPublishName == "" {
@@ -50,7 +49,6 @@ func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 		key = &k
 	}
-	var pub *rendezvous.Publisher
 	pub, err := rendezvous.NewPublisher(rendezvous.PublisherConfig{
 		Name:   n.cfg.DNSPublishName + ".",
 		Zone:   n.cfg.DNSPublishZone + ".",
@@ -59,18 +57,12 @@ func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
 		TTL:    n.cfg.DNSPublishTTL,
 		Logger: n.log,
 		Node:   n.cfg.Node,
-		Emit: func(e timeline.Event) {
-			n.emit(e)
-			if e.Kind == timeline.DNSUpdateResult {
-				n.mirrorPublisherStats(pub.Status().Stats)
-			}
-		},
+		Emit:   n.emit,
 	})
 	if err != nil {
 		return err
 	}
 	n.rdv = &rendezvousPublisher{pub: pub}
-	n.mirrorPublisherStats(pub.Status().Stats)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -102,21 +94,25 @@ func (n *Node) publishLocators() {
 	}
 }
 
-// mirrorPublisherStats copies the publisher's counters into the node's (ilnpctl show stats).
-func (n *Node) mirrorPublisherStats(st rendezvous.Stats) {
+// addPublisherStats adds the publisher's counters to a `show stats` map: dns_updates_ok,
+// dns_update_errors (and dns_update_errors_CAUSE per cause), dns_updates_sent, dns_publishes,
+// dns_state_reads, dns_superseded. Nothing when not publishing. Safe from any goroutine.
+func (n *Node) addPublisherStats(stats map[string]uint64) {
+	if n.rdv == nil {
+		return
+	}
+	st := n.rdv.pub.Status().Stats
 	var errs uint64
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	for cause, v := range st.Errors {
-		n.counters["dns_update_errors_"+string(cause)] = v
+		stats["dns_update_errors_"+string(cause)] = v
 		errs += v
 	}
-	n.counters["dns_update_errors"] = errs
-	n.counters["dns_publishes"] = st.Publishes
-	n.counters["dns_updates_sent"] = st.UpdatesSent
-	n.counters["dns_updates_ok"] = st.UpdatesOK
-	n.counters["dns_state_reads"] = st.StateReads
-	n.counters["dns_superseded"] = st.Superseded
+	stats["dns_update_errors"] = errs
+	stats["dns_publishes"] = st.Publishes
+	stats["dns_updates_sent"] = st.UpdatesSent
+	stats["dns_updates_ok"] = st.UpdatesOK
+	stats["dns_state_reads"] = st.StateReads
+	stats["dns_superseded"] = st.Superseded
 }
 
 // ilnpSource is the stub resolver's view of ILNP names: the hosts file first (an operator's

@@ -18,6 +18,9 @@ const peerRegistrationTimeout = 2 * time.Second
 // startServices starts the control socket and, when configured, the DNS publisher and the stub
 // resolver (ILNP names from the hosts file, then from DNS NID/L64 records).
 func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<- error) error {
+	if err := n.startPublisher(ctx, wg); err != nil {
+		return err
+	}
 	ln, err := control.Listen(filepath.Join(n.cfg.StateDir, "ctl.sock"))
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
@@ -30,9 +33,6 @@ func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<
 		}
 	}()
 
-	if err := n.startPublisher(ctx, wg); err != nil {
-		return err
-	}
 	if !n.cfg.DNSListen.IsValid() {
 		return nil
 	}

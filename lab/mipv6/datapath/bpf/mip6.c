@@ -163,9 +163,8 @@ static __always_inline int mip6_ha_reverse(struct __sk_buff *skb, const struct m
 {
 	struct mip6_binding *b;
 	struct mip6_ip6 inner;
-	int rc;
-
 	__u32 wire_len;
+	int rc;
 
 	if (mip6_load_ip6(skb, MIP6_EXT_OFF, &inner) < 0 ||
 	    MIP6_IP6_HLEN + bpf_ntohs(inner.payload_len) != bpf_ntohs(outer->payload_len)) {

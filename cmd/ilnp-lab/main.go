@@ -75,7 +75,7 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 1s] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
                   [--report-only]
   ilnp-lab demo [--out lab/out/demo]
@@ -99,6 +99,7 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.StringVar(&c.access, "access", "wlan", "shape of the MN's access links (lan, wlan, wifi, 3g or key=value+...)")
 	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
 	fs.StringVar(&c.out, "out", "", "output directory")
+	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA added at the home agent (0: the baseline's own; the thesis's UMIP: 1s)")
 }
 
 func (c *common) timing() (lab.Profile, error) {
@@ -144,7 +145,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	var c common
 	c.register(fs, 1, "thesis")
 	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
-	mode := fs.String("mode", "", "ipv6, ilnp-soft or ilnp-hard")
+	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
 	_ = fs.Parse(args)
 	prof, err := c.timing()

@@ -148,6 +148,10 @@ type Engine struct {
 	loc   movement.Decision
 	away  bool
 	stats Stats
+	// lastSend is when the last packet went to the socket (CLOCK_MONOTONIC ns).
+	lastSend int64
+	// now reads CLOCK_MONOTONIC (tests: the fake clock).
+	now func() int64
 }
 
 // NewEngine builds the machines of cfg.Role. send transmits a whole IPv6 packet towards dst;
@@ -160,7 +164,7 @@ func NewEngine(cfg Config, plane Plane, send func([]byte, netip.Addr) error, emi
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Engine{cfg: cfg, plane: plane, send: send, emit: emit, log: log}
+	e := &Engine{cfg: cfg, plane: plane, send: send, emit: emit, log: log, now: timeline.Now}
 	switch cfg.Role {
 	case datapath.RoleHomeAgent:
 		ha, err := binding.NewHomeAgent(binding.HAConfig{Addr: cfg.Addr, HomePrefix: cfg.HomePrefix,
@@ -254,10 +258,16 @@ func (e *Engine) Signal(pkt []byte, arrivalNs int64, now time.Time) {
 			Locator: r.Packet.Src.String(), Seq: uint32(bu.Seq), Detail: fmt.Sprintf("home=%v lifetime=%ds", bu.Home,
 				int(mh.LifetimeDuration(bu.Lifetime).Seconds()))})
 	}
-	e.log.Debug("signal", "type", r.Msg.Type(), "src", r.Packet.Src, "dst", r.Packet.Dst)
+	begin := timeline.Now()
 	for _, s := range e.slots {
 		e.apply(s, s.m.Event(r, now), arrivalNs, now)
 	}
+	attrs := []any{"type", r.Msg.Type(), "src", r.Packet.Src, "dst", r.Packet.Dst,
+		"handling", time.Duration(timeline.Now() - begin)}
+	if arrivalNs != 0 {
+		attrs = append(attrs, "queued", time.Duration(begin-arrivalNs))
+	}
+	e.log.Info("signal", attrs...)
 }
 
 // Movement feeds the MN's movement detection; a new decision moves the registration.
@@ -325,8 +335,12 @@ func (e *Engine) apply(s *slot, acts []binding.Action, arrivalNs int64, now time
 			s.due = a.At
 		case binding.Record:
 			ev := a.Event
-			if ev.MonoNS == 0 && arrivalNs != 0 && receivedRecord(ev) {
+			switch {
+			case ev.MonoNS != 0:
+			case arrivalNs != 0 && receivedRecord(ev):
 				ev.MonoNS = arrivalNs
+			case e.lastSend != 0 && sentRecord(ev):
+				ev.MonoNS = e.lastSend
 			}
 			e.emit(ev)
 		case binding.Bind:
@@ -337,6 +351,18 @@ func (e *Engine) apply(s *slot, acts []binding.Action, arrivalNs int64, now time
 			e.done(s, a.Result, now)
 		}
 	}
+}
+
+// sentRecord says whether a machine's record is about the packet just sent (the Send action
+// comes first): it takes the time the packet went to the socket.
+func sentRecord(ev timeline.Event) bool {
+	switch ev.Kind {
+	case timeline.BUSent:
+		return true
+	case timeline.RRMessage:
+		return strings.HasSuffix(ev.Detail, " sent")
+	}
+	return false
 }
 
 // receivedRecord says whether a machine's record is about a packet that arrived: those take
@@ -359,6 +385,7 @@ func (e *Engine) transmit(a binding.Action) {
 		e.log.Error("unsendable packet", "len", len(a.Packet))
 		return
 	}
+	e.lastSend = e.now()
 	if err := e.send(a.Packet, dst); err != nil {
 		e.stats.SendErrors++
 		e.log.Warn("send mobility header", "dst", dst, "type", msgType(a.Msg), "err", err)
@@ -388,10 +415,12 @@ func destination(pkt []byte) (netip.Addr, bool) {
 }
 
 func (e *Engine) bind(b binding.Entry) {
+	begin := e.now()
 	e.planeDo("set binding", e.plane.SetBinding(b.HomeAddress, b.CareOf))
 	if e.cfg.Role == datapath.RoleHomeAgent && b.New {
 		e.planeDo("proxy ND", e.plane.ProxyND(b.HomeAddress, true))
 	}
+	e.log.Info("binding", "home", b.HomeAddress, "care_of", b.CareOf, "took", time.Duration(e.now()-begin))
 	e.emit(timeline.Event{Kind: KindBinding, Node: e.cfg.Node, Peer: b.HomeAddress.String(), Locator: b.CareOf.String(),
 		Seq: uint32(b.Seq), Detail: "bind"})
 }

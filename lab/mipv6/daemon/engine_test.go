@@ -93,6 +93,7 @@ func (n *simNet) add(cfg Config, addrs ...netip.Addr) (*Engine, *fakePlane) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
+	e.now = func() int64 { return n.mono(n.now) }
 	for _, a := range addrs {
 		n.engines[a] = e
 	}

@@ -11,6 +11,7 @@ package measure
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"ilnp/internal/timeline"
@@ -75,6 +76,64 @@ func (in *Input) toCN(p *pcap.Packet) bool {
 // received: a frame the MN's capture saw arriving (cooked captures tell; Ethernet: all).
 func received(p *pcap.Packet) bool { return p.Dir != pcap.DirOutgoing }
 
+// locatorStates follows the MN's own locators through its timeline. A capture sees packets
+// before the MN's ILNP ingress, which drops those for a locator that is no longer usable
+// (hard handoff ages the old one at once); the thesis counts them as lost (5.3.4).
+type locatorStates map[string][]stateChange
+
+type stateChange struct {
+	t      float64
+	usable bool
+}
+
+func newLocatorStates(in *Input) locatorStates {
+	ls := locatorStates{}
+	for _, e := range in.MNEvents {
+		if e.Locator == "" {
+			continue
+		}
+		var usable bool
+		switch e.Kind {
+		case timeline.LocatorAdded, timeline.ActiveLocator:
+			usable = true
+		case timeline.LocatorRemoved:
+			usable = false
+		case timeline.LocatorState:
+			// detail "from -> to"
+			_, to, ok := strings.Cut(e.Detail, "->")
+			if !ok {
+				continue
+			}
+			switch strings.TrimSpace(to) {
+			case "aged", "expired", "deprecated", "removed":
+				usable = false
+			default:
+				usable = true
+			}
+		default:
+			continue
+		}
+		ls[e.Locator] = append(ls[e.Locator], stateChange{t: in.relMono(e.MonoNS), usable: usable})
+	}
+	for _, changes := range ls {
+		sort.SliceStable(changes, func(i, j int) bool { return changes[i].t < changes[j].t })
+	}
+	return ls
+}
+
+// usable says whether the MN accepted a packet for dst at time t.
+func (ls locatorStates) usable(dst [16]byte, t float64) bool {
+	changes := ls[fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", dst[0], dst[1], dst[2], dst[3], dst[4], dst[5], dst[6], dst[7])]
+	ok := true
+	for _, c := range changes {
+		if c.t > t {
+			break
+		}
+		ok = c.usable
+	}
+	return ok
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // Compute derives the metrics.
@@ -109,6 +168,19 @@ func Compute(in Input) Result {
 		}
 	}
 	res.HandoffAt = handoff
+	states := newLocatorStates(&in)
+	stale := 0
+	// delivered: arrived at the MN and accepted by its stack for a usable locator.
+	delivered := func(p *pcap.Packet) bool {
+		if !received(p) {
+			return false
+		}
+		if !states.usable(p.Dst, in.rel(p.Time)) {
+			stale++
+			return false
+		}
+		return true
+	}
 	if handoff != nil {
 		r.LUSent = ptr(luCount)
 		if haNS != 0 {
@@ -153,7 +225,7 @@ func Compute(in Input) Result {
 		recv := map[int64]bool{}
 		for i := range in.MN {
 			p := &in.MN[i]
-			if p.Proto == pcap.ProtoUDP && p.UDPSeq > 0 && in.toMN(p) && received(p) {
+			if p.Proto == pcap.ProtoUDP && p.UDPSeq > 0 && in.toMN(p) && delivered(p) {
 				recv[p.UDPSeq] = true
 				got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: p.UDPSeq})
 			}
@@ -235,7 +307,7 @@ func Compute(in Input) Result {
 		var maxRecvEnd int64
 		for i := range in.MN {
 			p := &in.MN[i]
-			if !isData(p) || p.Payload == 0 || !received(p) {
+			if !isData(p) || p.Payload == 0 || !delivered(p) {
 				continue
 			}
 			rel := p.TCPSeq - isn
@@ -261,6 +333,9 @@ func Compute(in Input) Result {
 		}
 	}
 
+	if stale > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d packets reached the MN for a locator it no longer accepted (stale L64): counted as lost", stale))
+	}
 	sort.Slice(got, func(i, j int) bool { return got[i].t < got[j].t })
 	bins := int(in.Duration.Seconds()) + 2
 	rate := make([]float64, bins)

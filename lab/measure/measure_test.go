@@ -175,3 +175,43 @@ func TestAppLostWins(t *testing.T) {
 		t.Errorf("lost %d", *r.UDPLost)
 	}
 }
+
+// Hard handoff: the MN ages L2 at the handoff and its ILNP ingress drops what still arrives
+// for L2; those segments count as lost although the capture saw them.
+func TestStaleLocatorIsLoss(t *testing.T) {
+	in := base()
+	mono := func(s float64) int64 { return in.T0Mono + int64(s*1e9) }
+	in.MNEvents = []timeline.Event{
+		{MonoNS: mono(0), Kind: timeline.LocatorAdded, Locator: "2001:0db8:0002:0000", Detail: "new -> active"},
+		{MonoNS: mono(5.1), Kind: timeline.LocatorAdded, Locator: "2001:0db8:0003:0000", Detail: "new -> active"},
+		{MonoNS: mono(5.1), Kind: timeline.LocatorState, Locator: "2001:0db8:0002:0000", Detail: "active -> aged"},
+	}
+	isn := uint32(1000)
+	in.CN = append(in.CN, tcp(0, isn-1, 0, pcap.DirUnknown, pcap.SYN))
+	for k := 0; k < 10; k++ {
+		s := 5 + float64(k)*0.02
+		seq := isn + uint32(k*1000)
+		p := tcp(s, seq, 1000, pcap.DirUnknown, pcap.ACK)
+		p.Dst = addr(2, mnNID) // still to L2
+		in.CN = append(in.CN, p)
+		m := p
+		m.Time, m.Dir = at(s+0.001), pcap.DirIncoming
+		in.MN = append(in.MN, m)
+	}
+	// Segments 6..9 arrived after L2 was aged: dropped; the CN resends them to L3.
+	for k := 6; k < 10; k++ {
+		seq := isn + uint32(k*1000)
+		p := tcp(6+float64(k)*0.01, seq, 1000, pcap.DirUnknown, pcap.ACK)
+		in.CN = append(in.CN, p)
+		m := p
+		m.Time, m.Dir = at(6.001+float64(k)*0.01), pcap.DirIncoming
+		in.MN = append(in.MN, m)
+	}
+	res := Compute(in)
+	if r := res.Run; *r.TCPRetransmissions != 4 || *r.TCPLost != 4 {
+		t.Errorf("retransmissions %d lost %d, want 4 and 4 (notes %v)", *r.TCPRetransmissions, *r.TCPLost, res.Notes)
+	}
+	if len(res.Notes) == 0 {
+		t.Error("no note about stale-locator drops")
+	}
+}

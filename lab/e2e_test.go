@@ -190,8 +190,19 @@ func TestE2EILNPHardTCP(t *testing.T) {
 func TestE2ECancelTearsDown(t *testing.T) {
 	requireLab(t)
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Cancel a second into the flow, with every process of the run going.
+	go func() {
+		for ctx.Err() == nil {
+			if b, _ := os.ReadFile(filepath.Join(out, "rep-1", "lab-events.jsonl")); strings.Contains(string(b), "lab_flow_start") {
+				time.Sleep(time.Second)
+				cancel()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	_, err := Run(ctx, RunConfig{Scenario: "lan-wan", Mode: "ipv6", Traffic: "tcp", Profile: testProfile, Reps: 1, Out: out})
 	if err == nil {
 		t.Fatal("run finished despite the cancel")

@@ -41,6 +41,7 @@ func main() {
 	go func() {
 		<-ctx.Done()
 		stop()
+		fmt.Fprintln(os.Stderr, "\nilnp-lab: stopping, tearing the testbed down (a second Ctrl-C abandons it)")
 	}()
 	var err error
 	switch os.Args[1] {

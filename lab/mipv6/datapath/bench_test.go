@@ -10,8 +10,8 @@ import (
 	"ilnp/internal/nstest"
 )
 
-// BenchmarkNetnsThroughput prints what one unpaced iperf3 TCP flow from the CN to the MN's home
-// address reaches at home, through the HA's tunnel and route-optimised, with the hosts' TSO
+// BenchmarkNetnsThroughput prints what one unpaced iperf3 TCP flow between the CN and the MN's
+// home address (both directions) reaches at home, through the HA's tunnel and route-optimised, with the hosts' TSO
 // off (the recommended lab setting) and on, and on without route MTUs (Packet Too Big brings
 // the path MTU down). Figures, not goals: the machine is shared.
 func BenchmarkNetnsThroughput(b *testing.B) {
@@ -30,13 +30,19 @@ func BenchmarkNetnsThroughput(b *testing.B) {
 				must(b, tp.corr.SetBinding(hoa, coa))
 				must(b, tp.mn6.SetRO(cn, true))
 			}
-			b.Run(name+"/"+mode, func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					bps, retr := iperf(b, tp, 3*time.Second)
-					b.ReportMetric(bps/1e6, "Mbit/s")
-					b.ReportMetric(float64(retr), "retransmits")
+			for _, reverse := range []bool{false, true} {
+				dir := "cn-to-mn"
+				if reverse {
+					dir = "mn-to-cn"
 				}
-			})
+				b.Run(name+"/"+mode+"/"+dir, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						bps, retr := iperf(b, tp, 3*time.Second, reverse)
+						b.ReportMetric(bps/1e6, "Mbit/s")
+						b.ReportMetric(float64(retr), "retransmits")
+					}
+				})
+			}
 		}
 		for node, d := range map[string]*Datapath{"HA": tp.ha, "MN": tp.mn6, "CN": tp.corr} {
 			c, err := d.Counters()
@@ -52,7 +58,8 @@ func BenchmarkNetnsThroughput(b *testing.B) {
 	}
 }
 
-func iperf(b *testing.B, tp *mipTopo, d time.Duration) (bps float64, retransmits int) {
+// iperf runs one iperf3 TCP test from the CN to the HoA (reverse: the MN sends).
+func iperf(b *testing.B, tp *mipTopo, d time.Duration, reverse bool) (bps float64, retransmits int) {
 	b.Helper()
 	srv := tp.mn.Start(nil, "iperf3", "-s", "-1", "-B", hoa.String(), "-p", "5201")
 	defer func() { _ = srv.Process.Kill() }()
@@ -65,7 +72,11 @@ func iperf(b *testing.B, tp *mipTopo, d time.Duration) (bps float64, retransmits
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	out, err := tp.cn.Try("iperf3", "-c", hoa.String(), "-p", "5201", "-J", "-C", "cubic", "-t", fmt.Sprint(int(d.Seconds())))
+	args := []string{"iperf3", "-c", hoa.String(), "-p", "5201", "-J", "-C", "cubic", "-t", fmt.Sprint(int(d.Seconds()))}
+	if reverse {
+		args = append(args, "-R")
+	}
+	out, err := tp.cn.Try(args...)
 	if err != nil && !strings.HasPrefix(strings.TrimSpace(out), "{") {
 		b.Fatalf("iperf3: %v\n%s", err, out)
 	}

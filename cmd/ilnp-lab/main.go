@@ -36,12 +36,16 @@ func main() {
 	}
 	// Ctrl-C / TERM cancel the context; every run tears down namespaces, processes and
 	// /etc/netns entries on the way out. A second signal kills at once.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
-		<-ctx.Done()
-		stop()
+		<-sigs
+		// From now on a second signal has its default effect.
+		signal.Stop(sigs)
 		fmt.Fprintln(os.Stderr, "\nilnp-lab: stopping, tearing the testbed down (a second Ctrl-C abandons it)")
+		cancel()
 	}()
 	var err error
 	switch os.Args[1] {

@@ -82,7 +82,7 @@ func marks(p *plot.Plot, m Marks, ymax float64) error {
 	if err := vline(p, m.Leave, ymax, color.RGBA{200, 0, 0, 255}, true, "leave L2"); err != nil {
 		return err
 	}
-	return vline(p, m.Handoff, ymax, color.RGBA{0, 150, 0, 255}, false, "first LU")
+	return vline(p, m.Handoff, ymax, color.Black, false, "first LU")
 }
 
 func xrange(p *plot.Plot, series []Series) {

@@ -44,7 +44,7 @@ type Node struct {
 	dp     *datapath.Datapath
 	host   *host
 	lusock *luSocket
-	rdv    *rendezvousPublisher // nil: not publishing NID/L64 records (rendezvous.go)
+	rdv    *rendezvousState // DNS publisher and stub counters (rendezvous.go)
 
 	// Loop-owned state.
 	locals    map[wire.L64]ilcc.Local

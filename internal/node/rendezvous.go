@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ilnp/internal/rendezvous"
@@ -28,16 +29,19 @@ import (
 // it unreachable by name in between, and for the negative-caching time after. A locator that
 // is really gone is replaced by the next update once the node runs again.
 
-// rendezvousPublisher is the loop's side of the publisher.
-type rendezvousPublisher struct {
+// rendezvousState is the node's DNS side: the publisher (nil when not publishing) and the
+// stub resolver (for its counters; nil while not listening).
+type rendezvousState struct {
 	pub  *rendezvous.Publisher
 	last []rendezvous.LocatorEntry // loop-owned: the set last handed to Publish
+	stub atomic.Pointer[resolver.Server]
 }
 
 // startPublisher creates the publisher when dns-publish-name is set and runs it until ctx
-// ends. It runs before the control socket serves (n.rdv is then only read). A key file that cannot be read is a start-up error: publishing unsigned instead would
+// ends. It runs before the control socket serves (n.rdv and n.rdv.pub are then only read). A key file that cannot be read is a start-up error: publishing unsigned instead would
 // only be refused by the server.
 func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
+	n.rdv = &rendezvousState{}
 	if n.cfg.DNSPublishName == "" {
 		return nil
 	}
@@ -62,7 +66,7 @@ func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
-	n.rdv = &rendezvousPublisher{pub: pub}
+	n.rdv.pub = pub
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -76,7 +80,7 @@ func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
 // publishLocators hands the current valid locator set to the publisher when it changed. Runs
 // on the loop (from syncLocals); it never blocks.
 func (n *Node) publishLocators() {
-	if n.rdv == nil {
+	if n.rdv == nil || n.rdv.pub == nil {
 		return
 	}
 	var locs []rendezvous.LocatorEntry
@@ -94,11 +98,24 @@ func (n *Node) publishLocators() {
 	}
 }
 
-// addPublisherStats adds the publisher's counters to a `show stats` map: dns_updates_ok,
+// addPublisherStats adds the DNS counters to a `show stats` map. The stub resolver's:
+// dns_queries, dns_ilnp_answers, dns_forwarded, dns_failed, dns_ilnp_lookup_failures (NID/L64
+// lookups that failed and fell back to plain IPv6). The publisher's: dns_updates_ok,
 // dns_update_errors (and dns_update_errors_CAUSE per cause), dns_updates_sent, dns_publishes,
-// dns_state_reads, dns_superseded. Nothing when not publishing. Safe from any goroutine.
+// dns_state_reads, dns_superseded. Safe from any goroutine.
 func (n *Node) addPublisherStats(stats map[string]uint64) {
 	if n.rdv == nil {
+		return
+	}
+	if stub := n.rdv.stub.Load(); stub != nil {
+		st := stub.Stats()
+		stats["dns_queries"] = st.Queries
+		stats["dns_ilnp_answers"] = st.ILNP
+		stats["dns_forwarded"] = st.Forwarded
+		stats["dns_failed"] = st.Failed
+		stats["dns_ilnp_lookup_failures"] = st.LookupFailed
+	}
+	if n.rdv.pub == nil {
 		return
 	}
 	st := n.rdv.pub.Status().Stats

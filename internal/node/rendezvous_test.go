@@ -58,10 +58,17 @@ type rdvNet struct {
 	cr    *daemon
 }
 
-// newRdvNet builds the topology and named. keyText is the TSIG key file the MN gets (the
-// server's own key when empty); cnHosts is the CN's hosts file content (none when empty);
-// withCR adds the second correspondent CR (DNS only, like the CN).
-func newRdvNet(t *testing.T, keyText, cnHosts string, withCR bool) *rdvNet {
+// rdvOptions vary the topology.
+type rdvOptions struct {
+	keyText  string // the TSIG key file the MN gets; the server's own key when empty
+	cnHosts  string // the CN's hosts file; none when empty
+	cnLookup string // the CN's dns-lookup-server; none (dns-upstream is used) when empty
+	withCR   bool   // add the second correspondent CR (DNS only, like the CN)
+}
+
+// newRdvNet builds the topology, named and the daemons.
+func newRdvNet(t *testing.T, opt rdvOptions) *rdvNet {
+	keyText, cnHosts, withCR := opt.keyText, opt.cnHosts, opt.withCR
 	t.Helper()
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "radvd", "iperf3", "tcpdump", "tshark", "ethtool", "getent", "named", "dig")
@@ -137,6 +144,9 @@ dns-publish-key %s
 dns-publish-ttl 0s
 `, rdvName, rdvZone, server, keyFile), "mn1", "mn2")
 	cnConf := fmt.Sprintf("dns-listen [::1]:53\ndns-upstream %s\n", server)
+	if opt.cnLookup != "" {
+		cnConf += "dns-lookup-server " + opt.cnLookup + "\n"
+	}
 	if cnHosts != "" {
 		hosts := filepath.Join(n.dir, "cn-hosts")
 		if _, err := wire.ParseHosts(strings.NewReader(cnHosts), hosts); err != nil {
@@ -281,7 +291,7 @@ func (n *rdvNet) dig(args ...string) string {
 // CR opened by name before the move keeps working through it (Locator Updates); a name without
 // NID records is plain IPv6.
 func TestDNSRendezvous(t *testing.T) {
-	n := newRdvNet(t, "", "", true)
+	n := newRdvNet(t, rdvOptions{withCR: true})
 
 	// Records on start.
 	if _, err := n.waitL64s(10*time.Second, l2); err != nil {
@@ -312,6 +322,10 @@ func TestDNSRendezvous(t *testing.T) {
 		_ = srv.Wait()
 		if rows, err := n.cn.sessions(); err != nil || len(rows) != 0 {
 			t.Errorf("CN has ILNP sessions after a plain IPv6 flow: %+v %v", rows, err)
+		}
+		if st, err := n.cn.stats(); err != nil || st["dns_forwarded"] < 1 || st["dns_ilnp_answers"] != 0 ||
+			st["dns_ilnp_lookup_failures"] != 0 {
+			t.Errorf("CN stub counters %v (%v): want the AAAA forwarded, no ILNP answer, no failed lookup", st, err)
 		}
 	})
 
@@ -462,7 +476,8 @@ func TestDNSRendezvous(t *testing.T) {
 // TestDNSRendezvousWrongKey: the MN holds a key with the right name and a wrong secret. The
 // server refuses every update (BADSIG); ilnpd logs the cause, counts it, tries again on the
 // next locator change, and the session with the CN (found through its hosts file) keeps
-// working across a move.
+// working across a move. The CN's NID/L64 lookups go to a server that is not there: a name
+// then falls back to plain IPv6 (the AAAA through dns-upstream), counted.
 func TestDNSRendezvousWrongKey(t *testing.T) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
@@ -471,12 +486,22 @@ func TestDNSRendezvousWrongKey(t *testing.T) {
 	key := fmt.Sprintf("key %q {\n\talgorithm hmac-sha256;\n\tsecret %q;\n};\n",
 		"mn-key."+rdvZone, base64.StdEncoding.EncodeToString(secret))
 	hosts := fmt.Sprintf("%s|10,%s mn\n", l2, mnNID)
-	n := newRdvNet(t, key, hosts, false)
+	// The CN asks a lookup server that does not exist for NID/L64 records: those lookups fail
+	// and names fall back to plain IPv6 through dns-upstream.
+	n := newRdvNet(t, rdvOptions{keyText: key, cnHosts: hosts, cnLookup: "[2001:db8:53::54]:53"})
 
 	n.waitFor(10*time.Second, "a refused update counted", func() (bool, string) {
 		st, err := n.mn.stats()
 		return err == nil && st["dns_update_errors_tsig-badsig"] >= 1, fmt.Sprint(st, err)
 	})
+	// Plain IPv6 fallback when the NID/L64 lookup fails.
+	if addr, err := resolve(n.CN, rdvWWWName); err != nil || addr != rdvWWW {
+		t.Errorf("with the lookup server down, CN resolves %s to %v (%v), want the AAAA %v", rdvWWWName, addr, err, rdvWWW)
+	}
+	if st, err := n.cn.stats(); err != nil || st["dns_ilnp_lookup_failures"] < 1 || st["dns_forwarded"] < 1 {
+		t.Errorf("CN stub counters %v (%v): want >= 1 failed NID/L64 lookup and the AAAA forwarded", st, err)
+	}
+
 	_, srvFile := n.iperfServer(rdvIperfOld)
 	cl, _ := n.iperfClient("mn", rdvIperfOld, "-t", "5", "-b", "20M")
 	start := time.Now()

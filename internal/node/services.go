@@ -56,6 +56,7 @@ func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<
 	if err != nil {
 		return fmt.Errorf("stub resolver: %w", err)
 	}
+	n.rdv.stub.Store(srv)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -49,7 +49,9 @@
 //     forwarding super-packets that carry extension headers (the kernel bug in
 //     /work/shared/notes/platform.md); the tunnel itself copes with GSO either way.
 //   - The MN keeps its HoA as a /128 on lo (plus the /64 on the home interface while at home),
-//     so sockets bound to it survive the home link going down; SetEgress names the CoA's
+//     so sockets bound to it survive the home link going down. Away, its default route via the
+//     foreign router carries "src HoA": this kernel lacks the MIPv6 source address rule (RFC
+//     6724 rule 4) and new sockets would otherwise take the CoA. SetEgress names the CoA's
 //     interface and router when the route to the CN could pick another interface.
 //   - The HA's home-link interface answers Neighbor Solicitations for away HoAs: ProxyND
 //     (proxy_ndp sysctl + a proxy neighbour entry). Packets arriving from elsewhere are

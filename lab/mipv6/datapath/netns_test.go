@@ -106,7 +106,9 @@ func (tp *mipTopo) moveToForeignLink(t testing.TB) {
 	t.Helper()
 	tp.mn.Run("ip", "link", "set", "m2", "down")
 	tp.mn.Run("ip", "addr", "add", coa.String()+"/64", "dev", "m3", "nodad")
-	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:3::1", "dev", "m3"}, tp.route...)...)
+	// src: new sockets keep choosing the HoA (this kernel has no MIPv6 source address rule,
+	// RFC 6724 rule 4, and would otherwise pick the CoA of the outgoing interface).
+	tp.mn.Run(append([]string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:3::1", "dev", "m3", "src", hoa.String()}, tp.route...)...)
 	must(t, tp.ha.SetBinding(hoa, coa))
 	must(t, tp.r2.Do(func() error { return ProxyND(tp.r2h, hoa, true) }))
 	must(t, tp.mn6.SetBinding(hoa, coa))
@@ -285,6 +287,30 @@ func (tp *mipTopo) returnHome(t testing.TB) {
 	must(t, tp.mn6.DeleteBinding(hoa))
 }
 
+// dialFromMN opens a TCP connection from the MN (no source given) to a CN listener and returns
+// the address the CN sees it come from.
+func dialFromMN(t *testing.T, tp *mipTopo) netip.Addr {
+	t.Helper()
+	var ln net.Listener
+	must(t, tp.cn.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp6", netip.AddrPortFrom(cn, 5003).String())
+		return err
+	}))
+	defer ln.Close()
+	var c net.Conn
+	must(t, tp.mn.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: 5 * time.Second}).Dial("tcp6", netip.AddrPortFrom(cn, 5003).String())
+		return err
+	}))
+	defer c.Close()
+	s, err := ln.Accept()
+	must(t, err)
+	defer s.Close()
+	return netip.MustParseAddrPort(s.RemoteAddr().String()).Addr()
+}
+
 // progresses waits until at least n more bytes came back, failing on a flow error.
 func (f *echoFlow) progresses(t *testing.T, n int64, timeout time.Duration, what string) {
 	t.Helper()
@@ -423,6 +449,10 @@ func testMoveAndRouteOptimise(t *testing.T, o topoOptions) {
 	}
 	if out := tp.r2.Run("ip", "-6", "neigh", "show", "proxy", "dev", "r2h"); !strings.Contains(out, hoa.String()) {
 		t.Fatalf("no proxy ND entry for the HoA: %q", out)
+	}
+	// A connection the MN opens while away comes from its HoA, through the tunnel.
+	if got := dialFromMN(t, tp); got != hoa {
+		t.Fatalf("MN-initiated connection arrives from %v, want the HoA %v", got, hoa)
 	}
 
 	// Route optimisation (as after return routability and the BU to the CN).

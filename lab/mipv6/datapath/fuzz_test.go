@@ -10,9 +10,12 @@ import (
 	"ilnp/lab/mipv6/mh"
 )
 
-// FuzzPrograms feeds arbitrary frames to every program: they never fail, answer only with
-// known verdicts, keep the Ethernet header, and change a packet's length only by what their
-// role adds or removes (40 tunnel, 24 RH2 or HAO, a whole Destination Options header).
+// FuzzPrograms feeds arbitrary frames to every program (in a namespace whose loopback, the
+// test-run device, has MTU 1500 and where the HA's routes exist): they never fail, answer only
+// with known verdicts, keep the Ethernet header (or swap it for a Packet Too Big sent back up),
+// and change a packet's length only by what their role adds or removes (40 tunnel, 24 RH2 or
+// HAO, a whole Destination Options header), or turn it into a well-formed Packet Too Big
+// quoting it.
 func FuzzPrograms(f *testing.F) {
 	up := ipv6Packet(hoa, cn, wire.ProtoTCP, 64, tcpSegment(hoa, cn, payload))
 	down := ipv6Packet(cn, hoa, wire.ProtoUDP, 64, wire.AppendUDP(nil, cn, hoa, 1, 2, payload))
@@ -23,7 +26,11 @@ func FuzzPrograms(f *testing.F) {
 	f.Add(frame(envelope(f, mh.Envelope{Src: coa, Dst: cn, HomeAddress: hoa}, wire.ProtoTCP, tcpSegment(hoa, cn, payload))))
 	f.Add(frame(envelope(f, mh.Envelope{Src: cn, Dst: coa, RoutingHome: hoa}, wire.ProtoUDP, wire.AppendUDP(nil, cn, hoa, 1, 2, payload))))
 	f.Add(frame(ipv6Packet(hoa, cn, wire.ProtoHopByHop, 64, []byte{wire.ProtoUDP, 0, 1, 4, 0, 0, 0, 0}, wire.AppendUDP(nil, hoa, cn, 1, 2, payload))))
+	f.Add(frame(ipv6Packet(cn, hoa, wire.ProtoUDP, 64, wire.AppendUDP(nil, cn, hoa, 1, 2, make([]byte, 1452)))))
+	f.Add(frame(ipv6Packet(hoa, cn, wire.ProtoUDP, 64, wire.AppendUDP(nil, hoa, cn, 1, 2, make([]byte, 1430)))))
 
+	ns := haNamespace(f)
+	ns.Run("ip", "link", "set", "lo", "mtu", "1500")
 	hagent, mn, corr := newDatapath(f), newDatapath(f), newDatapath(f)
 	for _, d := range []*Datapath{hagent, mn, corr} {
 		must(f, d.SetHomeAgent(ha))
@@ -46,8 +53,19 @@ func FuzzPrograms(f *testing.F) {
 		if len(in) < 14+40 || len(in) > 1514 {
 			return // BPF_PROG_TEST_RUN refuses short and page-sized frames (EINVAL)
 		}
-		for _, p := range progs {
-			ret, out := run(t, p.prog, in)
+		rets := make([]uint32, len(progs))
+		outs := make([][]byte, len(progs))
+		must(t, ns.Do(func() error { // one namespace switch for all five runs
+			for i, p := range progs {
+				var err error
+				if rets[i], outs[i], err = runProg(p.prog, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		for i, p := range progs {
+			ret, out := rets[i], outs[i]
 			switch ret {
 			case verdictDrop:
 				continue
@@ -56,6 +74,10 @@ func FuzzPrograms(f *testing.F) {
 				t.Fatalf("%s: verdict %d", p.name, ret)
 			}
 			if bytes.Equal(out, in) {
+				continue
+			}
+			if isPacketTooBig(in, out) {
+				checkPacketTooBig(t, p.name, in, out)
 				continue
 			}
 			if !bytes.Equal(out[:14], in[:14]) {
@@ -71,6 +93,35 @@ func FuzzPrograms(f *testing.F) {
 			}
 		}
 	})
+}
+
+func isPacketTooBig(in, out []byte) bool {
+	return len(out) >= 14+48 && len(in) >= 14+40 && out[14+6] == wire.ProtoICMPv6 && out[14+40] == 2 &&
+		!(in[14+6] == wire.ProtoICMPv6 && len(in) >= 14+41 && in[14+40] == 2 && bytes.Equal(in[14:14+40], out[14:14+40]))
+}
+
+// checkPacketTooBig: a Packet Too Big built from in quotes in (up to 1280 bytes in all, 4-byte
+// multiple), goes to in's source, announces at least the IPv6 minimum MTU and verifies.
+func checkPacketTooBig(t *testing.T, name string, in, out []byte) {
+	t.Helper()
+	h, err := wire.ParseIPv6Header(out[14:])
+	if err != nil {
+		t.Fatalf("%s: Packet Too Big header: %v", name, err)
+	}
+	orig, _ := wire.ParseIPv6Header(in[14:])
+	q := min(40+int(orig.PayloadLen), 1280-48) &^ 3
+	if len(out) != 14+48+q || int(h.PayloadLen) != 8+q || h.Dst != orig.Src ||
+		!bytes.Equal(out[14+48:], in[14:14+q]) {
+		t.Fatalf("%s: Packet Too Big of %d bytes for a %d-byte frame", name, len(out), len(in))
+	}
+	if c := wire.PseudoHeaderChecksum(h.Src, h.Dst, wire.ProtoICMPv6, out[14+40:]); c != 0 {
+		t.Fatalf("%s: Packet Too Big checksum residue %#x", name, c)
+	}
+	sameEth := bytes.Equal(out[:14], in[:14])
+	swapped := bytes.Equal(out[0:6], in[6:12]) && bytes.Equal(out[6:12], in[0:6])
+	if !sameEth && !swapped {
+		t.Fatalf("%s: Ethernet header of the Packet Too Big", name)
+	}
 }
 
 // FuzzDecodeSignal: ring records of any shape decode or fail cleanly, and a decoded packet is

@@ -152,6 +152,16 @@ type Engine struct {
 	lastSend int64
 	// now reads CLOCK_MONOTONIC (tests: the fake clock).
 	now func() int64
+	// later runs once the current input's packets are sent.
+	later []func()
+}
+
+func (e *Engine) runLater() {
+	for len(e.later) > 0 {
+		f := e.later[0]
+		e.later = e.later[1:]
+		f()
+	}
 }
 
 // NewEngine builds the machines of cfg.Role. send transmits a whole IPv6 packet towards dst;
@@ -238,6 +248,7 @@ func (e *Engine) Tick(now time.Time) {
 			s.due = time.Time{} // fired and not re-armed
 		}
 	}
+	e.runLater()
 }
 
 // Signal hands the engine one Mobility Header packet the datapath's tap caught (arrivalNs: its
@@ -268,6 +279,7 @@ func (e *Engine) Signal(pkt []byte, arrivalNs int64, now time.Time) {
 		attrs = append(attrs, "queued", time.Duration(begin-arrivalNs))
 	}
 	e.log.Info("signal", attrs...)
+	e.runLater()
 }
 
 // Movement feeds the MN's movement detection; a new decision moves the registration.
@@ -417,10 +429,14 @@ func destination(pkt []byte) (netip.Addr, bool) {
 func (e *Engine) bind(b binding.Entry) {
 	begin := e.now()
 	e.planeDo("set binding", e.plane.SetBinding(b.HomeAddress, b.CareOf))
-	if e.cfg.Role == datapath.RoleHomeAgent && b.New {
-		e.planeDo("proxy ND", e.plane.ProxyND(b.HomeAddress, true))
-	}
 	e.log.Info("binding", "home", b.HomeAddress, "care_of", b.CareOf, "took", time.Duration(e.now()-begin))
+	if e.cfg.Role == datapath.RoleHomeAgent && b.New {
+		// Proxy ND (sysctl + netlink, up to milliseconds) waits until the BAck is out: the
+		// tunnel, in place already, is what the MN's traffic needs; proxy ND only serves
+		// nodes on the home link.
+		hoa := b.HomeAddress
+		e.later = append(e.later, func() { e.planeDo("proxy ND", e.plane.ProxyND(hoa, true)) })
+	}
 	e.emit(timeline.Event{Kind: KindBinding, Node: e.cfg.Node, Peer: b.HomeAddress.String(), Locator: b.CareOf.String(),
 		Seq: uint32(b.Seq), Detail: "bind"})
 }

@@ -39,6 +39,7 @@ const (
 	rdvWWWName  = "www.ilnp.test"
 	rdvIperfNew = 5202 // the new connection opened by name after the move
 	rdvIperfOld = 5201 // the session running through the move
+	rdvIperfCR  = 5203 // a second connection from CR, after the move, while its session is open
 )
 
 var (
@@ -415,6 +416,38 @@ func TestDNSRendezvous(t *testing.T) {
 		t.Logf("new connection: %d packets on r-mn2, all with ipv6.opt.ilnp_nonce, CN -> %s", len(pkts), ilv(l3, mnNID))
 	})
 
+	// CR already has a session with the MN: a new connection by name joins it (the stub
+	// answers the session's view) and the datapath carries it to L3 with the session's nonces.
+	t.Run("new connection from a correspondent with a session joins it", func(t *testing.T) {
+		addr, err := resolve(n.CR, strings.TrimSuffix(rdvName, "."))
+		if err != nil || addr != ilv(l2, mnNID) {
+			t.Fatalf("CR (session open) resolves %s to %v (%v), want its session's view %v", rdvName, addr, err, ilv(l2, mnNID))
+		}
+		c := n.capture("r-mn2", fmt.Sprintf(
+			"(ip6[6] == 60 and ip6[40] == 6 and (ip6[48:2] == %[1]d or ip6[50:2] == %[1]d)) or tcp port %[1]d", rdvIperfCR))
+		_, srvFile := n.iperfServer(rdvIperfCR)
+		if out, err := n.CR.Try("iperf3", "-c", strings.TrimSuffix(rdvName, "."), "-p", fmt.Sprint(rdvIperfCR),
+			"-t", "2", "-b", "10M", "--connect-timeout", "3000"); err != nil {
+			t.Fatalf("iperf3 from CR after the move: %v\n%s", err, out)
+		}
+		if rep := readIperf(t, srvFile); rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
+			t.Errorf("CR's new connection: server received %+v, want > 1 MB", rep.End.SumReceived)
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_ = c.cmd.Wait()
+		pkts := rdvPackets(t, c.file, rdvIperfCR)
+		bad := 0
+		for _, p := range pkts {
+			if p.nonce == "" || (p.dst != ilv(l3, mnNID).String() && p.src != ilv(l3, mnNID).String()) {
+				bad++
+			}
+		}
+		if len(pkts) == 0 || bad != 0 {
+			t.Errorf("on r-mn2: %d packets of port %d, %d without the nonce or not to/from %s", len(pkts), rdvIperfCR, bad, ilv(l3, mnNID))
+		}
+		t.Logf("CR's second connection: %d packets on r-mn2, all ILNP (nonce) to/from %s", len(pkts), ilv(l3, mnNID))
+	})
+
 	t.Run("running session survives the move", func(t *testing.T) {
 		if err := oldClient.Wait(); err != nil {
 			t.Fatalf("iperf3 client of the running session (CR): %v", err)
@@ -441,10 +474,15 @@ func TestDNSRendezvous(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// start {L2}, entering {L3, L2}, leaving {L3}: at least three updates applied.
-		if st["dns_updates_ok"] < 3 || st["dns_update_errors"] != 0 || st["dns_publishes"] < 3 {
-			t.Errorf("MN stats: updates ok %d, errors %d, publishes %d; want >= 3, 0, >= 3",
-				st["dns_updates_ok"], st["dns_update_errors"], st["dns_publishes"])
+		// start {L2}, entering {L3, L2}, leaving {L3}: at least three updates applied. A
+		// transient timeout (retried) can happen on a loaded machine; any other cause is a bug.
+		transient := st["dns_update_errors_timeout"] + st["dns_update_errors_unreachable"]
+		if st["dns_updates_ok"] < 3 || st["dns_update_errors"] != transient || st["dns_publishes"] < 3 {
+			t.Errorf("MN stats: updates ok %d, errors %d (%d transient), publishes %d; want >= 3, only transient, >= 3",
+				st["dns_updates_ok"], st["dns_update_errors"], transient, st["dns_publishes"])
+		}
+		if transient > 0 {
+			t.Logf("MN: %d transient DNS exchange failures, retried", transient)
 		}
 		evs, err := n.mn.events()
 		if err != nil {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -45,6 +46,15 @@ func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<
 		Upstream: n.cfg.DNSUpstream,
 		Source:   source,
 		Logger:   n.log,
+		// A new connection to a correspondent we already have a session with joins that
+		// session (its view), so the datapath carries it with the session's nonces.
+		SessionView: func(nid wire.NID) (netip.Addr, bool) {
+			b, ok := n.cache.Binding(nid)
+			if !ok {
+				return netip.Addr{}, false
+			}
+			return b.SessionRemote.Addr(), true
+		},
 		OnILNPPeer: func(name string, ilvs []wire.RankedILV) {
 			ctx, cancel := context.WithTimeout(ctx, peerRegistrationTimeout)
 			defer cancel()

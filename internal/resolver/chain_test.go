@@ -120,3 +120,33 @@ func TestChainFlattens(t *testing.T) {
 		t.Fatalf("chain lookup: %v %v", ilvs, err)
 	}
 }
+
+// With a session to the name's NID already open, the AAAA is the session's view (so a new
+// connection joins it); NID and L64 still show the records; other NIDs are unaffected.
+func TestSessionViewAnswersAAAA(t *testing.T) {
+	view := wire.ILV{Locator: 0x20010db8_00020000, NID: mnDNS.NID}.Addr()
+	var asked atomic.Int64
+	h := serve(t, Options{Source: Chain(hostsSource(t), DNSSource(&fakeDNS{ttl: 5})),
+		SessionView: func(nid wire.NID) (netip.Addr, bool) {
+			asked.Add(1)
+			return view, nid == mnDNS.NID
+		}})
+	r := query(t, h.srv.Addr(), "udp", "mn.ilnp.test", dns.TypeAAAA)
+	if got, _ := netip.AddrFromSlice(r.Answer[0].(*dns.AAAA).AAAA); got != view {
+		t.Errorf("AAAA %v, want the session's view %v", got, view)
+	}
+	r = query(t, h.srv.Addr(), "udp", "mn.ilnp.test", dns.TypeL64)
+	if len(r.Answer) != 2 || r.Answer[0].(*dns.L64).Locator64 != uint64(mnDNS.Locator) {
+		t.Errorf("L64 answer changed by the session view: %v", r.Answer)
+	}
+	r = query(t, h.srv.Addr(), "udp", "cn", dns.TypeAAAA)
+	if got, _ := netip.AddrFromSlice(r.Answer[0].(*dns.AAAA).AAAA); got != cnBest {
+		t.Errorf("cn (no session): AAAA %v, want %v", got, cnBest)
+	}
+	if calls := h.peers(); len(calls) != 2 || calls[0].ilvs[0].ILV != mnDNS {
+		t.Errorf("OnILNPPeer must get the I-LVs as found: %+v", calls)
+	}
+	if asked.Load() != 2 {
+		t.Errorf("SessionView asked %d times, want once per AAAA", asked.Load())
+	}
+}

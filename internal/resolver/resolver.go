@@ -3,7 +3,8 @@
 // DNSSource) are answered here:
 //
 //   - AAAA: the IPv6 look-alike address L64|NID of the most preferred I-LV (RFC 6742: the lower
-//     preference value is the more preferred). Before the answer is sent, OnILNPPeer is called
+//     preference value is the more preferred), or the address of the node's existing session
+//     with that NID (Options.SessionView). Before the answer is sent, OnILNPPeer is called
 //     so the daemon can register the peer in the datapath before the application's first
 //     packet.
 //   - NID, L64 (RFC 6742): the records built from the I-LVs.
@@ -157,6 +158,15 @@ type Options struct {
 	// OnILNPPeer is called (synchronously, before the reply) for every AAAA or ANY answer
 	// built from I-LVs. It must be quick and safe for concurrent use.
 	OnILNPPeer func(name string, ilvs []PreferredILV)
+	// SessionView, when set, returns the address the node's existing ILNP session with nid
+	// uses (the session's view: one ILNP Communication Cache entry per NID pair). An AAAA for a
+	// name whose most preferred I-LV has that NID is then answered with the view, so that a
+	// new connection joins the session and is carried to the peer's current locators with
+	// the session's nonces, like the connections already open. (After a move the view's
+	// locator may be gone; the current locator would open a second view of the same NID
+	// pair, which the datapath does not hold: it would leave as plain IPv6.) NID and L64
+	// answers always show the records as found. Quick and safe for concurrent use.
+	SessionView func(nid wire.NID) (netip.Addr, bool)
 	// TTL of ILNP answers; default 30 s, short because locators move. Answers from a
 	// DNSSource get the smaller of this and what the records have left.
 	TTL time.Duration
@@ -389,6 +399,11 @@ func (s *Server) answerILNP(req *dns.Msg, q dns.Question, name string, ilvs []Pr
 	wantAAAA := q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY
 	if wantAAAA {
 		best := ilvs[0].ILV.Addr()
+		if s.opts.SessionView != nil {
+			if view, ok := s.opts.SessionView(ilvs[0].ILV.NID); ok {
+				best = view
+			}
+		}
 		m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: best.AsSlice()})
 	}
 	if q.Qtype == dns.TypeNID || q.Qtype == dns.TypeL64 || q.Qtype == dns.TypeANY {

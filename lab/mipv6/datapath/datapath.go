@@ -30,8 +30,9 @@
 // for the node to Signalling instead (after the tunnel, HAO and RH2 in place) and keeps it
 // from the stack; with the tap off, MH packets with a HAO are left to the stack untouched (a
 // packet socket still sees them: taps run before tc ingress), and Home Tests are never route
-// optimised. Send MH through a raw socket (IPPROTO_RAW, header included): the MN's egress
-// program tunnels a HoTI from the home address by itself.
+// optimised. Send MH with Sender (a raw socket, header included, the packet as
+// mh.AppendMessage builds it): the MN's egress program tunnels a HoTI from the home address by
+// itself.
 //
 // What the lab must set up around it:
 //   - MTU: the tunnel adds 40 bytes, the type 2 RH or the HAO 24 each (never both on one

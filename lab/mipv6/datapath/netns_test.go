@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"ilnp/internal/nstest"
+	"ilnp/lab/mipv6/mh"
 )
 
 // mipTopo is the lab's shape: CN - R1 - {R2, R3}; R2 is the home agent with the home link L2,
@@ -550,4 +551,76 @@ func testMoveAndRouteOptimise(t *testing.T, o topoOptions) {
 		}
 	}
 	cancel()
+}
+
+// TestNetnsSignallingTransport carries every MIPv6 message of home registration and route
+// optimisation between the nodes with Sender and the signalling tap, the MN away on L3: each
+// arrives at its addressee's Signalling exactly as sent (hop limit aside), HoTI and HoT through
+// the HA's tunnel, BU with its HAO, BAck with its type 2 RH; none reaches a stack that would
+// discard it.
+func TestNetnsSignallingTransport(t *testing.T) {
+	tp := newMIPTopo(t, topoOptions{})
+	tp.moveToForeignLink(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	taps := map[*nstest.NS]<-chan Signal{}
+	senders := map[*nstest.NS]*Sender{}
+	for ns, d := range map[*nstest.NS]*Datapath{tp.r2: tp.ha, tp.mn: tp.mn6, tp.cn: tp.corr} {
+		must(t, d.SetSignallingTap(true))
+		ch, err := d.Signalling(ctx)
+		must(t, err)
+		taps[ns] = ch
+		must(t, ns.Do(func() error {
+			s, err := NewSender()
+			senders[ns] = s
+			return err
+		}))
+		t.Cleanup(func() { senders[ns].Close() })
+	}
+	msgs := []struct {
+		name     string
+		from, to *nstest.NS
+		pkt      []byte
+	}{
+		{"BU to the HA", tp.mn, tp.r2, message(t, mh.Envelope{Src: coa, Dst: ha, HomeAddress: hoa}, &mh.BindingUpdate{Seq: 1, Ack: true, Home: true, Lifetime: 100})},
+		{"BAck from the HA", tp.r2, tp.mn, message(t, mh.Envelope{Src: ha, Dst: coa, RoutingHome: hoa}, &mh.BindingAck{Seq: 1, Lifetime: 100})},
+		{"HoTI via the HA", tp.mn, tp.cn, message(t, mh.Envelope{Src: hoa, Dst: cn}, &mh.HomeTestInit{Cookie: mh.Cookie{1}})},
+		{"CoTI", tp.mn, tp.cn, message(t, mh.Envelope{Src: coa, Dst: cn}, &mh.CareOfTestInit{Cookie: mh.Cookie{2}})},
+		{"HoT via the HA", tp.cn, tp.mn, message(t, mh.Envelope{Src: cn, Dst: hoa}, &mh.HomeTest{Cookie: mh.Cookie{1}, Token: mh.Token{3}})},
+		{"CoT", tp.cn, tp.mn, message(t, mh.Envelope{Src: cn, Dst: coa}, &mh.CareOfTest{Cookie: mh.Cookie{2}, Token: mh.Token{4}})},
+		{"BU to the CN", tp.mn, tp.cn, message(t, mh.Envelope{Src: coa, Dst: cn, HomeAddress: hoa}, &mh.BindingUpdate{Seq: 2, Ack: true, Lifetime: 10})},
+		{"BAck from the CN", tp.cn, tp.mn, message(t, mh.Envelope{Src: cn, Dst: coa, RoutingHome: hoa}, &mh.BindingAck{Seq: 2, Lifetime: 10})},
+	}
+	for _, m := range msgs {
+		t.Run(m.name, func(t *testing.T) {
+			must(t, senders[m.from].Send(m.pkt))
+			s := nextSignal(t, taps[m.to])
+			got, want := bytes.Clone(s.Packet), bytes.Clone(m.pkt)
+			got[7], want[7] = 0, 0 // hop limit: routers on the way
+			if !bytes.Equal(got, want) {
+				t.Fatalf("arrived\n% x\nsent\n% x", s.Packet, m.pkt)
+			}
+			if _, _, err := mh.ParseMessage(s.Packet); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if n := counter(t, tp.mn6, "mn_tunnelled"); n != 1 {
+		t.Fatalf("HoTI not reverse-tunnelled (mn_tunnelled %d)", n)
+	}
+	if n := counter(t, tp.mn6, "mn_detunnelled"); n != 1 {
+		t.Fatalf("HoT not through the tunnel (mn_detunnelled %d)", n)
+	}
+	// Nothing else arrived anywhere (no duplicates, no stray ICMP-provoking copies).
+	time.Sleep(100 * time.Millisecond)
+	for ns, ch := range taps {
+		select {
+		case s := <-ch:
+			t.Fatalf("unexpected signal in %s: % x", ns.Name, s.Packet)
+		default:
+		}
+	}
+	if err := senders[tp.cn].Send([]byte{0x60, 0, 0}); err == nil {
+		t.Fatal("Send accepted a truncated packet")
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 )
 
 // Signal is one Mobility Header packet for this node as the datapath saw it on ingress: the
@@ -107,3 +109,37 @@ func (d *Datapath) Signalling(ctx context.Context) (<-chan Signal, error) {
 	}()
 	return out, nil
 }
+
+// Sender sends whole IPv6 packets as the signalling builds them (mh.AppendMessage: header,
+// type 2 RH or HAO, Mobility Header) through a raw socket with the header included, in the
+// network namespace of the thread that called NewSender. The packets then pass the node's own
+// egress program like any other: a HoTI from the home address goes through the reverse
+// tunnel, a BU from the care-of address with its HAO leaves as it is.
+type Sender struct{ fd int }
+
+// NewSender opens the raw socket (IPPROTO_RAW: header included).
+func NewSender() (*Sender, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return nil, fmt.Errorf("mipv6 datapath: raw IPv6 socket: %w", err)
+	}
+	return &Sender{fd: fd}, nil
+}
+
+// Send sends pkt, an IPv6 packet from its fixed header on, to its header's destination.
+func (s *Sender) Send(pkt []byte) error {
+	if len(pkt) < 40 || pkt[0]>>4 != 6 {
+		return fmt.Errorf("mipv6 datapath: send: not an IPv6 packet (%d bytes)", len(pkt))
+	}
+	if want := 40 + int(binary.BigEndian.Uint16(pkt[4:])); want != len(pkt) {
+		return fmt.Errorf("mipv6 datapath: send: payload length says %d bytes, packet has %d", want, len(pkt))
+	}
+	to := &unix.SockaddrInet6{Addr: [16]byte(pkt[24:40])}
+	if err := unix.Sendto(s.fd, pkt, 0, to); err != nil {
+		return fmt.Errorf("mipv6 datapath: send to %v: %w", netip.AddrFrom16(to.Addr), err)
+	}
+	return nil
+}
+
+// Close closes the socket.
+func (s *Sender) Close() error { return unix.Close(s.fd) }

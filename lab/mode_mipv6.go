@@ -95,12 +95,12 @@ func BuildMip6d(root, dir string) error {
 	return nil
 }
 
-// mip6d finds the daemon in the binaries directory, or builds it there (or into the run's
-// directory without one).
+// mip6d finds the daemon in the binaries directory, or builds it there (without one: into
+// bin/ next to the repetitions, so that later repetitions find it).
 func (m *mipv6Mode) mip6d() (string, error) {
 	dir := m.opt.BinDir
 	if dir == "" {
-		dir = m.dir
+		dir = filepath.Join(filepath.Dir(m.dir), "bin")
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {

@@ -2,16 +2,24 @@ package datapath
 
 import (
 	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/nstest"
 
 	"ilnp/internal/wire"
 	"ilnp/lab/mipv6/mh"
 )
 
 // FuzzPrograms feeds arbitrary frames to every program (in a namespace whose loopback, the
-// test-run device, has MTU 1500 and where the HA's routes exist): they never fail, answer only
+// test-run device, has MTU 1500 and where the HA's routes exist: newAnonNS): they never fail, answer only
 // with known verdicts, keep the Ethernet header (or swap it for a Packet Too Big sent back up),
 // and change a packet's length only by what their role adds or removes (40 tunnel, 24 RH2 or
 // HAO, a whole Destination Options header), or turn it into a well-formed Packet Too Big
@@ -29,8 +37,7 @@ func FuzzPrograms(f *testing.F) {
 	f.Add(frame(ipv6Packet(cn, hoa, wire.ProtoUDP, 64, wire.AppendUDP(nil, cn, hoa, 1, 2, make([]byte, 1452)))))
 	f.Add(frame(ipv6Packet(hoa, cn, wire.ProtoUDP, 64, wire.AppendUDP(nil, hoa, cn, 1, 2, make([]byte, 1430)))))
 
-	ns := haNamespace(f)
-	ns.Run("ip", "link", "set", "lo", "mtu", "1500")
+	ns := newAnonNS(f)
 	hagent, mn, corr := newDatapath(f), newDatapath(f), newDatapath(f)
 	for _, d := range []*Datapath{hagent, mn, corr} {
 		must(f, d.SetHomeAgent(ha))
@@ -55,7 +62,7 @@ func FuzzPrograms(f *testing.F) {
 		}
 		rets := make([]uint32, len(progs))
 		outs := make([][]byte, len(progs))
-		must(t, ns.Do(func() error { // one namespace switch for all five runs
+		must(t, ns.do(func() error {
 			for i, p := range progs {
 				var err error
 				if rets[i], outs[i], err = runProg(p.prog, in); err != nil {
@@ -141,4 +148,86 @@ func FuzzDecodeSignal(f *testing.F) {
 			t.Fatalf("decoded %d bytes from a %d-byte record", len(s.Packet), len(b))
 		}
 	})
+}
+
+// anonNS is an unnamed network namespace owned by one locked OS thread, which runs the calls
+// given to do. Fuzz workers are killed without running cleanups, and a namespace without a
+// name goes with its last thread, so nothing is left behind. Inside: loopback (the test-run
+// device) at MTU 1500, forwarding on, and the HA's routes of haNamespace via a veth pair.
+type anonNS struct{ calls chan func() }
+
+func newAnonNS(t testing.TB) *anonNS {
+	t.Helper()
+	nstest.RequireRoot(t)
+	a := &anonNS{calls: make(chan func())}
+	ready := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, and the namespace with it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ready <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		ready <- setupAnonNS()
+		for f := range a.calls {
+			f()
+		}
+	}()
+	must(t, <-ready)
+	t.Cleanup(func() { close(a.calls) })
+	return a
+}
+
+func setupAnonNS() error {
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetMTU(lo, 1500); err != nil {
+		return err
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return err
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0o644); err != nil {
+		return err
+	}
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "h0"}, PeerName: "r0"}); err != nil {
+		return err
+	}
+	for _, name := range []string{"h0", "r0"} {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+	}
+	h0, err := netlink.LinkByName("h0")
+	if err != nil {
+		return err
+	}
+	a, err := netlink.ParseAddr("2001:db8:9::1/64")
+	if err != nil {
+		return err
+	}
+	a.Flags = unix.IFA_F_NODAD
+	if err := netlink.AddrAdd(h0, a); err != nil {
+		return err
+	}
+	for _, dst := range []string{"2001:db8:3::/64", "2001:db8:1::/64"} {
+		_, n, _ := net.ParseCIDR(dst)
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: h0.Attrs().Index, Dst: n, Gw: net.ParseIP("2001:db8:9::2")}); err != nil {
+			return fmt.Errorf("route %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// do runs fn inside the namespace.
+func (a *anonNS) do(fn func() error) error {
+	errc := make(chan error, 1)
+	a.calls <- func() { errc <- fn() }
+	return <-errc
 }

@@ -233,3 +233,32 @@ func TestE2EMIPv6SlowHomeAgent(t *testing.T) {
 		t.Errorf("mipv6.json does not record T_HA 1 s: %s %v", b, err)
 	}
 }
+
+// Cancelling a mipv6-ro run (Ctrl-C) stops the three daemons with the testbed: no namespace,
+// /etc/netns entry or mip6d of the run is left.
+func TestE2EMIPv6CancelTearsDown(t *testing.T) {
+	requireLab(t)
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := BuildMip6d(root, bin); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
+	defer cancel()
+	_, err = Run(ctx, RunConfig{Scenario: "lan-lan", Mode: "mipv6-ro", Traffic: "udp-voip", Profile: testProfile, Reps: 1, Out: out, BinDir: bin})
+	if err == nil {
+		t.Fatal("run finished despite the cancel")
+	}
+	if _, serr := os.Stat(filepath.Join(out, "rep-1", "mn-events.jsonl")); serr != nil {
+		t.Fatalf("cancelled before the daemons started (%v): %v", err, serr)
+	}
+	leftovers(t, out)
+	ps, _ := exec.Command("ps", "-eo", "args").Output()
+	if strings.Contains(string(ps), filepath.Join(out, "rep-1")) {
+		t.Errorf("processes of the run still alive:\n%s", ps)
+	}
+}

@@ -77,15 +77,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("mip6d: %w", err)
 	}
-	sock, err := newRawSender()
+	// Whole packets (HAO, RH2 built by lab/mipv6/mh) out of a raw socket, header included.
+	sock, err := datapath.NewSender()
 	if err != nil {
-		return err
+		return fmt.Errorf("mip6d: %w", err)
 	}
 	defer sock.Close()
+	send := func(pkt []byte, _ netip.Addr) error { return sock.Send(pkt) }
 
 	plane := &dpPlane{dp: dp, ifindex: ifindex, homeLink: ifindex[cfg.HomeLink], proxied: map[netip.Addr]bool{}, log: log}
 	defer plane.unproxyAll()
-	eng, err := NewEngine(cfg, plane, sock.Send, events.Emit, rand.Reader, log)
+	eng, err := NewEngine(cfg, plane, send, events.Emit, rand.Reader, log)
 	if err != nil {
 		return err
 	}
@@ -223,31 +225,6 @@ func addrEvent(u netlink.AddrUpdate, names map[int]string) (movement.Event, bool
 	p := netip.PrefixFrom(a, 64).Masked()
 	return movement.Advertisement{Link: name, Prefixes: []movement.PrefixInfo{{Prefix: p, ValidLifetime: life}}}, true
 }
-
-// rawSender sends whole IPv6 packets (header included) through an IPPROTO_RAW socket: the
-// Home Address option and type 2 RH the signalling needs are built by lab/mipv6/mh, which
-// the kernel (no MIPv6) would not do.
-type rawSender struct{ fd int }
-
-func newRawSender() (*rawSender, error) {
-	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-	if err != nil {
-		return nil, fmt.Errorf("mip6d: raw socket: %w", err)
-	}
-	// IPPROTO_RAW implies IPV6_HDRINCL on Linux; say it anyway.
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_HDRINCL, 1)
-	return &rawSender{fd: fd}, nil
-}
-
-func (r *rawSender) Send(pkt []byte, dst netip.Addr) error {
-	sa := &unix.SockaddrInet6{Addr: dst.As16()}
-	if err := unix.Sendto(r.fd, pkt, 0, sa); err != nil {
-		return fmt.Errorf("sendto %v: %w", dst, err)
-	}
-	return nil
-}
-
-func (r *rawSender) Close() error { return unix.Close(r.fd) }
 
 // dpPlane is the Plane on the real datapath.
 type dpPlane struct {

@@ -18,6 +18,9 @@ import (
 // and test binaries re-execute themselves the same way.
 const EnvVar = "ILNP_LAB_LINKEMU"
 
+// NoRealtimeEnv, when set, keeps the emulator at normal priority.
+const NoRealtimeEnv = "ILNP_LAB_LINKEMU_NORT"
+
 // ReadyLine is printed on stdout once every socket is bound.
 const ReadyLine = "linkemu: ready"
 
@@ -72,7 +75,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		links = append(links, l)
 	}
-	if err := realtime(); err != nil {
+	if os.Getenv(NoRealtimeEnv) != "" {
+		fmt.Fprintln(stderr, "linkemu: real-time priority off ("+NoRealtimeEnv+" set)")
+	} else if err := realtime(); err != nil {
 		fmt.Fprintln(stderr, "linkemu: warning: no real-time priority, delays may wobble under load:", err)
 	}
 	for _, l := range links {

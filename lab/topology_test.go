@@ -46,5 +46,9 @@ func TestTopologyWANAndMove(t *testing.T) {
 func TestMain(m *testing.M) {
 	linkemu.RunIfRequested()
 	fakeILNPd()
-	os.Exit(m.Run())
+	code := m.Run()
+	if ilnpBin != "" {
+		_ = os.RemoveAll(ilnpBin)
+	}
+	os.Exit(code)
 }

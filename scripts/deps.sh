@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(clang llvm libbpf-dev bpftool iproute2 radvd iperf3 tcpdump tshark bind9
-          bind9-dnsutils ethtool make)
+          bind9-dnsutils ethtool make nftables)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -46,6 +46,10 @@ type RunConfig struct {
 	Out      string
 	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
 	Progress io.Writer // progress line (nil: none)
+	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
+	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
+	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
+	AfterFlow  func(t *Topology, dir string)
 }
 
 // Validate checks names and timings.
@@ -182,6 +186,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err := mode.Setup(ctx, topo); err != nil {
 		return res, err
 	}
+	if cfg.BeforeFlow != nil {
+		if err := cfg.BeforeFlow(ctx, topo, dir); err != nil {
+			return res, err
+		}
+	}
 
 	progress("measuring RTT via L2")
 	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err != nil {
@@ -288,6 +297,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	mnCap.Stop(3 * time.Second)
 	cnCap.Stop(3 * time.Second)
 	mode.Collect(topo, dir)
+	if cfg.AfterFlow != nil {
+		cfg.AfterFlow(topo, dir)
+	}
 	// Kernel counters of the end hosts (drops by the stack do not show in a capture).
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {

@@ -57,6 +57,8 @@ func main() {
 		err = cmdDemo(ctx, os.Args[2:])
 	case "analyze":
 		err = cmdAnalyze(os.Args[2:])
+	case "signalling":
+		err = cmdSignalling(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -85,6 +87,9 @@ func usage() {
                   [--report-only]
   ilnp-lab demo [--out lab/out/demo]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
+  ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0.02,0.05,0.1]
+                  [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6] [--scales 1x1,2x2,5x5,10x10]
+                  (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }
 
@@ -249,5 +254,51 @@ func cmdAnalyze(args []string) error {
 		return err
 	}
 	fmt.Printf("chapter 6 analysis written to %s\n", *out)
+	return nil
+}
+
+func cmdSignalling(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("signalling", flag.ExitOnError)
+	out := fs.String("out", "", "output directory")
+	bin := fs.String("bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
+	d := lab.DefaultSignalling("", "")
+	parts := fs.String("parts", strings.Join(d.Parts, ","), "success, delay, scale")
+	handoffs := fs.Int("handoffs", d.Handoffs, "success: LU exchanges per loss setting")
+	losses := fs.String("losses", "0.02,0.05,0.1", "success: loss on the old and new link (fractions)")
+	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
+	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
+	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")
+	tha := fs.Duration("mipv6-tha", d.THA, "delay: T_HA at the home agent for mipv6 modes (thesis: 1s)")
+	_ = fs.Parse(args)
+	if *out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	cfg := lab.DefaultSignalling(*out, *bin)
+	cfg.Parts, cfg.Handoffs, cfg.Scenarios, cfg.Modes, cfg.THA, cfg.Progress = split(*parts), *handoffs, split(*scenarios), split(*modes), *tha, os.Stderr
+	cfg.Losses = nil
+	for _, l := range split(*losses) {
+		var v float64
+		if _, err := fmt.Sscanf(l, "%g", &v); err != nil || v < 0 || v >= 1 {
+			return fmt.Errorf("--losses: %q is not a fraction in [0, 1)", l)
+		}
+		cfg.Losses = append(cfg.Losses, v)
+	}
+	cfg.Scales = nil
+	for _, s := range split(*scales) {
+		var n, m int
+		if _, err := fmt.Sscanf(s, "%dx%d", &n, &m); err != nil {
+			return fmt.Errorf("--scales: %q is not NxM", s)
+		}
+		cfg.Scales = append(cfg.Scales, [2]int{n, m})
+	}
+	c := common{out: *out, bin: *bin}
+	var err error
+	if cfg.BinDir, err = c.binaries([]string{"ilnp-soft"}); err != nil {
+		return err
+	}
+	if err := lab.Signalling(ctx, cfg); err != nil {
+		return err
+	}
+	fmt.Printf("signalling report: %s\n", filepath.Join(*out, "signalling.md"))
 	return nil
 }

@@ -1,0 +1,563 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"ilnp/internal/timeline"
+	"ilnp/lab/analysis"
+	"ilnp/lab/sigloss"
+)
+
+// The measured half of the control-plane analysis (thesis ch. 6, issue 8): handoff success
+// under link loss, handoff delay and interruption with one lost signalling message, and
+// signalling overhead at scale, each beside the analytic value of lab/analysis.
+
+// SignallingConfig is one `ilnp-lab signalling`.
+type SignallingConfig struct {
+	Out    string
+	BinDir string
+	// Parts to run: "success", "delay", "scale" (default all).
+	Parts []string
+	// Success: LU exchanges per loss setting (each handoff is two: new link up, old down)
+	// and the loss applied to both R1-R2 and R1-R3 (old and new link of §6.2.2).
+	Handoffs int
+	Losses   []float64
+	// Delay: scenarios and modes, with the quick movement profile and UDP HD traffic.
+	Scenarios, Modes []string
+	Traffic          string
+	Profile          Profile
+	THA              time.Duration // T_HA for mipv6 modes (thesis: 1 s)
+	// Scale: N MNs x M CNs topologies.
+	Scales   [][2]int
+	Progress io.Writer
+}
+
+// DefaultSignalling is what `ilnp-lab signalling` runs without flags.
+func DefaultSignalling(out, bin string) SignallingConfig {
+	return SignallingConfig{Out: out, BinDir: bin, Parts: []string{"success", "delay", "scale"},
+		Handoffs: 40, Losses: []float64{0.02, 0.05, 0.10},
+		Scenarios: []string{"lan-lan", "wan-wan"}, Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6"},
+		Traffic: "udp-hd", Profile: Profiles["quick"], THA: time.Second,
+		Scales: [][2]int{{1, 1}, {2, 2}, {5, 5}, {10, 10}}}
+}
+
+func (c SignallingConfig) has(part string) bool {
+	for _, p := range c.Parts {
+		if p == part {
+			return true
+		}
+	}
+	return false
+}
+
+func (c SignallingConfig) progress(format string, a ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "signalling: "+format+"\n", a...)
+	}
+}
+
+// Signalling runs the chosen parts and writes DIR/signalling-*.csv, DIR/signalling.json and
+// DIR/signalling.md. A failed case is recorded and the rest still run.
+func Signalling(ctx context.Context, cfg SignallingConfig) error {
+	if cfg.Out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return err
+	}
+	res := SignallingResults{THAms: float64(cfg.THA) / 1e6, Profile: cfg.Profile.Name, Traffic: cfg.Traffic}
+	save := func() error {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(cfg.Out, "signalling.json"), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		return res.write(cfg.Out)
+	}
+	if cfg.has("delay") {
+		for _, sc := range cfg.Scenarios {
+			for _, mo := range cfg.Modes {
+				for _, lc := range []analysis.LossCase{analysis.NoLoss, analysis.UpdateLost, analysis.AckLost} {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					cfg.progress("delay %s %s %s", sc, mo, lc)
+					row, err := measureDelay(ctx, cfg, sc, mo, lc)
+					if err != nil {
+						if errors.Is(err, context.Canceled) {
+							return err
+						}
+						row.Error = err.Error()
+						cfg.progress("  failed: %v", err)
+					}
+					res.Delay = append(res.Delay, row)
+					if err := save(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		fillOurDelays(res.Delay)
+	}
+	if cfg.has("success") {
+		for _, loss := range cfg.Losses {
+			cfg.progress("success, %g %% loss on R1-R2 and R1-R3, %d LU exchanges", loss*100, cfg.Handoffs)
+			row, err := measureSuccess(ctx, cfg, loss)
+			if err != nil {
+				if errors.Is(err, context.Canceled) {
+					return err
+				}
+				row.Error = err.Error()
+				cfg.progress("  failed: %v", err)
+			}
+			res.Success = append(res.Success, row)
+			if err := save(); err != nil {
+				return err
+			}
+		}
+	}
+	if cfg.has("scale") {
+		for _, nm := range cfg.Scales {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			cfg.progress("scale %d MNs x %d CNs", nm[0], nm[1])
+			row, err := MeasureScale(ctx, ScaleConfig{MNs: nm[0], CNs: nm[1], BinDir: cfg.BinDir,
+				Dir: filepath.Join(cfg.Out, fmt.Sprintf("scale-%dx%d", nm[0], nm[1]))})
+			if err != nil {
+				if errors.Is(err, context.Canceled) {
+					return err
+				}
+				row.Error = err.Error()
+				cfg.progress("  failed: %v", err)
+			}
+			res.Scale = append(res.Scale, row)
+			if err := save(); err != nil {
+				return err
+			}
+		}
+	}
+	return save()
+}
+
+// SignallingResults is DIR/signalling.json.
+type SignallingResults struct {
+	Profile string       `json:"profile"`
+	Traffic string       `json:"traffic"`
+	THAms   float64      `json:"tha_ms"`
+	Delay   []DelayRow   `json:"delay,omitempty"`
+	Success []SuccessRow `json:"success,omitempty"`
+	Scale   []ScaleRow   `json:"scale,omitempty"`
+}
+
+// DelayRow is one measured handoff with one signalling case beside Tables 6.5-6.12.
+type DelayRow struct {
+	Scenario string `json:"scenario"`
+	Mode     string `json:"mode"`
+	Case     string `json:"case"` // analysis.LossCase slug
+	Dropped  string `json:"dropped,omitempty"`
+	// DropFired is how many packets the injector dropped (want 1 in a loss case).
+	DropFired *uint64 `json:"drop_fired,omitempty"`
+	// Measured.
+	HandoffDelayMs *float64 `json:"handoff_delay_ms"`
+	InterruptionMs *float64 `json:"interruption_ms"`
+	RTTms          *float64 `json:"rtt_ms"`
+	Attempts       int      `json:"attempts"` // of the handoff's exchange until acked
+	// RetransmitMs is the measured retransmission timeout (attempt 2 - attempt 1), or the
+	// first timeout the daemon announced when nothing was retransmitted.
+	RetransmitMs *float64 `json:"retransmit_ms"`
+	// Analytic: the thesis's inputs (Tables 6.5-6.12) and the same expression with our
+	// measured inputs (no-loss delay of this scenario/mode as the base, our timeout as Δ).
+	ThesisDelayMs        *float64 `json:"thesis_delay_ms"`
+	ThesisInterruptionMs *float64 `json:"thesis_interruption_ms"`
+	OursDelayMs          *float64 `json:"ours_delay_ms"`
+	Error                string   `json:"error,omitempty"`
+}
+
+// SuccessRow is the measured single-attempt success rate at one loss setting.
+type SuccessRow struct {
+	Loss      float64 `json:"loss"` // on both R1-R2 (old) and R1-R3 (new)
+	Exchanges int     `json:"exchanges"`
+	FirstTry  int     `json:"first_try"` // acked without a retransmission
+	Rate      float64 `json:"rate"`
+	CILow     float64 `json:"ci_low"` // Wilson 95 %
+	CIHigh    float64 `json:"ci_high"`
+	Analytic  float64 `json:"analytic"` // eq. 19, PathFromLoss(loss, loss).Success(ILNPv6)
+	// AnalyticRetries is with the engine's retransmissions (3 attempts) for comparison with
+	// Eventually (acked at all).
+	Eventually      int     `json:"eventually"`
+	AnalyticRetries float64 `json:"analytic_retries"`
+	Error           string  `json:"error,omitempty"`
+}
+
+func columnOf(mode string) (analysis.Column, bool) {
+	switch mode {
+	case "mipv6":
+		return analysis.ColMIPNoRO, true
+	case "mipv6-ro":
+		return analysis.ColMIPRO, true
+	case "ilnp-hard":
+		return analysis.ColILNPHard, true
+	case "ilnp-soft":
+		return analysis.ColILNPSoft, true
+	}
+	return 0, false
+}
+
+func scenarioOf(name string) analysis.Scenario {
+	for _, s := range analysis.Scenarios {
+		if s.String() == name {
+			return s
+		}
+	}
+	return analysis.LANtoLAN
+}
+
+// DropRule is what the injector drops in R1 for a mode and loss case (nil: nothing).
+func DropRule(mode string, c analysis.LossCase) (*sigloss.Rule, error) {
+	ilnp := NeedsILNP(mode)
+	switch c {
+	case analysis.NoLoss:
+		return nil, nil
+	case analysis.UpdateLost:
+		if ilnp {
+			return &sigloss.Rule{Msg: sigloss.LU, Nth: 1}, nil
+		}
+		return &sigloss.Rule{Msg: sigloss.BU, Nth: 1}, nil
+	case analysis.AckLost:
+		if ilnp {
+			return &sigloss.Rule{Msg: sigloss.LUAck, Nth: 1}, nil
+		}
+		return &sigloss.Rule{Msg: sigloss.BAck, Nth: 1}, nil
+	}
+	return nil, fmt.Errorf("loss case %s is not measured", c)
+}
+
+func measureDelay(ctx context.Context, cfg SignallingConfig, sc, mode string, lc analysis.LossCase) (DelayRow, error) {
+	row := DelayRow{Scenario: sc, Mode: mode, Case: lc.Slug()}
+	if col, ok := columnOf(mode); ok {
+		in := analysis.ThesisInputs(scenarioOf(sc))
+		if d, ok := in.HandoffDelay(col, lc); ok {
+			row.ThesisDelayMs = ptrF(float64(d) / 1e6)
+		}
+		if d, ok := in.Interruption(col, lc); ok {
+			row.ThesisInterruptionMs = ptrF(float64(d) / 1e6)
+		}
+	}
+	rule, err := DropRule(mode, lc)
+	if err != nil {
+		return row, err
+	}
+	if rule != nil {
+		row.Dropped = rule.Comment()
+	}
+	if strings.HasPrefix(mode, "mipv6") {
+		MIPv6HAProcessing = cfg.THA
+	}
+	dir := filepath.Join(cfg.Out, "delay", sc, mode, lc.Slug())
+	rc := RunConfig{Scenario: sc, Mode: mode, Traffic: cfg.Traffic, Profile: cfg.Profile, Reps: 1,
+		Out: dir, BinDir: cfg.BinDir, Progress: cfg.Progress}
+	rc.BeforeFlow = func(_ context.Context, t *Topology, _ string) error {
+		if rule == nil {
+			return nil
+		}
+		return sigloss.Install(t.R1.Run, []sigloss.Rule{*rule})
+	}
+	rc.AfterFlow = func(t *Topology, _ string) {
+		if rule == nil {
+			return
+		}
+		if got, err := sigloss.Dropped(t.R1.Run); err == nil {
+			n := got[rule.Comment()]
+			row.DropFired = &n
+		}
+	}
+	s, err := Run(ctx, rc)
+	if err != nil {
+		return row, err
+	}
+	if len(s.Runs) == 1 {
+		r := s.Runs[0]
+		row.HandoffDelayMs, row.InterruptionMs, row.RTTms = r.HandoffDelayMs, r.InterruptionMs, r.RTTms
+	}
+	ev, err := readTimeline(mnTimeline(filepath.Join(dir, "rep-1"), mode))
+	if err != nil {
+		return row, err
+	}
+	row.Attempts, row.RetransmitMs = handoffAttempts(ev)
+	if rule != nil && (row.DropFired == nil || *row.DropFired != 1) {
+		return row, fmt.Errorf("the injector dropped %v packets, want 1", row.DropFired)
+	}
+	return row, nil
+}
+
+func mnTimeline(dir, mode string) string {
+	if NeedsILNP(mode) {
+		return filepath.Join(dir, "mn-events.jsonl")
+	}
+	// mip6d's MN timeline (lab/mode_mipv6.go).
+	m, _ := filepath.Glob(filepath.Join(dir, "*mn*events*.jsonl"))
+	if len(m) > 0 {
+		return m[0]
+	}
+	return filepath.Join(dir, "mn-events.jsonl")
+}
+
+func readTimeline(path string) ([]timeline.Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ev, err := timeline.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ev, nil
+}
+
+// handoffAttempts reads the MN's first signalling exchange (LU or BU to whoever answers
+// first): how many attempts until the first acknowledgement, and the retransmission timeout
+// (attempt 2 - attempt 1, else the timeout announced with attempt 1 as "timeout=...").
+func handoffAttempts(ev []timeline.Event) (int, *float64) {
+	var first, second int64
+	var announced *float64
+	attempts := 0
+	for _, e := range ev {
+		switch e.Kind {
+		case timeline.LUSent, timeline.BUSent:
+			if first == 0 {
+				first = e.MonoNS
+				announced = announcedTimeout(e.Detail)
+			} else if second == 0 && e.Attempt == 2 {
+				second = e.MonoNS
+			}
+			attempts = max(attempts, e.Attempt)
+		case timeline.LUAckReceived, timeline.BAckReceived:
+			if first != 0 {
+				if e.Attempt > 0 {
+					attempts = e.Attempt
+				}
+				if second != 0 {
+					return attempts, ptrF(float64(second-first) / 1e6)
+				}
+				return attempts, announced
+			}
+		}
+	}
+	return attempts, announced
+}
+
+func announcedTimeout(detail string) *float64 {
+	for _, f := range strings.Fields(detail) {
+		if v, ok := strings.CutPrefix(f, "timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				return ptrF(float64(d) / 1e6)
+			}
+		}
+	}
+	return nil
+}
+
+// fillOurDelays puts the thesis's expression with our inputs beside each loss case: the
+// measured no-loss delay of the same scenario and mode (RTT + processing, eqs. 20/24) plus
+// the measured retransmission timeout (Δ_I or Δ_M, eqs. 27/29/37/39).
+func fillOurDelays(rows []DelayRow) {
+	for i := range rows {
+		r := &rows[i]
+		if r.Case == analysis.NoLoss.Slug() {
+			r.OursDelayMs = r.HandoffDelayMs
+			continue
+		}
+		for _, b := range rows {
+			if b.Scenario == r.Scenario && b.Mode == r.Mode && b.Case == analysis.NoLoss.Slug() &&
+				b.HandoffDelayMs != nil && r.RetransmitMs != nil {
+				r.OursDelayMs = ptrF(*b.HandoffDelayMs + *r.RetransmitMs)
+			}
+		}
+	}
+}
+
+func ptrF(v float64) *float64 { return &v }
+
+// wilson is the Wilson score 95 % interval of k successes in n trials.
+func wilson(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return 0, 1
+	}
+	const z = 1.959964
+	p, nf := float64(k)/float64(n), float64(n)
+	den := 1 + z*z/nf
+	mid := (p + z*z/(2*nf)) / den
+	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
+	return max(0, mid-half), min(1, mid+half)
+}
+
+// LUExchange is one LU exchange read from the MN's timeline.
+type LUExchange struct {
+	StartNS  int64
+	Attempts int  // attempts sent
+	Acked    bool // an LU-ACK with outcome=acked arrived
+	AckedOn  int  // the attempt count the engine reported on the ACK
+}
+
+// LUExchanges splits the MN's timeline into LU exchanges: each lu_sent with attempt 1 opens
+// one, later attempts belong to it, and an lu_ack_received with outcome=acked closes it.
+func LUExchanges(ev []timeline.Event) []LUExchange {
+	var out []LUExchange
+	for _, e := range ev {
+		switch e.Kind {
+		case timeline.LUSent:
+			if e.Attempt <= 1 || len(out) == 0 {
+				out = append(out, LUExchange{StartNS: e.MonoNS, Attempts: 1})
+				continue
+			}
+			x := &out[len(out)-1]
+			x.Attempts = max(x.Attempts, e.Attempt)
+		case timeline.LUAckReceived:
+			if len(out) == 0 || !strings.Contains(e.Detail, "outcome=acked") {
+				continue
+			}
+			x := &out[len(out)-1]
+			if !x.Acked {
+				x.Acked, x.AckedOn = true, e.Attempt
+			}
+		}
+	}
+	return out
+}
+
+// FirstTry says the exchange was acked without a retransmission.
+func (x LUExchange) FirstTry() bool { return x.Acked && x.Attempts == 1 && x.AckedOn <= 1 }
+
+// measureSuccess builds a lan-lan testbed whose R1-R2 and R1-R3 links lose `loss` of the
+// packets each way, runs an ILNP soft-handoff session, and moves the MN back and forth
+// (L2 -> L3 -> L2 ...): every move is two LU exchanges (new link up, old link down).
+func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (row SuccessRow, err error) {
+	row.Loss = loss
+	p := analysis.PathFromLoss(loss, loss)
+	row.Analytic = p.Success(analysis.ILNPv6)
+	row.AnalyticRetries = p.SuccessWithRetries(analysis.ILNPv6, 3)
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, "success", "loss-"+strconv.FormatFloat(loss*100, 'g', -1, 64)))
+	if err != nil {
+		return row, err
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return row, err
+	}
+	shape := "loss=" + strconv.FormatFloat(loss, 'g', -1, 64)
+	sc := Scenario{Name: "lossy", R2Link: shape, R3Link: shape, Title: "lossy", Definition: shape + " on R1-R2 and R1-R3"}
+	prof := Profiles["quick"]
+	topo, err := Build(ctx, TopologyConfig{Scenario: sc, Access: "lan", RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir})
+	if err != nil {
+		return row, err
+	}
+	mode := Modes["ilnp-soft"](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
+	defer func() {
+		err = errors.Join(err, mode.Teardown(topo), topo.Close())
+	}()
+	if err := mode.Setup(ctx, topo); err != nil {
+		return row, err
+	}
+	// A session to carry LUs: UDP VoIP for as long as the moves may take.
+	tr := Traffics["udp-voip"]
+	server, err := topo.Start(topo.MN, "iperf3-server", tr.ServerArgs(filepath.Join(dir, "iperf-server.json"))...)
+	if err != nil {
+		return row, err
+	}
+	if err := waitListening(ctx, topo, 5201, 5*time.Second); err != nil {
+		return row, fmt.Errorf("iperf3 server: %w: %s", err, server.Log())
+	}
+	limit := time.Duration(cfg.Handoffs)*6*time.Second + 30*time.Second
+	client, err := topo.Start(topo.CN, "iperf3-client", tr.ClientArgs(mode.Target(topo), limit.Round(time.Second), filepath.Join(dir, "iperf-client.json"))...)
+	if err != nil {
+		return row, err
+	}
+	defer client.Stop(2 * time.Second)
+	defer server.Stop(2 * time.Second)
+	mnEv, _ := mode.Timelines()
+	// Wait for the session (the MN has a peer) before moving.
+	time.Sleep(2 * time.Second)
+	ifs := [2]string{IfMNR2, IfMNR3}
+	at := 0 // index of the interface the MN is on
+	exchanges := func() []LUExchange {
+		ev, _ := readTimeline(mnEv)
+		return LUExchanges(ev)
+	}
+	// waitAck waits until the exchanges since `before` are all closed (or gave up).
+	waitAck := func(before int) error {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			xs := exchanges()
+			if len(xs) > before && xs[len(xs)-1].Acked {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("no acknowledged LU within 20 s after move %d (%d exchanges)", before, len(xs))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	for i := 0; len(exchanges()) < cfg.Handoffs; i++ {
+		next := 1 - at
+		n := len(exchanges())
+		if _, err := topo.MN.Run("ip", "link", "set", ifs[next], "up"); err != nil {
+			return row, err
+		}
+		if err := waitAck(n); err != nil {
+			return row, err
+		}
+		n = len(exchanges())
+		if _, err := topo.MN.Run("ip", "link", "set", ifs[at], "down"); err != nil {
+			return row, err
+		}
+		if err := waitAck(n); err != nil {
+			return row, err
+		}
+		at = next
+		if i%5 == 4 {
+			cfg.progress("  %d moves, %d LU exchanges", i+1, len(exchanges()))
+		}
+	}
+	for _, x := range exchanges() {
+		row.Exchanges++
+		if x.FirstTry() {
+			row.FirstTry++
+		}
+		if x.Acked {
+			row.Eventually++
+		}
+	}
+	if row.Exchanges > 0 {
+		row.Rate = float64(row.FirstTry) / float64(row.Exchanges)
+	}
+	row.CILow, row.CIHigh = wilson(row.FirstTry, row.Exchanges)
+	return row, nil
+}
+
+// ReadSignalling reads DIR/signalling.json.
+func ReadSignalling(dir string) (SignallingResults, error) {
+	var r SignallingResults
+	b, err := os.ReadFile(filepath.Join(dir, "signalling.json"))
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}

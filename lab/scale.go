@@ -232,7 +232,7 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 				name := fmt.Sprintf("mn%d", k)
 				var last error
 				for try := 0; try < 5; try++ {
-					if _, last = ns.Run("ping", "-6", "-n", "-c", "2", "-i", "0.2", "-W", "2", name); last == nil {
+					if last = pingByName(t, ns, name); last == nil {
 						break
 					}
 					time.Sleep(300 * time.Millisecond)
@@ -253,11 +253,14 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 		return ev
 	}
 	for k := 1; k <= cfg.MNs; k++ {
+		// The datapath's and the ILCC's session_new both name the peer: count peers.
+		peers := map[string]bool{}
 		for _, e := range mnEvents(k) {
 			if e.Kind == timeline.SessionNew {
-				row.Sessions++
+				peers[e.Peer] = true
 			}
 		}
+		row.Sessions += len(peers)
 	}
 	if row.Sessions != cfg.MNs*cfg.CNs {
 		return row, fmt.Errorf("%d sessions at the MNs, want %d", row.Sessions, cfg.MNs*cfg.CNs)
@@ -337,6 +340,27 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 	}
 	logf("LU %d (%d B), LU-ACK %d (%d B), formula %d packets", c.LU, c.LUBytes, c.Ack, c.AckBytes, row.FormulaPackets)
 	return row, nil
+}
+
+// pingByName resolves name through the namespace's stub resolver (getent, as an application
+// would) and pings the answer twice.
+func pingByName(t *Topology, ns *netns.NS, name string) error {
+	out, err := ns.Run("getent", "ahostsv6", name)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", name, err)
+	}
+	f := strings.Fields(out)
+	if len(f) == 0 {
+		return fmt.Errorf("resolve %s: empty answer", name)
+	}
+	r, err := t.Ping(ns, f[0], 2, 200*time.Millisecond, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	if len(r.RTTs) == 0 {
+		return fmt.Errorf("no echo reply from %s (%s)", name, f[0])
+	}
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

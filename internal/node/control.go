@@ -151,7 +151,8 @@ func (n *Node) SetHandoff(ctx context.Context, mode config.Handoff) error {
 		if err != nil {
 			return err
 		}
-		n.emit(timeline.Event{Kind: timeline.HandoffMode, Detail: m.String()})
+		// The ILCC reports the change itself ("soft -> hard"), and nothing when the mode was
+		// already m: one event per change.
 		n.apply(eff, now)
 		return nil
 	})

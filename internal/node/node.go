@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -650,6 +651,9 @@ func (n *Node) onLU(r receivedLU) {
 			}
 			return
 		}
+		// lu_received is already on the timeline (above, stamped on arrival with the locator
+		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
+		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.apply(eff, now)
 	case wire.OpAcknowledgement:
 		res, actions := n.engine.Ack(peer, r.update, now)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,17 +209,22 @@ func (n *testNet) runMove(t *testing.T, mode string, plain bool) *moveResult {
 		n.waitMNAck(t, res.leaveMono, 5*time.Second)
 	}
 
-	done := make(chan struct{})
-	go func() {
-		res.tcpClientErr = tcpCli.Wait()
-		res.udpClientErr = udpCli.Wait()
-		_ = tcpSrv.Wait()
-		_ = udpSrv.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(flowSecs*time.Second + 15*time.Second):
+	// Wait from this goroutine only (a concurrent second Wait on a Cmd never returns); a
+	// stalled flow is killed at the limit.
+	var stalled atomic.Bool
+	kill := time.AfterFunc(time.Until(start.Add(flowSecs*time.Second+15*time.Second)), func() {
+		stalled.Store(true)
+		_ = tcpCli.Process.Kill()
+		_ = udpCli.Process.Kill()
+		_ = tcpSrv.Process.Kill()
+		_ = udpSrv.Process.Kill()
+	})
+	res.tcpClientErr = tcpCli.Wait()
+	res.udpClientErr = udpCli.Wait()
+	_ = tcpSrv.Wait()
+	_ = udpSrv.Wait()
+	kill.Stop()
+	if stalled.Load() {
 		t.Fatalf("iperf3 did not finish within %d s of the move (flows stalled?)\nTCP client: %s\nUDP client: %s",
 			flowSecs+15, tailFile(tcpCliFile, 20), tailFile(udpCliFile, 20))
 	}

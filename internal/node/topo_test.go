@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -104,24 +105,78 @@ func binaries(t *testing.T) string {
 	return binDir
 }
 
+// proc is a process running in a namespace. Only its own goroutine calls Wait (a second,
+// concurrent Wait on an exec.Cmd blocks for ever); the test's cleanup stops it with SIGTERM and
+// then SIGKILL, so daemons get to shut down cleanly.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func startProc(t *testing.T, ns *nstest.NS, out io.Writer, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command("ip", append([]string{"netns", "exec", ns.Name}, args...)...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s in %s: %v", strings.Join(args, " "), ns.Name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { _ = p.stop(5 * time.Second) })
+	return p
+}
+
+// wait waits up to limit for the process to end and returns its exit error; ok is false when it
+// is still running.
+func (p *proc) wait(limit time.Duration) (err error, ok bool) {
+	select {
+	case <-p.done:
+		return p.err, true
+	case <-time.After(limit):
+		return nil, false
+	}
+}
+
+// stop sends SIGTERM, and SIGKILL after limit; it returns the exit error (nil for status 0).
+func (p *proc) stop(limit time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err, ok := p.wait(limit); ok {
+		return err
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return fmt.Errorf("%s: still running %v after SIGTERM, killed", strings.Join(p.cmd.Args, " "), limit)
+}
+
 // testNet is one built topology with ilnpd running on the CN and the MN.
 type testNet struct {
 	t                 *testing.T
 	dir, bin          string
 	CN, R, MN, X      *nstest.NS
 	cn, mn            *daemon
-	radvd             *exec.Cmd
+	radvd             *proc
 	radvdLog, hostsFn string
 	captures          []*capture
 }
 
 // daemon is one running ilnpd.
 type daemon struct {
-	net   *testNet
-	name  string
-	ns    *nstest.NS
-	sock  string
-	log   string
+	net  *testNet
+	name string
+	ns   *nstest.NS
+	sock string
+	log  string
+	proc *proc
+	// For daemons started outside startDaemon (rendezvous_test.go): the Cmd, closed when its
+	// one Wait returns, and that Wait's error.
 	cmd   *exec.Cmd
 	done  chan struct{}
 	exitE error
@@ -147,7 +202,10 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 	}
 	n.CN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
 	n.R.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1")
-	n.MN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=1",
+	// autoconf=0: the MN's kernel must not form SLAAC addresses of its own on mn1 before
+	// ilnpd starts (ilnpd turns it off, but an address formed earlier stays and a UDP server
+	// may answer from it, outside ILNP: iperf3's UDP handshake then hangs).
+	n.MN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=1", "net.ipv6.conf.default.autoconf=0",
 		"net.ipv6.conf.default.optimistic_dad=1", "net.ipv6.conf.default.use_optimistic=1")
 
 	nstest.Link(t, n.CN, "cn0", n.R, "r-cn")
@@ -173,7 +231,9 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 	n.X.Run("ip", "addr", "add", xAddr.String()+"/64", "dev", "x0")
 	n.X.Run("ip", "route", "add", "default", "via", "2001:db8:4::1", "dev", "x0")
 	// A plain IPv6 address on the MN beside its ILNP locator (another interface identifier).
-	n.MN.Run("ip", "addr", "add", mnPlain.String()+"/64", "dev", "mn1", "nodad")
+	// Deprecated (preferred_lft 0) so that the kernel never picks it as the source of the
+	// session's packets; it still receives, and replies to what is sent to it.
+	n.MN.Run("ip", "addr", "add", mnPlain.String()+"/64", "dev", "mn1", "nodad", "preferred_lft", "0")
 	// The MN starts in its first network only.
 	n.MN.Run("ip", "link", "set", "mn2", "down")
 
@@ -194,10 +254,7 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 		}
 		t.Cleanup(func() {
 			for _, c := range n.captures {
-				if c.cmd.ProcessState == nil {
-					_ = c.cmd.Process.Signal(syscall.SIGTERM)
-					_ = c.cmd.Wait()
-				}
+				c.stop()
 			}
 			dst := filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
 			_ = os.RemoveAll(dst)
@@ -263,10 +320,7 @@ func (n *testNet) startRadvd() {
 		n.t.Fatal(err)
 	}
 	n.t.Cleanup(func() { logf.Close() })
-	n.radvd = n.R.Start(func(c *exec.Cmd) {
-		c.Stdout, c.Stderr = logf, logf
-		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
-	}, "radvd", "-n", "-m", "stderr", "-C", conf, "-p", filepath.Join(n.dir, "radvd.pid"))
+	n.radvd = startProc(n.t, n.R, logf, "radvd", "-n", "-m", "stderr", "-C", conf, "-p", filepath.Join(n.dir, "radvd.pid"))
 }
 
 // startDaemon writes a configuration (checked with the product's parser and with `ilnpd
@@ -302,36 +356,26 @@ log-level debug
 	writeResolvConf(t, ns)
 
 	d := &daemon{net: n, name: name, ns: ns, sock: filepath.Join(state, "ctl.sock"),
-		log: filepath.Join(n.dir, name+"-ilnpd.log"), done: make(chan struct{})}
+		log: filepath.Join(n.dir, name+"-ilnpd.log")}
 	logf, err := os.Create(d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	d.cmd = ns.Start(func(c *exec.Cmd) {
-		c.Stdout, c.Stderr = logf, logf
-		// A clean shutdown is part of what is tested: SIGTERM, not SIGKILL.
-		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
-		c.WaitDelay = 5 * time.Second
-	}, ilnpd, "-config", conf)
-	go func() {
-		d.exitE = d.cmd.Wait()
-		close(d.done)
-	}()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- %s ilnpd log (tail) ---\n%s", name, tailFile(d.log, 40))
 		}
 	})
+	// Registered after the log dump, so it runs before it: the log is complete.
+	d.proc = startProc(t, ns, logf, ilnpd, "-config", conf)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if _, err := os.Stat(d.sock); err == nil {
 			return d
 		}
-		select {
-		case <-d.done:
-			t.Fatalf("ilnpd %s exited at start (%v):\n%s", name, d.exitE, tailFile(d.log, 40))
-		case <-time.After(50 * time.Millisecond):
+		if err, done := d.proc.wait(50 * time.Millisecond); done {
+			t.Fatalf("ilnpd %s exited at start (%v):\n%s", name, err, tailFile(d.log, 40))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ilnpd %s: no control socket after 15 s:\n%s", name, tailFile(d.log, 40))
@@ -357,6 +401,9 @@ func writeResolvConf(t *testing.T, ns *nstest.NS) {
 
 // stop ends the daemon with SIGTERM and returns its exit error.
 func (d *daemon) stop(limit time.Duration) error {
+	if d.proc != nil {
+		return d.proc.stop(limit)
+	}
 	if d.cmd.Process != nil {
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	}
@@ -534,6 +581,14 @@ func (n *testNet) capture(ifname, filter string) *capture {
 	return c
 }
 
+// stop ends tcpdump (SIGTERM, so the file is complete); the test's one Wait on it.
+func (c *capture) stop() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_ = c.cmd.Wait()
+	}
+}
+
 // luPacket is one Locator Update as tshark decodes it.
 type luPacket struct {
 	Src, Dst, Nonce, Locators, ChecksumStatus string
@@ -542,8 +597,7 @@ type luPacket struct {
 // packets stops tcpdump and decodes the capture with tshark.
 func (c *capture) packets(t *testing.T) []luPacket {
 	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	_ = c.cmd.Wait()
+	c.stop()
 	out, err := exec.Command("tshark", "-r", c.file, "-Y", "icmpv6.type == 156", "-T", "fields",
 		"-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=;",
 		"-e", "ipv6.src", "-e", "ipv6.dst", "-e", "ipv6.opt.ilnp_nonce",
@@ -614,7 +668,8 @@ func (n *testNet) iperfServer(port int) (*exec.Cmd, string) {
 	return cmd, file
 }
 
-// iperfClient starts `iperf3 -c TARGET` on the CN; Wait it, then read the JSON file.
+// iperfClient starts `iperf3 -c TARGET` on the CN; Wait it (once, from the test goroutine:
+// nstest's cleanup Waits too, after the test), then read the JSON file.
 func (n *testNet) iperfClient(target string, port int, args ...string) (*exec.Cmd, string) {
 	n.t.Helper()
 	file := filepath.Join(n.dir, fmt.Sprintf("iperf-client-%d.json", port))
@@ -674,7 +729,9 @@ func ping(ns *nstest.NS, dst netip.Addr, count int, interval, timeout time.Durat
 				delete(sent, e.Seq)
 			}
 		}
-		time.Sleep(time.Until(deadline))
+		if seq < count {
+			time.Sleep(time.Until(deadline)) // pace the echoes
+		}
 	}
 	if len(rtts) < count {
 		return rtts, fmt.Errorf("ping %s from %s: %d of %d replies", dst, ns.Name, len(rtts), count)

@@ -25,6 +25,9 @@ type MatrixConfig struct {
 	Out                        string
 	BinDir                     string
 	Progress                   io.Writer
+	// Signalling, when set, also runs the ch. 6 measurements into OUT/signalling and puts
+	// them, beside the analysis, into the combined report.
+	Signalling *SignallingConfig
 }
 
 // CellDir is where one combination's run goes.
@@ -78,6 +81,16 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 				}
 			}
 			overlayModes(m, sc, tr)
+		}
+	}
+	if m.Signalling != nil {
+		sc := *m.Signalling
+		sc.Out, sc.BinDir, sc.Progress = filepath.Join(m.Out, "signalling"), m.BinDir, m.Progress
+		if err := Signalling(ctx, sc); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			failures["signalling"] = err.Error()
 		}
 	}
 	report := MatrixReport(m, failures)
@@ -173,6 +186,7 @@ func MatrixReport(m MatrixConfig, failures map[string]string) string {
 		fmt.Fprintf(&b, "Thesis (%s): %s\n\n", map[bool]string{true: "ch. 4.4, figs 4.4-4.15", false: "ch. 5.3, figs 5.4-5.11"}[Traffics[tr].UDP], thesisReference[Traffics[tr].UDP])
 		fmt.Fprintf(&b, "Overlays: %s-%s-rate.png, %s-%s-seq.png per scenario.\n\n", "SCENARIO", tr, "SCENARIO", tr)
 	}
+	b.WriteString(SignallingSection(filepath.Join(m.Out, "signalling")))
 	if len(failures) > 0 {
 		b.WriteString("## Failed runs\n\n")
 		for k, v := range failures {

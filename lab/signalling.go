@@ -264,7 +264,10 @@ func measureDelay(ctx context.Context, cfg SignallingConfig, sc, mode string, lc
 		row.Dropped = rule.Comment()
 	}
 	if strings.HasPrefix(mode, "mipv6") {
+		// The mode reads T_HA when it is constructed (in Run); put the caller's back after.
+		old := MIPv6HAProcessing
 		MIPv6HAProcessing = cfg.THA
+		defer func() { MIPv6HAProcessing = old }()
 	}
 	dir := filepath.Join(cfg.Out, "delay", sc, mode, lc.Slug())
 	rc := RunConfig{Scenario: sc, Mode: mode, Traffic: cfg.Traffic, Profile: cfg.Profile, Reps: 1,

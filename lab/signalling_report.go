@@ -163,7 +163,7 @@ func (r SignallingResults) Markdown(level int) string {
 			"the core router R1's CN-side bridge (each LU and LU-ACK crosses it once). Formula: 2·N·M packets; bytes with our " +
 			"measured mean sizes and with the thesis's 86 + 86 bytes. MIPv6 packets (eqs. 41-48) for the same N x M beside.\n\n")
 		rows := [][]string{{"MNs x CNs", "LU", "LU-ACK", "measured packets", "formula packets", "measured bytes",
-			"formula bytes (our sizes)", "formula bytes (thesis sizes)", "mean LU / LU-ACK bytes", "MIPv6 no-RO / RO packets", "handoff s"}}
+			"formula bytes (our sizes)", "formula bytes (thesis sizes)", "mean LU / LU-ACK bytes", "LUs sent (timeline) / acked", "MIPv6 no-RO / RO packets", "handoff s"}}
 		for _, s := range r.Scale {
 			sizes := "-"
 			if s.LUPackets > 0 && s.LUAckPackets > 0 {
@@ -175,10 +175,21 @@ func (r SignallingResults) Markdown(level int) string {
 			}
 			rows = append(rows, []string{fmt.Sprintf("%d x %d", s.MNs, s.CNs), strconv.Itoa(s.LUPackets), strconv.Itoa(s.LUAckPackets),
 				meas, strconv.Itoa(s.FormulaPackets), strconv.Itoa(s.LUBytes + s.LUAckBytes), strconv.Itoa(s.FormulaBytesOurs),
-				strconv.Itoa(s.FormulaBytesThesis), sizes, fmt.Sprintf("%d / %d", s.MIPv6NoROPackets, s.MIPv6ROPackets),
+				strconv.Itoa(s.FormulaBytesThesis), sizes, fmt.Sprintf("%d / %d", s.LUSentTimeline, s.Acked),
+				fmt.Sprintf("%d / %d", s.MIPv6NoROPackets, s.MIPv6ROPackets),
 				strconv.FormatFloat(s.HandoffSeconds, 'f', 2, 64)})
 		}
 		mdRows(&b, rows)
 	}
 	return b.String()
+}
+
+// SignallingSection is the matrix report's chapter 6 part: the measured tables of
+// DIR/signalling.json beside their analytic values, or "" when DIR has none.
+func SignallingSection(dir string) string {
+	r, err := ReadSignalling(dir)
+	if err != nil {
+		return ""
+	}
+	return r.Markdown(2) + fmt.Sprintf("CSV: %s/signalling-{delay,success,scale}.csv; the full analysis: `ilnp-lab analyze`.\n\n", filepath.Base(dir))
 }

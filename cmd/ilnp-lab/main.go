@@ -84,7 +84,7 @@ func usage() {
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
                [--access wlan] [--bin DIR] [--mipv6-tha 1s] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
-                  [--report-only]
+                  [--report-only] [--signalling]
   ilnp-lab demo [--out lab/out/demo]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0.02,0.05,0.1]
@@ -193,6 +193,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	modes := fs.String("modes", "ilnp-soft,ilnp-hard,ipv6", "modes")
 	traffics := fs.String("traffics", "udp-voip,udp-hd,tcp", "traffic kinds")
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
+	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
 	_ = fs.Parse(args)
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
@@ -203,6 +204,10 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
 		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr}
+	if *withSignalling {
+		sc := lab.DefaultSignalling("", "")
+		m.Signalling = &sc
+	}
 	if *reportOnly {
 		if err := lab.WriteMatrixReport(m); err != nil {
 			return err
@@ -210,7 +215,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 		fmt.Printf("matrix report: %s\n", filepath.Join(c.out, "report.md"))
 		return nil
 	}
-	if m.BinDir, err = c.binaries(m.Modes); err != nil {
+	if m.BinDir, err = c.binaries(append(m.Modes, map[bool]string{true: "ilnp-soft"}[*withSignalling])); err != nil {
 		return err
 	}
 	if err := lab.Matrix(ctx, m); err != nil {

@@ -37,17 +37,19 @@ type ScaleConfig struct {
 
 // ScaleRow is one measured N x M handoff beside eqs. 49-52.
 type ScaleRow struct {
-	MNs      int `json:"mns"`
-	CNs      int `json:"cns"`
-	Sessions int `json:"sessions"` // session_new events at the MNs before the move
+	MNs        int    `json:"mns"`
+	CNs        int    `json:"cns"`
+	Namespaces string `json:"namespaces"` // glob of the run's namespace names
+	Sessions   int    `json:"sessions"`   // session_new events at the MNs before the move
 	// Counted in the capture on R1's CN-side bridge (each packet crosses it once).
 	LUPackets    int `json:"lu_packets"`
 	LUAckPackets int `json:"lu_ack_packets"`
 	LUBytes      int `json:"lu_bytes"` // IP layer (IPv6 header and up)
 	LUAckBytes   int `json:"lu_ack_bytes"`
 	// From the MNs' timelines: LUs sent (all attempts) and exchanges acked.
-	LUSentTimeline int `json:"lu_sent_timeline"`
-	Acked          int `json:"acked"`
+	LUSentTimeline  int `json:"lu_sent_timeline"`
+	Retransmissions int `json:"retransmissions"` // lu_sent with attempt > 1
+	Acked           int `json:"acked"`
 	// Eqs. 49-52 with our measured mean sizes and with the thesis's 86/86 bytes.
 	FormulaPackets     int `json:"formula_packets"`
 	FormulaBytesOurs   int `json:"formula_bytes_ours"`
@@ -109,6 +111,7 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 	}
 	start := time.Now()
 	t := &Topology{Cfg: TopologyConfig{Dir: dir}, ID: netns.Suffix(6)}
+	row.Namespaces = "isc-" + t.ID + "-*"
 	defer func() {
 		for _, ns := range t.all {
 			_ = os.RemoveAll(netns.EtcDir(ns.Name))
@@ -293,7 +296,7 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 	// Until every MN has an acknowledged exchange with every CN.
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		acked, sent := 0, 0
+		acked, sent, again := 0, 0, 0
 		for k := 1; k <= cfg.MNs; k++ {
 			for _, e := range mnEvents(k) {
 				if e.MonoNS < moveAt {
@@ -302,12 +305,15 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 				switch {
 				case e.Kind == timeline.LUSent:
 					sent++
+					if e.Attempt > 1 {
+						again++
+					}
 				case e.Kind == timeline.LUAckReceived && strings.Contains(e.Detail, "outcome=acked"):
 					acked++
 				}
 			}
 		}
-		row.Acked, row.LUSentTimeline = acked, sent
+		row.Acked, row.LUSentTimeline, row.Retransmissions = acked, sent, again
 		if acked >= cfg.MNs*cfg.CNs {
 			break
 		}

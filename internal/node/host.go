@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -57,6 +58,26 @@ func (h *host) addIdentity(addr netip.Addr) error {
 	}
 	h.identities[addr] = true
 	return nil
+}
+
+// waitReceivable waits up to limit for the kernel's local route to addr and says whether it
+// came. An address added with optimistic DAD (or none) is listed at once, but the kernel only
+// inserts its local route from its DAD work a few milliseconds later; until then packets to
+// it (the LU-ACK, the correspondent's first packets) are answered with Destination
+// Unreachable. Seen in the integration test: the LU-ACK refused, acknowledged only by the
+// retransmission 1 s later.
+func (h *host) waitReceivable(addr netip.Addr, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		routes, err := h.nl.RouteGet(addr.AsSlice())
+		if err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 func (h *host) removeIdentity(addr netip.Addr) error {

@@ -56,6 +56,26 @@ func openLUSocket() (*luSocket, error) {
 
 func (s *luSocket) Close() error { return s.conn.Close() }
 
+// joinSolicitedNode joins the solicited-node multicast group (RFC 4291 s.2.7.1) of [any
+// locator:nid] on ifindex for as long as the socket is open. Every locator of the node shares
+// the NID and so this one group. The kernel joins it too, but only when its DAD work for a new
+// address begins, a few milliseconds after the address is added and usable (optimistic): a
+// router's Neighbor Solicitation for the new locator in that window (for the LU-ACK, the first
+// packet towards it) is dropped as an unjoined multicast, and the router asks again only after
+// RetransTimer (1 s), losing the ACK and the data queued behind it. Seen in the integration test.
+func (s *luSocket) joinSolicitedNode(ifindex int, nid wire.NID) error {
+	ifi, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("solicited-node group: interface %d: %w", ifindex, err)
+	}
+	group := netip.MustParseAddr("ff02::1:ff00:0").As16()
+	group[13], group[14], group[15] = byte(nid>>16), byte(nid>>8), byte(nid)
+	if err := s.pc.JoinGroup(ifi, &net.IPAddr{IP: group[:]}); err != nil {
+		return fmt.Errorf("join solicited-node group %s on %s: %w", netip.AddrFrom16(group), ifi.Name, err)
+	}
+	return nil
+}
+
 // send writes one LU (advertisement or ACK) from src to dst. The kernel fills in the ICMPv6
 // checksum for raw ICMPv6 sockets (RFC 3542 s.3.1); the datapath adjusts it after rewriting.
 func (s *luSocket) send(src, dst netip.Addr, lu wire.LocatorUpdate) error {

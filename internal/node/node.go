@@ -30,6 +30,10 @@ import (
 // ILCC, so that busy sessions never idle out.
 const touchInterval = 5 * time.Second
 
+// receivableTimeout bounds the wait for a new address's local route (host.waitReceivable):
+// milliseconds normally, more on a loaded machine.
+const receivableTimeout = 100 * time.Millisecond
+
 // Node is an ILNP node. Create it with New, then Run it.
 type Node struct {
 	cfg    config.Config
@@ -267,8 +271,15 @@ func (n *Node) setup() error {
 		}
 		n.ifaces[ifc.Index] = name
 	}
-	n.lusock, err = openLUSocket()
-	return err
+	if n.lusock, err = openLUSocket(); err != nil {
+		return err
+	}
+	for ifindex := range n.ifaces {
+		if err := n.lusock.joinSolicitedNode(ifindex, n.nid); err != nil {
+			n.log.Warn("new locators may be unreachable for a second after they appear", "err", err)
+		}
+	}
+	return nil
 }
 
 func (n *Node) shutdown() error {
@@ -368,6 +379,10 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 		n.formed[e.Addr] = e.IfIndex
 		if err := n.host.addIdentity(e.Addr); err != nil {
 			n.log.Warn("identity address", "err", err)
+		}
+		// Announce the locator only once packets to it are delivered (see waitReceivable).
+		if !n.host.waitReceivable(e.Addr, receivableTimeout) {
+			n.log.Warn("new locator not yet receivable; using it anyway", "addr", e.Addr, "waited", receivableTimeout)
 		}
 		n.log.Info("locator formed", "iface", e.Iface, "addr", e.Addr, "elapsed", e.Elapsed)
 		n.updateLocal(ilv.Locator, e.IfIndex, e.Router, e.Valid, e.Valid, now)

@@ -183,6 +183,11 @@ func (n *testNet) runMove(t *testing.T, mode string, plain bool) *moveResult {
 	res.enterMono = timeline.Now()
 	n.MN.Run("ip", "link", "set", "mn2", "up")
 	ack := n.waitMNAck(t, res.enterMono, 5*time.Second)
+	if ack != nil && ack.Attempt != 1 {
+		// Nothing in this testbed loses packets: a retransmission means the LU or its ACK was
+		// dropped on the way (e.g. the new locator not yet reachable at the MN).
+		t.Errorf("LU on entering L3 acknowledged at attempt %d, want 1 (lossless testbed)", ack.Attempt)
+	}
 	if ack != nil {
 		rows, err := n.mn.locators()
 		if err != nil {

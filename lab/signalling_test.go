@@ -207,9 +207,9 @@ func TestSignallingFirstLUDropped(t *testing.T) {
 	want, _ := in.HandoffDelay(analysis.ColILNPSoft, analysis.UpdateLost)
 	wantMs := float64(want) / 1e6
 	// The timer may fire a little early against the event stamps (~1-2 ms seen) and the
-	// LAN RTT is ~1 ms: the bound allows the timer's granularity and 20 ms of scheduling.
-	if d := *row.HandoffDelayMs; d < wantMs-5 || d > wantMs+20 {
-		t.Errorf("handoff delay %.1f ms, want first timeout %.0f ms + RTT %.2f ms = %.1f ms (-5/+20 ms)", d, *firstTimeout, *row.RTTms, wantMs)
+	// LAN RTT is ~1 ms: the bound allows the timer's granularity and 30 ms of scheduling on a loaded machine.
+	if d := *row.HandoffDelayMs; d < wantMs-5 || d > wantMs+30 {
+		t.Errorf("handoff delay %.1f ms, want first timeout %.0f ms + RTT %.2f ms = %.1f ms (-5/+30 ms)", d, *firstTimeout, *row.RTTms, wantMs)
 	}
 	t.Logf("first LU dropped: delay %.1f ms (eq. 37 with our inputs %.1f ms, thesis %s ms), interruption %s ms",
 		*row.HandoffDelayMs, wantMs, analysis.Ms(must(analysis.ThesisInputs(analysis.LANtoLAN).HandoffDelay(analysis.ColILNPSoft, analysis.UpdateLost))), optMs(row.InterruptionMs))

@@ -150,6 +150,8 @@ type staticLocator struct {
 	addr    netip.Addr
 	ifindex int
 	router  netip.Addr
+	// autoconfigured: the kernel formed it (SLAAC) rather than someone configuring it.
+	autoconfigured bool
 }
 
 // staticLocators lists the global addresses on ifindex and the interface's default router.
@@ -177,7 +179,21 @@ func (h *host) staticLocators(ifindex int) ([]staticLocator, error) {
 		if !ok || a.Scope != unix.RT_SCOPE_UNIVERSE || !ip.IsGlobalUnicast() {
 			continue
 		}
-		out = append(out, staticLocator{addr: ip, ifindex: ifindex, router: router})
+		out = append(out, staticLocator{addr: ip, ifindex: ifindex, router: router,
+			autoconfigured: a.Flags&unix.IFA_F_PERMANENT == 0})
 	}
 	return out, nil
+}
+
+// removeAddress deletes a /64 address from an interface.
+func (h *host) removeAddress(ifindex int, addr netip.Addr) error {
+	link, err := h.nl.LinkByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("interface %d: %w", ifindex, err)
+	}
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(64, 128)}}
+	if err := h.nl.AddrDel(link, a); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return fmt.Errorf("remove %s from %s: %w", addr, link.Attrs().Name, err)
+	}
+	return nil
 }

@@ -419,7 +419,18 @@ func (n *Node) adoptStaticLocators() {
 		}
 		for _, s := range statics {
 			ilv, err := wire.ILVFromAddr(s.addr)
-			if err != nil || ilv.NID != n.nid {
+			if err != nil {
+				continue
+			}
+			if ilv.NID != n.nid {
+				// A SLAAC address the kernel formed before ilnpd turned autoconf off: left
+				// in place, a UDP server could answer from it as plain IPv6 and escape ILNP.
+				if s.autoconfigured {
+					n.log.Info("removing kernel SLAAC address", "iface", name, "addr", s.addr)
+					if err := n.host.removeAddress(ifindex, s.addr); err != nil {
+						n.log.Warn("kernel SLAAC address", "err", err)
+					}
+				}
 				continue
 			}
 			if err := n.host.addIdentity(s.addr); err != nil {

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +258,29 @@ func TestScaleTwoByTwo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "scale", "r1.pcap")); err != nil {
 		t.Error(err)
+	}
+}
+
+// The matrix report picks the measured tables up from OUT/signalling (also with --report-only).
+func TestSignallingSectionInMatrixReport(t *testing.T) {
+	out := t.TempDir()
+	r := SignallingResults{Profile: "quick", Traffic: "udp-hd",
+		Scale: []ScaleRow{{MNs: 1, CNs: 1, LUPackets: 1, LUAckPackets: 1, FormulaPackets: 2}}}
+	dir := filepath.Join(out, "signalling")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(filepath.Join(dir, "signalling.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := MatrixConfig{Scenarios: []string{"lan-lan"}, Modes: []string{"ilnp-soft"}, Traffics: []string{"udp-hd"},
+		Profile: Profiles["quick"], Reps: 1, Out: out}
+	rep := MatrixReport(m, nil)
+	if !strings.Contains(rep, "Signalling overhead at scale") || !strings.Contains(rep, "| 1 x 1 | 1 | 1 | 2 | 2 |") {
+		t.Errorf("matrix report lacks the signalling tables:\n%s", rep)
+	}
+	if SignallingSection(t.TempDir()) != "" {
+		t.Error("a section without signalling.json")
 	}
 }

@@ -45,7 +45,7 @@ type SignallingConfig struct {
 // DefaultSignalling is what `ilnp-lab signalling` runs without flags.
 func DefaultSignalling(out, bin string) SignallingConfig {
 	return SignallingConfig{Out: out, BinDir: bin, Parts: []string{"success", "delay", "scale"},
-		Handoffs: 40, Losses: []float64{0.02, 0.05, 0.10},
+		Handoffs: 40, Losses: []float64{0, 0.02, 0.05, 0.10},
 		Scenarios: []string{"lan-lan", "wan-wan"}, Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6"},
 		Traffic: "udp-hd", Profile: Profiles["quick"], THA: time.Second,
 		Scales: [][2]int{{1, 1}, {2, 2}, {5, 5}, {10, 10}}}
@@ -464,9 +464,17 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (ro
 	shape := "loss=" + strconv.FormatFloat(loss, 'g', -1, 64)
 	sc := Scenario{Name: "lossy", R2Link: shape, R3Link: shape, Title: "lossy", Definition: shape + " on R1-R2 and R1-R3"}
 	prof := Profiles["quick"]
-	topo, err := Build(ctx, TopologyConfig{Scenario: sc, Access: "lan", RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir})
-	if err != nil {
-		return row, err
+	// Build checks reachability with single pings, which the lossy links may drop: retry.
+	var topo *Topology
+	for try := 1; ; try++ {
+		topo, err = Build(ctx, TopologyConfig{Scenario: sc, Access: "lan", RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir})
+		if err == nil {
+			break
+		}
+		if try == 5 || ctx.Err() != nil {
+			return row, fmt.Errorf("testbed with %s: %w", shape, err)
+		}
+		cfg.progress("  testbed not ready (%v), building again", err)
 	}
 	mode := Modes["ilnp-soft"](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
 	defer func() {

@@ -87,7 +87,7 @@ func usage() {
                   [--report-only] [--signalling]
   ilnp-lab demo [--out lab/out/demo]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
-  ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0.02,0.05,0.1]
+  ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
@@ -269,7 +269,7 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	d := lab.DefaultSignalling("", "")
 	parts := fs.String("parts", strings.Join(d.Parts, ","), "success, delay, scale")
 	handoffs := fs.Int("handoffs", d.Handoffs, "success: LU exchanges per loss setting")
-	losses := fs.String("losses", "0.02,0.05,0.1", "success: loss on the old and new link (fractions)")
+	losses := fs.String("losses", "0,0.02,0.05,0.1", "success: loss on the old and new link (fractions)")
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
 	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")

@@ -46,7 +46,7 @@ type SignallingConfig struct {
 func DefaultSignalling(out, bin string) SignallingConfig {
 	return SignallingConfig{Out: out, BinDir: bin, Parts: []string{"success", "delay", "scale"},
 		Handoffs: 40, Losses: []float64{0, 0.02, 0.05, 0.10},
-		Scenarios: []string{"lan-lan", "wan-wan"}, Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6"},
+		Scenarios: []string{"lan-lan", "wan-wan"}, Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6", "mipv6-ro"},
 		Traffic: "udp-hd", Profile: Profiles["quick"], THA: time.Second,
 		Scales: [][2]int{{1, 1}, {2, 2}, {5, 5}, {10, 10}}}
 }
@@ -89,7 +89,11 @@ func Signalling(ctx context.Context, cfg SignallingConfig) error {
 	if cfg.has("delay") {
 		for _, sc := range cfg.Scenarios {
 			for _, mo := range cfg.Modes {
-				for _, lc := range []analysis.LossCase{analysis.NoLoss, analysis.UpdateLost, analysis.AckLost} {
+				cases := []analysis.LossCase{analysis.NoLoss, analysis.UpdateLost, analysis.AckLost}
+				if mo == "mipv6-ro" {
+					cases = append(cases, analysis.ROLost)
+				}
+				for _, lc := range cases {
 					if err := ctx.Err(); err != nil {
 						return err
 					}
@@ -241,6 +245,11 @@ func DropRule(mode string, c analysis.LossCase) (*sigloss.Rule, error) {
 			return &sigloss.Rule{Msg: sigloss.LUAck, Nth: 1}, nil
 		}
 		return &sigloss.Rule{Msg: sigloss.BAck, Nth: 1}, nil
+	case analysis.ROLost:
+		if mode == "mipv6-ro" {
+			// The CoT crosses R1 once, plain, CN -> MN's care-of address (eq. 35's RO packet).
+			return &sigloss.Rule{Msg: sigloss.CoT, Nth: 1}, nil
+		}
 	}
 	return nil, fmt.Errorf("loss case %s is not measured", c)
 }
@@ -300,6 +309,16 @@ func measureDelay(ctx context.Context, cfg SignallingConfig, sc, mode string, lc
 		return row, err
 	}
 	row.Attempts, row.RetransmitMs = handoffAttempts(ev)
+	if lc == analysis.ROLost {
+		// The return-routability timer: the CoTI's second attempt, after its first.
+		row.RetransmitMs = nil
+		for _, e := range ev {
+			if e.Kind == timeline.RRMessage && e.Attempt == 2 && e.Duration > 0 {
+				row.RetransmitMs = ptrF(float64(e.Duration) / 1e6)
+				break
+			}
+		}
+	}
 	if rule != nil && (row.DropFired == nil || *row.DropFired != 1) {
 		return row, fmt.Errorf("the injector dropped %v packets, want 1", row.DropFired)
 	}

@@ -92,7 +92,10 @@ func TestDropRule(t *testing.T) {
 		}
 	}
 	if _, err := DropRule("ilnp-soft", analysis.ROLost); err == nil {
-		t.Error("RO loss case accepted")
+		t.Error("RO loss case accepted without RO")
+	}
+	if r, err := DropRule("mipv6-ro", analysis.ROLost); err != nil || r.Comment() != "drop-cot-1" {
+		t.Errorf("mipv6-ro RO lost: %v %v", r, err)
 	}
 }
 

@@ -88,7 +88,7 @@ func usage() {
   ilnp-lab demo [--out lab/out/demo]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
-                  [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6] [--scales 1x1,2x2,5x5,10x10]
+                  [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/bpfring"
 	"ilnp/internal/wire"
 )
 
@@ -50,7 +50,7 @@ type Datapath struct {
 	objs   ilnpBPFObjects
 	mu     sync.Mutex
 	links  map[int][2]link.Link
-	reader *ringbuf.Reader // the running Events reader, if any
+	events bpfring.Reader // the running Events stream, if any
 	// openedPinned: maps only (OpenPinned), no programs.
 	openedPinned bool
 }
@@ -174,10 +174,8 @@ func (d *Datapath) Close() error {
 		errs = append(errs, l[0].Close(), l[1].Close())
 		delete(d.links, ifindex)
 	}
-	if d.reader != nil {
-		errs = append(errs, d.reader.Close()) // ends the Events goroutine
-	}
 	d.mu.Unlock()
+	errs = append(errs, d.events.Close()) // ends the Events goroutine
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
 		for _, m := range d.maps() {
 			if m.IsPinned() {

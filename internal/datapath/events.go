@@ -8,8 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/cilium/ebpf/ringbuf"
-
+	"ilnp/internal/bpfring"
 	"ilnp/internal/wire"
 )
 
@@ -36,60 +35,25 @@ func decodeEvent(b []byte) (Event, error) {
 // the channel. Only one reader may run at a time. After every session the datapath opened on its
 // own it refills the nonce pool.
 func (d *Datapath) Events(ctx context.Context) (<-chan Event, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.reader != nil {
+	out, err := bpfring.Stream(ctx, &d.events, d.objs.Events, "datapath events", func(b []byte) (Event, bool) {
+		ev, err := decodeEvent(b)
+		if err != nil {
+			slog.Warn("datapath events", "err", err)
+			return ev, false
+		}
+		switch ev.Type {
+		case EventSessionResponder, EventSessionInitiator, EventNoncePoolEmpty:
+			if _, err := d.RefillNonces(); err != nil {
+				slog.Warn("datapath nonce pool", "err", err)
+			}
+		}
+		return ev, true
+	})
+	switch {
+	case errors.Is(err, bpfring.ErrBusy):
 		return nil, errors.New("datapath: events are already being read")
-	}
-	rd, err := ringbuf.NewReader(d.objs.Events)
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("datapath: event reader: %w", err)
 	}
-	d.reader = rd
-	out := make(chan Event, 64)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-done:
-		}
-		rd.Close()
-	}()
-	go func() {
-		defer func() {
-			d.mu.Lock()
-			if d.reader == rd {
-				d.reader = nil
-			}
-			d.mu.Unlock()
-			close(done)
-			close(out)
-		}()
-		for {
-			rec, err := rd.Read()
-			if err != nil {
-				if !errors.Is(err, ringbuf.ErrClosed) {
-					slog.Error("datapath events", "err", err)
-				}
-				return
-			}
-			ev, err := decodeEvent(rec.RawSample)
-			if err != nil {
-				slog.Warn("datapath events", "err", err)
-				continue
-			}
-			switch ev.Type {
-			case EventSessionResponder, EventSessionInitiator, EventNoncePoolEmpty:
-				if _, err := d.RefillNonces(); err != nil {
-					slog.Warn("datapath nonce pool", "err", err)
-				}
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	return out, nil
 }

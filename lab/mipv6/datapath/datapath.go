@@ -71,8 +71,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
+
+	"ilnp/internal/bpfring"
 )
 
 // ErrNotFound is returned (wrapped) when a binding, correspondent or interface is not there.
@@ -111,11 +112,12 @@ type Options struct {
 
 // Datapath is one node's loaded MIPv6 datapath. Its methods are safe for concurrent use.
 type Datapath struct {
-	opts   Options
-	objs   mip6BPFObjects
-	mu     sync.Mutex
-	links  map[int][]link.Link
-	reader *ringbuf.Reader
+	opts  Options
+	objs  mip6BPFObjects
+	mu    sync.Mutex
+	links map[int][]link.Link
+	// signalling is the running Signalling stream, if any.
+	signalling bpfring.Reader
 }
 
 const (
@@ -237,11 +239,8 @@ func (d *Datapath) Close() error {
 		errs = append(errs, closeLinks(ls))
 		delete(d.links, ifindex)
 	}
-	if d.reader != nil {
-		errs = append(errs, d.reader.Close())
-		d.reader = nil
-	}
 	d.mu.Unlock()
+	errs = append(errs, d.signalling.Close())
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
 		m := &d.objs.mip6BPFMaps
 		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling} { // ptb_quote is not pinned

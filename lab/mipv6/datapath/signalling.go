@@ -8,8 +8,9 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"ilnp/internal/bpfring"
 )
 
 // Signal is one Mobility Header packet for this node as the datapath saw it on ingress: the
@@ -58,55 +59,20 @@ func (d *Datapath) SetSignallingTap(on bool) error {
 // Signalling streams what the tap catches until ctx ends or the Datapath is closed, then
 // closes the channel. Only one reader may run at a time.
 func (d *Datapath) Signalling(ctx context.Context) (<-chan Signal, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.reader != nil {
+	out, err := bpfring.Stream(ctx, &d.signalling, d.objs.Signalling, "mipv6 datapath signalling", func(b []byte) (Signal, bool) {
+		s, err := decodeSignal(b)
+		if err != nil {
+			slog.Error("mipv6 datapath signalling", "err", err)
+			return s, false
+		}
+		return s, true
+	})
+	switch {
+	case errors.Is(err, bpfring.ErrBusy):
 		return nil, errors.New("mipv6 datapath: signalling is already being read")
-	}
-	rd, err := ringbuf.NewReader(d.objs.Signalling)
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("mipv6 datapath: signalling reader: %w", err)
 	}
-	d.reader = rd
-	out := make(chan Signal, 64)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-done:
-		}
-		rd.Close()
-	}()
-	go func() {
-		defer func() {
-			d.mu.Lock()
-			if d.reader == rd {
-				d.reader = nil
-			}
-			d.mu.Unlock()
-			close(done)
-			close(out)
-		}()
-		for {
-			rec, err := rd.Read()
-			if err != nil {
-				if !errors.Is(err, ringbuf.ErrClosed) {
-					slog.Error("mipv6 datapath signalling", "err", err)
-				}
-				return
-			}
-			s, err := decodeSignal(rec.RawSample)
-			if err != nil {
-				slog.Error("mipv6 datapath signalling", "err", err)
-				continue
-			}
-			select {
-			case out <- s:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	return out, nil
 }
 

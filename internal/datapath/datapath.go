@@ -10,10 +10,10 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/bpfring"
+	"ilnp/internal/tcx"
 	"ilnp/internal/wire"
 )
 
@@ -49,7 +49,7 @@ type Datapath struct {
 	opts   Options
 	objs   ilnpBPFObjects
 	mu     sync.Mutex
-	links  map[int][2]link.Link
+	links  tcx.Links
 	events bpfring.Reader // the running Events stream, if any
 	// openedPinned: maps only (OpenPinned), no programs.
 	openedPinned bool
@@ -85,7 +85,7 @@ func Load(opts Options) (*Datapath, error) {
 		}
 		copts.Maps.PinPath = opts.PinDir
 	}
-	d := &Datapath{opts: opts, links: map[int][2]link.Link{}}
+	d := &Datapath{opts: opts}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -135,47 +135,25 @@ func (d *Datapath) Attach(ifindex int) error {
 	if d.openedPinned {
 		return errPinnedOnly
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.links[ifindex]; ok {
-		return fmt.Errorf("datapath: interface %d already attached", ifindex)
+	if err := d.links.Attach(ifindex, d.objs.IlnpIngress, d.objs.IlnpEgress); err != nil {
+		return fmt.Errorf("datapath: %w", err)
 	}
-	in, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.IlnpIngress, Attach: ebpf.AttachTCXIngress})
-	if err != nil {
-		return fmt.Errorf("datapath: attach ingress to interface %d: %w", ifindex, err)
-	}
-	out, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.IlnpEgress, Attach: ebpf.AttachTCXEgress})
-	if err != nil {
-		in.Close()
-		return fmt.Errorf("datapath: attach egress to interface %d: %w", ifindex, err)
-	}
-	d.links[ifindex] = [2]link.Link{in, out}
 	return nil
 }
 
 // Detach removes the programs from the interface.
 func (d *Datapath) Detach(ifindex int) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	l, ok := d.links[ifindex]
-	if !ok {
+	attached, err := d.links.Detach(ifindex)
+	if !attached {
 		return fmt.Errorf("datapath: interface %d: %w", ifindex, ErrNotFound)
 	}
-	delete(d.links, ifindex)
-	return errors.Join(l[0].Close(), l[1].Close())
+	return err
 }
 
 // Close detaches every interface, unpins the maps (unless Options.KeepPinned) and frees
 // everything.
 func (d *Datapath) Close() error {
-	d.mu.Lock()
-	var errs []error
-	for ifindex, l := range d.links {
-		errs = append(errs, l[0].Close(), l[1].Close())
-		delete(d.links, ifindex)
-	}
-	d.mu.Unlock()
-	errs = append(errs, d.events.Close()) // ends the Events goroutine
+	errs := []error{d.links.Close(), d.events.Close()} // the latter ends the Events goroutine
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
 		for _, m := range d.maps() {
 			if m.IsPinned() {

@@ -70,10 +70,10 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
 	"ilnp/internal/bpfring"
+	"ilnp/internal/tcx"
 )
 
 // ErrNotFound is returned (wrapped) when a binding, correspondent or interface is not there.
@@ -115,7 +115,7 @@ type Datapath struct {
 	opts  Options
 	objs  mip6BPFObjects
 	mu    sync.Mutex
-	links map[int][]link.Link
+	links tcx.Links
 	// signalling is the running Signalling stream, if any.
 	signalling bpfring.Reader
 }
@@ -142,7 +142,7 @@ func Load(opts Options) (*Datapath, error) {
 		}
 		copts.Maps.PinPath = opts.PinDir
 	}
-	d := &Datapath{opts: opts, links: map[int][]link.Link{}}
+	d := &Datapath{opts: opts}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -184,63 +184,25 @@ func (d *Datapath) Attach(r Role, ifindex int) error {
 }
 
 func (d *Datapath) attach(ifindex int, r Role, ingress, egress *ebpf.Program) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.links[ifindex]; ok {
-		return fmt.Errorf("mipv6 datapath: interface %d already attached", ifindex)
+	if err := d.links.Attach(ifindex, ingress, egress); err != nil {
+		return fmt.Errorf("mipv6 datapath: %v: %w", r, err)
 	}
-	var ls []link.Link
-	for _, p := range []struct {
-		prog *ebpf.Program
-		at   ebpf.AttachType
-	}{{ingress, ebpf.AttachTCXIngress}, {egress, ebpf.AttachTCXEgress}} {
-		if p.prog == nil {
-			continue
-		}
-		l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: p.prog, Attach: p.at})
-		if err != nil {
-			for _, l := range ls {
-				l.Close()
-			}
-			return fmt.Errorf("mipv6 datapath: attach %v %v to interface %d: %w", r, p.at, ifindex, err)
-		}
-		ls = append(ls, l)
-	}
-	d.links[ifindex] = ls
 	return nil
 }
 
 // Detach removes the programs from the interface.
 func (d *Datapath) Detach(ifindex int) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ls, ok := d.links[ifindex]
-	if !ok {
+	attached, err := d.links.Detach(ifindex)
+	if !attached {
 		return fmt.Errorf("mipv6 datapath: interface %d: %w", ifindex, ErrNotFound)
 	}
-	delete(d.links, ifindex)
-	return closeLinks(ls)
-}
-
-func closeLinks(ls []link.Link) error {
-	var errs []error
-	for _, l := range ls {
-		errs = append(errs, l.Close())
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // Close detaches every interface, unpins the maps (unless Options.KeepPinned) and frees
 // everything.
 func (d *Datapath) Close() error {
-	d.mu.Lock()
-	var errs []error
-	for ifindex, ls := range d.links {
-		errs = append(errs, closeLinks(ls))
-		delete(d.links, ifindex)
-	}
-	d.mu.Unlock()
-	errs = append(errs, d.signalling.Close())
+	errs := []error{d.links.Close(), d.signalling.Close()}
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
 		m := &d.objs.mip6BPFMaps
 		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling} { // ptb_quote is not pinned

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
-	"os"
 	"sync"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/bpfmaps"
 	"ilnp/internal/bpfring"
 	"ilnp/internal/tcx"
 	"ilnp/internal/wire"
@@ -74,16 +74,9 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
-	var copts ebpf.CollectionOptions
-	if opts.PinDir == "" {
-		for _, m := range spec.Maps {
-			m.Pinning = ebpf.PinNone
-		}
-	} else {
-		if err := os.MkdirAll(opts.PinDir, 0o700); err != nil {
-			return nil, fmt.Errorf("datapath: pin directory: %w", err)
-		}
-		copts.Maps.PinPath = opts.PinDir
+	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
+	if err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	d := &Datapath{opts: opts}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
@@ -155,12 +148,7 @@ func (d *Datapath) Detach(ifindex int) error {
 func (d *Datapath) Close() error {
 	errs := []error{d.links.Close(), d.events.Close()} // the latter ends the Events goroutine
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
-		for _, m := range d.maps() {
-			if m.IsPinned() {
-				errs = append(errs, m.Unpin())
-			}
-		}
-		_ = os.Remove(d.opts.PinDir) // only if empty
+		errs = append(errs, bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
@@ -543,17 +531,9 @@ func (d *Datapath) SetRemoteLocators(remote wire.NID, locs []RemoteLocator, acti
 
 // Counters returns every datapath counter summed over the CPUs, by name (CounterNames).
 func (d *Datapath) Counters() (map[string]uint64, error) {
-	out := make(map[string]uint64, len(counterNames))
-	var per []uint64
-	for i, name := range counterNames {
-		if err := d.objs.Counters.Lookup(uint32(i), &per); err != nil {
-			return nil, fmt.Errorf("datapath: counter %s: %w", name, err)
-		}
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[name] = sum
+	out, err := bpfmaps.SumPerCPU(d.objs.Counters, counterNames)
+	if err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	return out, nil
 }

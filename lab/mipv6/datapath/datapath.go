@@ -72,6 +72,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"ilnp/internal/bpfmaps"
 	"ilnp/internal/bpfring"
 	"ilnp/internal/tcx"
 )
@@ -131,16 +132,9 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mipv6 datapath: %w", err)
 	}
-	var copts ebpf.CollectionOptions
-	if opts.PinDir == "" {
-		for _, m := range spec.Maps {
-			m.Pinning = ebpf.PinNone
-		}
-	} else {
-		if err := os.MkdirAll(opts.PinDir, 0o700); err != nil {
-			return nil, fmt.Errorf("mipv6 datapath: pin directory: %w", err)
-		}
-		copts.Maps.PinPath = opts.PinDir
+	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
+	if err != nil {
+		return nil, fmt.Errorf("mipv6 datapath: %w", err)
 	}
 	d := &Datapath{opts: opts}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
@@ -204,13 +198,8 @@ func (d *Datapath) Detach(ifindex int) error {
 func (d *Datapath) Close() error {
 	errs := []error{d.links.Close(), d.signalling.Close()}
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
-		m := &d.objs.mip6BPFMaps
-		for _, m := range []*ebpf.Map{m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling} { // ptb_quote is not pinned
-			if m.IsPinned() {
-				errs = append(errs, m.Unpin())
-			}
-		}
-		_ = os.Remove(d.opts.PinDir) // only if empty
+		m := &d.objs.mip6BPFMaps // ptb_quote is not pinned
+		errs = append(errs, bpfmaps.Unpin(d.opts.PinDir, m.Bindings, m.ConfigMap, m.Counters, m.RoPeers, m.Signalling))
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
@@ -423,17 +412,9 @@ func CounterNames() []string { return append([]string(nil), counterNames...) }
 
 // Counters returns every counter summed over the CPUs, by name.
 func (d *Datapath) Counters() (map[string]uint64, error) {
-	out := make(map[string]uint64, len(counterNames))
-	var per []uint64
-	for i, name := range counterNames {
-		if err := d.objs.Counters.Lookup(uint32(i), &per); err != nil {
-			return nil, fmt.Errorf("mipv6 datapath: counter %s: %w", name, err)
-		}
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[name] = sum
+	out, err := bpfmaps.SumPerCPU(d.objs.Counters, counterNames)
+	if err != nil {
+		return nil, fmt.Errorf("mipv6 datapath: %w", err)
 	}
 	return out, nil
 }

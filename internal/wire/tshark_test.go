@@ -1,38 +1,17 @@
 package wire_test
 
 import (
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/pcapfile"
 	"ilnp/internal/wire"
 )
-
-// linktypeIPv6 is LINKTYPE_IPV6 (229): raw IPv6 packets, no link header.
-const linktypeIPv6 = 229
-
-// pcapFile returns a classic pcap file (microsecond timestamps) holding pkts.
-func pcapFile(pkts ...[]byte) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, 0xa1b2c3d4)
-	b = binary.LittleEndian.AppendUint16(b, 2)
-	b = binary.LittleEndian.AppendUint16(b, 4)
-	b = binary.LittleEndian.AppendUint32(b, 0) // thiszone
-	b = binary.LittleEndian.AppendUint32(b, 0) // sigfigs
-	b = binary.LittleEndian.AppendUint32(b, 65535)
-	b = binary.LittleEndian.AppendUint32(b, linktypeIPv6)
-	for i, p := range pkts {
-		b = binary.LittleEndian.AppendUint32(b, 1_700_000_000+uint32(i))
-		b = binary.LittleEndian.AppendUint32(b, 0)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-		b = append(b, p...)
-	}
-	return b
-}
 
 // TestTsharkDecodesOurPackets has Wireshark's dissectors, an implementation
 // independent of ours, decode packets built by this package's encoders.
@@ -72,7 +51,7 @@ func TestTsharkDecodesOurPackets(t *testing.T) {
 		wire.AppendILNPPacket(nil, mn, cn, n12, wire.ProtoICMPv6, bad),
 	}
 	file := filepath.Join(t.TempDir(), "ilnp.pcap")
-	if err := os.WriteFile(file, pcapFile(pkts...), 0o644); err != nil {
+	if err := os.WriteFile(file, pcapfile.Bytes(pcapfile.LinkIPv6, time.Second, pkts...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

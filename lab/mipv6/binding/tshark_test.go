@@ -1,7 +1,6 @@
 package binding
 
 import (
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/pcapfile"
 )
 
 // TestTsharkDecodesHandoffSignalling captures what the machines send in a whole handoff with
@@ -27,20 +27,7 @@ func TestTsharkDecodesHandoffSignalling(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "handoff.pcap")
-	b := binary.LittleEndian.AppendUint32(nil, 0xa1b2c3d4)
-	b = binary.LittleEndian.AppendUint16(b, 2)
-	b = binary.LittleEndian.AppendUint16(b, 4)
-	b = binary.LittleEndian.AppendUint64(b, 0)
-	b = binary.LittleEndian.AppendUint32(b, 65535)
-	b = binary.LittleEndian.AppendUint32(b, 101) // LINKTYPE_RAW
-	for i, p := range s.sent {
-		b = binary.LittleEndian.AppendUint32(b, 1_700_000_000)
-		b = binary.LittleEndian.AppendUint32(b, uint32(i))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-		b = append(b, p...)
-	}
-	if err := os.WriteFile(file, b, 0o644); err != nil {
+	if err := os.WriteFile(file, pcapfile.Bytes(pcapfile.LinkRaw, time.Microsecond, s.sent...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-E", "separator=|", "-E", "occurrence=a",

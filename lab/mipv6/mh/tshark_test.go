@@ -7,32 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/pcapfile"
 	"ilnp/internal/wire"
 )
-
-// linktypeRaw is LINKTYPE_RAW (101): packets start with the IP header.
-const linktypeRaw = 101
-
-// pcapBytes returns a classic little-endian pcap file (microsecond timestamps) of pkts.
-func pcapBytes(pkts [][]byte) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, 0xa1b2c3d4)
-	b = binary.LittleEndian.AppendUint16(b, 2)
-	b = binary.LittleEndian.AppendUint16(b, 4)
-	b = binary.LittleEndian.AppendUint32(b, 0)
-	b = binary.LittleEndian.AppendUint32(b, 0)
-	b = binary.LittleEndian.AppendUint32(b, 65535)
-	b = binary.LittleEndian.AppendUint32(b, linktypeRaw)
-	for i, p := range pkts {
-		b = binary.LittleEndian.AppendUint32(b, 1_700_000_000+uint32(i))
-		b = binary.LittleEndian.AppendUint32(b, 0)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-		b = append(b, p...)
-	}
-	return b
-}
 
 // udpPacket is a UDP datagram in env with its checksum over the MIPv6 pseudo-header.
 func udpPacket(t *testing.T, env Envelope, data string) []byte {
@@ -96,7 +76,7 @@ func TestTsharkDecodesOurPackets(t *testing.T) {
 	pkts = append(pkts, wrong)
 
 	file := filepath.Join(t.TempDir(), "mipv6.pcap")
-	if err := os.WriteFile(file, pcapBytes(pkts), 0o644); err != nil {
+	if err := os.WriteFile(file, pcapfile.Bytes(pcapfile.LinkRaw, time.Second, pkts...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fields := []string{

@@ -304,7 +304,7 @@ func measureDelay(ctx context.Context, cfg SignallingConfig, sc, mode string, lc
 		r := s.Runs[0]
 		row.HandoffDelayMs, row.InterruptionMs, row.RTTms = r.HandoffDelayMs, r.InterruptionMs, r.RTTms
 	}
-	ev, err := readTimeline(mnTimeline(filepath.Join(dir, "rep-1"), mode))
+	ev, err := readTimeline(mnTimeline(filepath.Join(dir, "rep-1")))
 	if err != nil {
 		return row, err
 	}
@@ -325,17 +325,10 @@ func measureDelay(ctx context.Context, cfg SignallingConfig, sc, mode string, lc
 	return row, nil
 }
 
-func mnTimeline(dir, mode string) string {
-	if NeedsILNP(mode) {
-		return filepath.Join(dir, "mn-events.jsonl")
-	}
-	// mip6d's MN timeline (lab/mode_mipv6.go).
-	m, _ := filepath.Glob(filepath.Join(dir, "*mn*events*.jsonl"))
-	if len(m) > 0 {
-		return m[0]
-	}
-	return filepath.Join(dir, "mn-events.jsonl")
-}
+// mnTimeline is the MN's own event file: ilnpd's, or mip6d's (for mipv6-ro the lab also
+// writes mn-events-handoff.jsonl with the home BAck renamed; the attempts are read here from
+// the original).
+func mnTimeline(dir string) string { return filepath.Join(dir, "mn-events.jsonl") }
 
 func readTimeline(path string) ([]timeline.Event, error) {
 	f, err := os.Open(path)

@@ -177,7 +177,7 @@ func TestPinning(t *testing.T) {
 func TestAttachDetach(t *testing.T) {
 	ns := nstest.New(t, "dpAt")
 	ns.Run("ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	idx := ifindex(t, ns, "v0")
+	idx := ns.Ifindex("v0")
 	d := newDatapath(t, Options{})
 	must(t, ns.Do(func() error { return d.Attach(idx) }))
 	if err := ns.Do(func() error { return d.Attach(idx) }); err == nil {

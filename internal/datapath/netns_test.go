@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -48,12 +47,9 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 	if !hostTSOOff {
 		caps = nil
 	}
-	var dumps []*exec.Cmd
+	var dumps []*nstest.Capture
 	for dev, file := range caps {
-		var stderr bytes.Buffer
-		cmd := tp.r.Start(func(c *exec.Cmd) { c.Stderr = &stderr }, "tcpdump", "-i", dev, "-U", "-n", "-w", file, "ip6")
-		dumps = append(dumps, cmd)
-		waitFor(t, 5*time.Second, func() bool { return strings.Contains(stderr.String(), "listening on") }, "tcpdump on "+dev)
+		dumps = append(dumps, tp.r.Capture(dev, file, "ip6"))
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -289,8 +285,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 	uc.Close()
 	time.Sleep(200 * time.Millisecond)
 	for _, c := range dumps {
-		_ = c.Process.Signal(os.Interrupt)
-		_ = c.Wait()
+		c.Stop()
 	}
 
 	if plainGot.Load() == 0 || echoReplies.Load() == 0 {

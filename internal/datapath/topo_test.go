@@ -75,9 +75,9 @@ func newTopo(t testing.TB, o topoOptions) *topo {
 		tp.b.Run("ethtool", "-K", "b1", "tx", "off", "tso", "off")
 		tp.b.Run("ethtool", "-K", "b2", "tx", "off", "tso", "off")
 	}
-	tp.aIf = ifindex(t, tp.a, "a0")
-	tp.b1If = ifindex(t, tp.b, "b1")
-	tp.b2If = ifindex(t, tp.b, "b2")
+	tp.aIf = tp.a.Ifindex("a0")
+	tp.b1If = tp.b.Ifindex("b1")
+	tp.b2If = tp.b.Ifindex("b2")
 
 	tp.da = newDatapath(t, o.datapath)
 	tp.db = newDatapath(t, o.datapath)
@@ -98,20 +98,6 @@ func newTopo(t testing.TB, o topoOptions) *topo {
 		return tp.db.Attach(tp.b2If)
 	}))
 	return tp
-}
-
-func ifindex(t testing.TB, ns *nstest.NS, name string) int {
-	t.Helper()
-	var idx int
-	must(t, ns.Do(func() error {
-		ifi, err := net.InterfaceByName(name)
-		if err != nil {
-			return err
-		}
-		idx = ifi.Index
-		return nil
-	}))
-	return idx
 }
 
 // flip makes B's locator l (lB1 or lB2) the active one on both ends, the other one staying

@@ -9,10 +9,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,4 +153,76 @@ func Link(t testing.TB, a *NS, aIf string, b *NS, bIf string) {
 	a.Run("ip", "link", "add", aIf, "type", "veth", "peer", "name", bIf, "netns", b.Name)
 	a.Run("ip", "link", "set", aIf, "up")
 	b.Run("ip", "link", "set", bIf, "up")
+}
+
+// Ifindex returns the index of the namespace's interface name.
+func (ns *NS) Ifindex(name string) int {
+	ns.t.Helper()
+	var idx int
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return err
+		}
+		idx = ifi.Index
+		return nil
+	}); err != nil {
+		ns.t.Fatal(err)
+	}
+	return idx
+}
+
+// Capture is tcpdump writing what one interface of a namespace sees to a pcap file.
+type Capture struct {
+	// File is the pcap file.
+	File string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+}
+
+// Capture runs `tcpdump -i dev -n -U -w file args...` in the namespace (args: more options,
+// then the filter) and returns once tcpdump listens (at most 5 s, or the test fails). It runs
+// until Stop or the end of the test; either way it ends with SIGTERM, so the file is complete.
+func (ns *NS) Capture(dev, file string, args ...string) *Capture {
+	ns.t.Helper()
+	c := &Capture{File: file, log: &syncBuffer{}}
+	c.cmd = ns.Start(func(cmd *exec.Cmd) {
+		cmd.Stdout, cmd.Stderr = c.log, c.log
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	}, append([]string{"tcpdump", "-i", dev, "-n", "-U", "-w", file}, args...)...)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(c.log.String(), "listening on") {
+		if time.Now().After(deadline) {
+			ns.t.Fatalf("tcpdump on %s in %s did not start: %s", dev, ns.Name, c.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c
+}
+
+// Stop ends tcpdump (SIGTERM) and waits for it; the file is then complete. Stopping twice is
+// harmless.
+func (c *Capture) Stop() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_ = c.cmd.Wait()
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

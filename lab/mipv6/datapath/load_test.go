@@ -57,7 +57,7 @@ func TestProxyND(t *testing.T) {
 	haNS.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
 	haNS.Run("ip", "addr", "add", ha.String()+"/64", "dev", "h0", "nodad")
 	node.Run("ip", "addr", "add", "2001:db8:2::99/64", "dev", "n0", "nodad")
-	h0 := ifindex(t, haNS, "h0")
+	h0 := haNS.Ifindex("h0")
 	haMAC := strings.TrimSpace(haNS.Run("cat", "/sys/class/net/h0/address"))
 
 	must(t, haNS.Do(func() error { return ProxyND(h0, hoa, true) }))

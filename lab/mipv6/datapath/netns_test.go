@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -87,9 +86,9 @@ func newMIPTopo(t testing.TB, o topoOptions) *mipTopo {
 		tp.mn.Run("ethtool", "-K", "m3", "tx", "off", "tso", "off")
 	}
 
-	tp.r2u, tp.r2h = ifindex(t, tp.r2, "r2u"), ifindex(t, tp.r2, "r2h")
-	tp.m2, tp.m3 = ifindex(t, tp.mn, "m2"), ifindex(t, tp.mn, "m3")
-	tp.c0 = ifindex(t, tp.cn, "c0")
+	tp.r2u, tp.r2h = tp.r2.Ifindex("r2u"), tp.r2.Ifindex("r2h")
+	tp.m2, tp.m3 = tp.mn.Ifindex("m2"), tp.mn.Ifindex("m3")
+	tp.c0 = tp.cn.Ifindex("c0")
 
 	tp.ha, tp.mn6, tp.corr = newDatapath(t), newDatapath(t), newDatapath(t)
 	must(t, tp.ha.SetHomeAgent(ha))
@@ -113,20 +112,6 @@ func (tp *mipTopo) moveToForeignLink(t testing.TB) {
 	must(t, tp.ha.SetBinding(hoa, coa))
 	must(t, tp.r2.Do(func() error { return ProxyND(tp.r2h, hoa, true) }))
 	must(t, tp.mn6.SetBinding(hoa, coa))
-}
-
-func ifindex(t testing.TB, ns *nstest.NS, name string) int {
-	t.Helper()
-	var idx int
-	must(t, ns.Do(func() error {
-		ifi, err := net.InterfaceByName(name)
-		if err != nil {
-			return err
-		}
-		idx = ifi.Index
-		return nil
-	}))
-	return idx
 }
 
 // echoFlow is a TCP connection from the CN to the MN's home address; the MN echoes, the CN
@@ -333,19 +318,7 @@ func (f *echoFlow) progresses(t *testing.T, n int64, timeout time.Duration, what
 // capture runs tcpdump on a router interface until the returned stop is called.
 func capture(t *testing.T, ns *nstest.NS, dev, file string) (stop func()) {
 	t.Helper()
-	var stderr bytes.Buffer
-	cmd := ns.Start(func(c *exec.Cmd) { c.Stderr = &stderr }, "tcpdump", "-i", dev, "-U", "-n", "-w", file, "ip6 and not icmp6")
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(stderr.String(), "listening on") {
-		if time.Now().After(deadline) {
-			t.Fatalf("tcpdump on %s did not start: %s", dev, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	}
+	return ns.Capture(dev, file, "ip6 and not icmp6").Stop
 }
 
 // captured is one packet as tshark dissects it; fields with several occurrences (outer and

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -385,9 +384,8 @@ func TestDNSRendezvous(t *testing.T) {
 		if rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
 			t.Errorf("new connection: server received %+v, want > 1 MB of a 2 s 10 Mbit/s flow", rep.End.SumReceived)
 		}
-		_ = capNew.cmd.Process.Signal(syscall.SIGTERM)
-		_ = capNew.cmd.Wait()
-		pkts := rdvPackets(t, capNew.file, rdvIperfNew)
+		capNew.Stop()
+		pkts := rdvPackets(t, capNew.File, rdvIperfNew)
 		toMN, withNonce := 0, 0
 		for _, p := range pkts {
 			if p.dst == ilv(l3, mnNID).String() {
@@ -433,9 +431,8 @@ func TestDNSRendezvous(t *testing.T) {
 		if rep := readIperf(t, srvFile); rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
 			t.Errorf("CR's new connection: server received %+v, want > 1 MB", rep.End.SumReceived)
 		}
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		_ = c.cmd.Wait()
-		pkts := rdvPackets(t, c.file, rdvIperfCR)
+		c.Stop()
+		pkts := rdvPackets(t, c.File, rdvIperfCR)
 		bad := 0
 		for _, p := range pkts {
 			if p.nonce == "" || (p.dst != ilv(l3, mnNID).String() && p.src != ilv(l3, mnNID).String()) {

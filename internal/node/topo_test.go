@@ -254,7 +254,7 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 		}
 		t.Cleanup(func() {
 			for _, c := range n.captures {
-				c.stop()
+				c.Stop()
 			}
 			dst := filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
 			_ = os.RemoveAll(dst)
@@ -553,15 +553,12 @@ func tailFile(path string, lines int) string {
 	return strings.Join(l, "\n")
 }
 
-// capture runs tcpdump on one of R's interfaces for Locator Updates only (ICMPv6 type 156,
-// directly after the IPv6 header or after an 8-byte Destination Options header), so the
-// capture stays small while bulk flows run.
-type capture struct {
-	file string
-	cmd  *exec.Cmd
-	log  *lockedBuffer
-}
+// capture is tcpdump on one of R's interfaces.
+type capture struct{ *nstest.Capture }
 
+// captureLUs captures Locator Updates only (ICMPv6 type 156, directly after the IPv6 header
+// or after an 8-byte Destination Options header), so the capture stays small while bulk flows
+// run.
 func (n *testNet) captureLUs(ifname string) *capture {
 	return n.capture(ifname, "(ip6[6] == 60 and ip6[40] == 58 and ip6[48] == 156) or (ip6[6] == 58 and ip6[40] == 156)")
 }
@@ -569,24 +566,10 @@ func (n *testNet) captureLUs(ifname string) *capture {
 // capture runs tcpdump on one of R's interfaces with a filter.
 func (n *testNet) capture(ifname, filter string) *capture {
 	n.t.Helper()
-	c := &capture{file: filepath.Join(n.dir, ifname+"-"+strconv.Itoa(len(n.captures))+".pcap"), log: &lockedBuffer{}}
+	file := filepath.Join(n.dir, ifname+"-"+strconv.Itoa(len(n.captures))+".pcap")
+	c := &capture{n.R.Capture(ifname, file, "-s", "256", "-Z", "root", filter)}
 	n.captures = append(n.captures, c)
-	c.cmd = n.R.Start(func(cmd *exec.Cmd) {
-		cmd.Stdout, cmd.Stderr = c.log, c.log
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	}, "tcpdump", "-i", ifname, "-n", "-U", "-s", "256", "-Z", "root", "-w", c.file, filter)
-	n.waitFor(5*time.Second, "tcpdump listening", func() (bool, string) {
-		return strings.Contains(c.log.String(), "listening on"), c.log.String()
-	})
 	return c
-}
-
-// stop ends tcpdump (SIGTERM, so the file is complete); the test's one Wait on it.
-func (c *capture) stop() {
-	if c.cmd.ProcessState == nil {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		_ = c.cmd.Wait()
-	}
 }
 
 // luPacket is one Locator Update as tshark decodes it.
@@ -597,13 +580,13 @@ type luPacket struct {
 // packets stops tcpdump and decodes the capture with tshark.
 func (c *capture) packets(t *testing.T) []luPacket {
 	t.Helper()
-	c.stop()
-	out, err := exec.Command("tshark", "-r", c.file, "-Y", "icmpv6.type == 156", "-T", "fields",
+	c.Stop()
+	out, err := exec.Command("tshark", "-r", c.File, "-Y", "icmpv6.type == 156", "-T", "fields",
 		"-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=;",
 		"-e", "ipv6.src", "-e", "ipv6.dst", "-e", "ipv6.opt.ilnp_nonce",
 		"-e", "icmpv6.ilnp.nb_locator", "-e", "icmpv6.checksum.status").Output()
 	if err != nil {
-		t.Fatalf("tshark -r %s: %v", c.file, err)
+		t.Fatalf("tshark -r %s: %v", c.File, err)
 	}
 	var pkts []luPacket
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -617,23 +600,6 @@ func (c *capture) packets(t *testing.T) []luPacket {
 		pkts = append(pkts, luPacket{Src: f[0], Dst: f[1], Nonce: f[2], Locators: f[3], ChecksumStatus: f[4]})
 	}
 	return pkts
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // sendRaw sends a whole IPv6 packet (header included) from inside ns: a raw socket with

@@ -12,7 +12,6 @@
 package namedtest
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -69,7 +68,7 @@ type Server struct {
 	t   testing.TB
 	mu  sync.Mutex
 	cmd *exec.Cmd
-	log *lockedBuffer
+	log *nstest.SyncBuffer
 }
 
 // AppArmorState reports how the kernel confines /usr/sbin/named: "disabled" (no AppArmor in
@@ -106,7 +105,7 @@ func Start(t testing.TB, ns *nstest.NS, opt Options) *Server {
 	if out, err := exec.Command("named-checkconf", files.Conf).CombinedOutput(); err != nil {
 		t.Fatalf("named-checkconf %s: %v: %s", files.Conf, err, out)
 	}
-	s := &Server{Files: files, NS: ns, t: t, log: &lockedBuffer{}}
+	s := &Server{Files: files, NS: ns, t: t, log: &nstest.SyncBuffer{}}
 	t.Cleanup(s.Stop)
 	s.Restart()
 	return s
@@ -301,21 +300,4 @@ func (s *Server) Dig(ns *nstest.NS, args ...string) (string, error) {
 		ns = s.NS
 	}
 	return ns.Try(append([]string{"dig"}, s.digArgs(args...)...)...)
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

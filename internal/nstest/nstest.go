@@ -177,7 +177,7 @@ type Capture struct {
 	// File is the pcap file.
 	File string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *SyncBuffer
 }
 
 // Capture runs `tcpdump -i dev -n -U -w file args...` in the namespace (args: more options,
@@ -185,7 +185,7 @@ type Capture struct {
 // until Stop or the end of the test; either way it ends with SIGTERM, so the file is complete.
 func (ns *NS) Capture(dev, file string, args ...string) *Capture {
 	ns.t.Helper()
-	c := &Capture{File: file, log: &syncBuffer{}}
+	c := &Capture{File: file, log: &SyncBuffer{}}
 	c.cmd = ns.Start(func(cmd *exec.Cmd) {
 		cmd.Stdout, cmd.Stderr = c.log, c.log
 		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -209,19 +209,22 @@ func (c *Capture) Stop() {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
+// SyncBuffer collects what a process writes (set it as the command's Stdout or Stderr) while
+// the test reads it. The zero value is ready.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

@@ -1,14 +1,12 @@
 package linkemu
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,7 +39,7 @@ func wire(t *testing.T, shape Shape) (a, b *nstest.NS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &nstest.SyncBuffer{}, &nstest.SyncBuffer{}
 	// Registered before Start so it runs after the emulator was stopped and printed counters.
 	t.Cleanup(func() { t.Logf("emulator: %s", stderr) })
 	w.Start(func(c *exec.Cmd) {
@@ -64,23 +62,6 @@ func wire(t *testing.T, shape Shape) (a, b *nstest.NS) {
 func TestMain(m *testing.M) {
 	RunIfRequested()
 	os.Exit(m.Run())
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func pingFrom(t *testing.T, a *nstest.NS, count int, timeout time.Duration) ping.Result {

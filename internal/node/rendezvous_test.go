@@ -15,7 +15,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"ilnp/internal/config"
 	"ilnp/internal/namedtest"
 	"ilnp/internal/nstest"
 	"ilnp/internal/timeline"
@@ -170,70 +169,26 @@ dns-publish-ttl 0s
 	return n
 }
 
-// startRdvDaemon is startDaemon with the DNS keys instead of the shared hosts file.
+// startRdvDaemon is startDaemon with the DNS keys instead of the shared hosts file, and no
+// `ilnpd -check`. Its cleanup gives ilnpd 10 s to stop and logs an exit error.
 func (n *rdvNet) startRdvDaemon(name string, ns *nstest.NS, nid, extra string, ifaces ...string) *daemon {
 	t := n.t
 	t.Helper()
-	state := filepath.Join(n.dir, name+"-state")
-	if err := os.MkdirAll(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	text := fmt.Sprintf(`# rendezvous test %s
+	state := n.stateDir(name)
+	conf := n.writeConfig(name, fmt.Sprintf(`# rendezvous test %s
 node %s
 interfaces %s
 nid %s
 state-dir %s
 events %s
 log-level debug
-%s`, t.Name(), name, strings.Join(ifaces, " "), nid, state, filepath.Join(n.dir, name+"-events.jsonl"), extra)
-	conf := filepath.Join(n.dir, name+".conf")
-	if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
-		t.Fatalf("test wrote a bad config: %v", err)
-	}
-	writeFile(t, conf, text)
-	writeResolvConf(t, ns)
-	d := &daemon{net: n.testNet, name: name, ns: ns, sock: filepath.Join(state, "ctl.sock"),
-		log: filepath.Join(n.dir, name+"-ilnpd.log"), done: make(chan struct{})}
-	logf, err := os.Create(d.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
-	// Not ns.Start: the exit is awaited here once (d.done) and the cleanup waits on that,
-	// rather than a second Wait on the same Cmd.
-	d.cmd = exec.Command("ip", "netns", "exec", ns.Name, filepath.Join(n.bin, "ilnpd"), "-config", conf)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("start ilnpd %s: %v", name, err)
-	}
-	go func() {
-		d.exitE = d.cmd.Wait()
-		close(d.done)
-	}()
+%s`, t.Name(), name, strings.Join(ifaces, " "), nid, state, filepath.Join(n.dir, name+"-events.jsonl"), extra))
+	d := n.runDaemon(name, ns, state, conf)
+	// Registered last, so it runs before runDaemon's own stop (5 s) and log dump.
 	t.Cleanup(func() {
 		if err := d.stop(10 * time.Second); err != nil && !strings.Contains(err.Error(), "signal") {
 			t.Logf("ilnpd %s: %v", name, err)
 		}
-		select {
-		case <-d.done:
-		default:
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- %s ilnpd log (tail) ---\n%s", name, tailFile(d.log, 40))
-		}
-	})
-	n.waitFor(15*time.Second, "ilnpd "+name+" control socket", func() (bool, string) {
-		select {
-		case <-d.done:
-			t.Fatalf("ilnpd %s exited at start (%v):\n%s", name, d.exitE, tailFile(d.log, 40))
-		default:
-		}
-		_, err := os.Stat(d.sock)
-		return err == nil, fmt.Sprint(err)
 	})
 	return d
 }

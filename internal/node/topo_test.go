@@ -175,11 +175,6 @@ type daemon struct {
 	sock string
 	log  string
 	proc *proc
-	// For daemons started outside startDaemon (rendezvous_test.go): the Cmd, closed when its
-	// one Wait returns, and that Wait's error.
-	cmd   *exec.Cmd
-	done  chan struct{}
-	exitE error
 }
 
 // newTestNet builds the topology, starts radvd and both daemons (handoff mode from the
@@ -328,11 +323,8 @@ func (n *testNet) startRadvd() {
 func (n *testNet) startDaemon(name string, ns *nstest.NS, nid, handoff string, ifaces ...string) *daemon {
 	t := n.t
 	t.Helper()
-	state := filepath.Join(n.dir, name+"-state")
-	if err := os.MkdirAll(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	text := fmt.Sprintf(`# integration test %s
+	state := n.stateDir(name)
+	conf := n.writeConfig(name, fmt.Sprintf(`# integration test %s
 node %s
 interfaces %s
 nid %s
@@ -343,18 +335,44 @@ hosts %s
 dns-listen [::1]:53
 log-level debug
 `, t.Name(), name, strings.Join(ifaces, " "), nid, handoff, state,
-		filepath.Join(n.dir, name+"-events.jsonl"), n.hostsFn)
-	conf := filepath.Join(n.dir, name+".conf")
-	if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
-		t.Fatalf("test wrote a bad config: %v", err)
-	}
-	writeFile(t, conf, text)
-	ilnpd := filepath.Join(n.bin, "ilnpd")
-	if out, err := exec.Command(ilnpd, "-check", "-config", conf).CombinedOutput(); err != nil {
+		filepath.Join(n.dir, name+"-events.jsonl"), n.hostsFn))
+	if out, err := exec.Command(n.ilnpd(), "-check", "-config", conf).CombinedOutput(); err != nil {
 		t.Fatalf("ilnpd -check %s: %v: %s", conf, err, out)
 	}
-	writeResolvConf(t, ns)
+	return n.runDaemon(name, ns, state, conf)
+}
 
+func (n *testNet) ilnpd() string { return filepath.Join(n.bin, "ilnpd") }
+
+// stateDir creates the daemon's state directory.
+func (n *testNet) stateDir(name string) string {
+	n.t.Helper()
+	state := filepath.Join(n.dir, name+"-state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		n.t.Fatal(err)
+	}
+	return state
+}
+
+// writeConfig checks text with the product's parser and writes it as the daemon's
+// configuration file.
+func (n *testNet) writeConfig(name, text string) string {
+	n.t.Helper()
+	conf := filepath.Join(n.dir, name+".conf")
+	if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
+		n.t.Fatalf("test wrote a bad config: %v", err)
+	}
+	writeFile(n.t, conf, text)
+	return conf
+}
+
+// runDaemon points the namespace's resolv.conf at the stub resolver, starts ilnpd with conf
+// and returns once its control socket (in state) is there, at most 15 s. The daemon's log tail
+// is shown if the test fails.
+func (n *testNet) runDaemon(name string, ns *nstest.NS, state, conf string) *daemon {
+	t := n.t
+	t.Helper()
+	writeResolvConf(t, ns)
 	d := &daemon{net: n, name: name, ns: ns, sock: filepath.Join(state, "ctl.sock"),
 		log: filepath.Join(n.dir, name+"-ilnpd.log")}
 	logf, err := os.Create(d.log)
@@ -368,7 +386,7 @@ log-level debug
 		}
 	})
 	// Registered after the log dump, so it runs before it: the log is complete.
-	d.proc = startProc(t, ns, logf, ilnpd, "-config", conf)
+	d.proc = startProc(t, ns, logf, n.ilnpd(), "-config", conf)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if _, err := os.Stat(d.sock); err == nil {
@@ -399,21 +417,8 @@ func writeResolvConf(t *testing.T, ns *nstest.NS) {
 	writeFile(t, filepath.Join(dir, "resolv.conf"), "nameserver ::1\n")
 }
 
-// stop ends the daemon with SIGTERM and returns its exit error.
-func (d *daemon) stop(limit time.Duration) error {
-	if d.proc != nil {
-		return d.proc.stop(limit)
-	}
-	if d.cmd.Process != nil {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	select {
-	case <-d.done:
-		return d.exitE
-	case <-time.After(limit):
-		return fmt.Errorf("ilnpd %s still running %v after SIGTERM", d.name, limit)
-	}
-}
+// stop ends the daemon with SIGTERM (SIGKILL after limit) and returns its exit error.
+func (d *daemon) stop(limit time.Duration) error { return d.proc.stop(limit) }
 
 func (n *testNet) waitFor(limit time.Duration, what string, cond func() (bool, string)) {
 	n.t.Helper()

@@ -56,7 +56,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 	defer cancel()
 
 	// TCP: A streams a known pattern to B at about 2 MB/s; B checks every byte.
-	ln, _ := listen(t, tp.b, "tcp6", "[::]:5001")
+	ln := tp.b.Listen("tcp6", "[::]:5001")
 	defer ln.Close()
 	var tcpBytes atomic.Int64
 	tcpErr := make(chan error, 2)
@@ -87,7 +87,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 			}
 		}
 	}()
-	client := dial(t, tp.a, "tcp6", netip.AddrPortFrom(tp.viewB, 5001).String())
+	client := tp.a.Dial("tcp6", netip.AddrPortFrom(tp.viewB, 5001).String())
 	defer client.Close()
 	go func() {
 		chunk := make([]byte, 16<<10)
@@ -112,7 +112,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 	// UDP: A sends numbered datagrams every 2 ms; B echoes them. The server binds the
 	// session-view address: an unbound one would answer from whatever source address the
 	// kernel picks for the reply (B has several), which the client's connected socket refuses.
-	_, srv := listen(t, tp.b, "udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
+	srv := tp.b.ListenPacket("udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
 	defer srv.Close()
 	go func() {
 		buf := make([]byte, 2048)
@@ -124,7 +124,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 			_, _ = srv.WriteTo(buf[:n], from)
 		}
 	}()
-	uc := dial(t, tp.a, "udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
+	uc := tp.a.Dial("udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
 	defer uc.Close()
 	var udpSent, udpEchoed atomic.Int64
 	go func() {
@@ -146,7 +146,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 	}()
 
 	// Plain IPv6 beside ILNP (dual stack): UDP to an address of B that is no ILNP peer.
-	_, plainSrv := listen(t, tp.b, "udp6", netip.AddrPortFrom(tp.plainB, 5003).String())
+	plainSrv := tp.b.ListenPacket("udp6", netip.AddrPortFrom(tp.plainB, 5003).String())
 	defer plainSrv.Close()
 	var plainGot atomic.Int64
 	go func() {
@@ -158,7 +158,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 			plainGot.Add(1)
 		}
 	}()
-	plainC := dial(t, tp.a, "udp6", netip.AddrPortFrom(tp.plainB, 5003).String())
+	plainC := tp.a.Dial("udp6", netip.AddrPortFrom(tp.plainB, 5003).String())
 	defer plainC.Close()
 	// ICMPv6 echo over ILNP (its checksum keeps the ordinary pseudo-header, which tshark
 	// can judge): requests from a raw socket, replies from B's kernel.
@@ -203,7 +203,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 
 	// UDP with GSO: 8 datagrams of 1000 bytes per send, segmented after the tc hook. The
 	// kernel refuses UDP GSO without TX checksum offload (EIO), so only with TSO on.
-	_, gsoSrv := listen(t, tp.b, "udp6", netip.AddrPortFrom(tp.viewB, 5004).String())
+	gsoSrv := tp.b.ListenPacket("udp6", netip.AddrPortFrom(tp.viewB, 5004).String())
 	defer gsoSrv.Close()
 	var gsoGot, gsoBad atomic.Int64
 	go func() {
@@ -219,7 +219,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 			gsoGot.Add(1)
 		}
 	}()
-	gsoC := dial(t, tp.a, "udp6", netip.AddrPortFrom(tp.viewB, 5004).String())
+	gsoC := tp.a.Dial("udp6", netip.AddrPortFrom(tp.viewB, 5004).String())
 	defer gsoC.Close()
 	raw, err := gsoC.(*net.UDPConn).SyscallConn()
 	must(t, err)

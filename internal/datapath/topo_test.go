@@ -2,9 +2,7 @@ package datapath
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"ilnp/internal/nstest"
@@ -116,30 +114,4 @@ func (tp *topo) flip(t testing.TB, l wire.L64) {
 	must(t, tp.db.PutLocalLocator(LocalLocator{Locator: l, State: LocatorActive, Ifindex: ifs[l], NextHop: tp.routerLL}))
 	must(t, tp.db.PutLocalLocator(LocalLocator{Locator: other, State: LocatorValid, Ifindex: ifs[other], NextHop: tp.routerLL}))
 	must(t, tp.db.SetActiveLocator(l))
-}
-
-// listen and dial create sockets inside a namespace; they keep working from any thread.
-func listen(t testing.TB, ns *nstest.NS, network, address string) (ln net.Listener, pc net.PacketConn) {
-	t.Helper()
-	must(t, ns.Do(func() error {
-		var err error
-		if strings.HasPrefix(network, "udp") {
-			pc, err = net.ListenPacket(network, address)
-		} else {
-			ln, err = net.Listen(network, address)
-		}
-		return err
-	}))
-	return ln, pc
-}
-
-func dial(t testing.TB, ns *nstest.NS, network, address string) net.Conn {
-	t.Helper()
-	var c net.Conn
-	must(t, ns.Do(func() error {
-		var err error
-		c, err = net.Dial(network, address)
-		return err
-	}))
-	return c
 }

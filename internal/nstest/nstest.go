@@ -229,3 +229,35 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Listen is net.Listen inside the namespace; the listener keeps working from any thread. An
+// error fails the test.
+func (ns *NS) Listen(network, address string) net.Listener {
+	ns.t.Helper()
+	var ln net.Listener
+	ns.must(ns.Do(func() (err error) { ln, err = net.Listen(network, address); return err }))
+	return ln
+}
+
+// ListenPacket is net.ListenPacket inside the namespace, as Listen.
+func (ns *NS) ListenPacket(network, address string) net.PacketConn {
+	ns.t.Helper()
+	var pc net.PacketConn
+	ns.must(ns.Do(func() (err error) { pc, err = net.ListenPacket(network, address); return err }))
+	return pc
+}
+
+// Dial is net.Dial from inside the namespace, as Listen.
+func (ns *NS) Dial(network, address string) net.Conn {
+	ns.t.Helper()
+	var c net.Conn
+	ns.must(ns.Do(func() (err error) { c, err = net.Dial(network, address); return err }))
+	return c
+}
+
+func (ns *NS) must(err error) {
+	ns.t.Helper()
+	if err != nil {
+		ns.t.Fatal(err)
+	}
+}

@@ -16,20 +16,12 @@ func TestIfindexAndCapture(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "lo.pcap")
 	c := ns.Capture("lo", file, "udp port 9")
-	if err := ns.Do(func() error {
-		conn, err := net.ListenPacket("udp6", "[::1]:9")
-		if err != nil {
-			return err
+	conn := ns.ListenPacket("udp6", "[::1]:9")
+	defer conn.Close()
+	for range 3 { // to itself
+		if _, err := conn.WriteTo(make([]byte, 100), conn.LocalAddr()); err != nil {
+			t.Fatal(err)
 		}
-		defer conn.Close()
-		for range 3 { // to itself
-			if _, err := conn.WriteTo(make([]byte, 100), conn.LocalAddr()); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	// libpcap hands packets over in blocks at least every second (no immediate mode), and
 	// tcpdump drops what it has not read yet when it stops.
@@ -44,5 +36,31 @@ func TestIfindexAndCapture(t *testing.T) {
 	// 14-byte Ethernet one, IPv6, UDP, 100 bytes of data.
 	if len(b) < 24+3*(16+4+40+8+100) {
 		t.Fatalf("capture of %d bytes, want the 3 datagrams", len(b))
+	}
+}
+
+// Sockets made by Listen and Dial live in the namespace: the listener's port is reachable only
+// from inside it.
+func TestListenDial(t *testing.T) {
+	ns := New(t, "nstest")
+	ln := ns.Listen("tcp6", "[::1]:0")
+	defer ln.Close()
+	c := ns.Dial("tcp6", ln.Addr().String())
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := s.Read(buf); err != nil || buf[0] != 'x' {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if c, err := net.DialTimeout("tcp6", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%v reachable from outside the namespace", ln.Addr())
 	}
 }

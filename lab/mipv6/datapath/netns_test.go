@@ -124,12 +124,7 @@ type echoFlow struct {
 func startEchoFlow(t *testing.T, ctx context.Context, tp *mipTopo) *echoFlow {
 	t.Helper()
 	f := &echoFlow{errs: make(chan error, 4)}
-	var ln net.Listener
-	must(t, tp.mn.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp6", netip.AddrPortFrom(hoa, 5001).String())
-		return err
-	}))
+	ln := tp.mn.Listen("tcp6", netip.AddrPortFrom(hoa, 5001).String())
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		c, err := ln.Accept()
@@ -196,12 +191,7 @@ type udpEcho struct{ replies atomic.Int64 }
 func startUDPEcho(t *testing.T, ctx context.Context, tp *mipTopo) *udpEcho {
 	t.Helper()
 	u := &udpEcho{}
-	var srv net.PacketConn
-	must(t, tp.mn.Do(func() error {
-		var err error
-		srv, err = net.ListenPacket("udp6", netip.AddrPortFrom(hoa, 5002).String())
-		return err
-	}))
+	srv := tp.mn.ListenPacket("udp6", netip.AddrPortFrom(hoa, 5002).String())
 	t.Cleanup(func() { srv.Close() })
 	go func() {
 		buf := make([]byte, 2048)
@@ -213,12 +203,7 @@ func startUDPEcho(t *testing.T, ctx context.Context, tp *mipTopo) *udpEcho {
 			_, _ = srv.WriteTo(buf[:n], from)
 		}
 	}()
-	var c net.Conn
-	must(t, tp.cn.Do(func() error {
-		var err error
-		c, err = net.Dial("udp6", netip.AddrPortFrom(hoa, 5002).String())
-		return err
-	}))
+	c := tp.cn.Dial("udp6", netip.AddrPortFrom(hoa, 5002).String())
 	t.Cleanup(func() { c.Close() })
 	go func() {
 		msg := make([]byte, 512)
@@ -277,12 +262,7 @@ func (tp *mipTopo) returnHome(t testing.TB) {
 // the address the CN sees it come from.
 func dialFromMN(t *testing.T, tp *mipTopo) netip.Addr {
 	t.Helper()
-	var ln net.Listener
-	must(t, tp.cn.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp6", netip.AddrPortFrom(cn, 5003).String())
-		return err
-	}))
+	ln := tp.cn.Listen("tcp6", netip.AddrPortFrom(cn, 5003).String())
 	defer ln.Close()
 	var c net.Conn
 	must(t, tp.mn.Do(func() error {

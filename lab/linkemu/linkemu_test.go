@@ -2,6 +2,7 @@ package linkemu
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -164,24 +165,37 @@ type iperfEnd struct {
 func udpThroughB(t *testing.T, a, b *nstest.NS, rate, length string, secs int) iperfEnd {
 	t.Helper()
 	nstest.RequireTool(t, "iperf3")
-	b.Start(nil, "iperf3", "-s", "-1")
-	time.Sleep(300 * time.Millisecond)
-	var out string
-	var err error
-	for i := 0; i < 10; i++ {
-		out, err = a.Try("iperf3", "-J", "-c", "2001:db8:ff::2", "-u", "-b", rate, "-l", length, "-t", strconv.Itoa(secs))
-		if err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("iperf3: %v", err)
-	}
+	// A lossy link can eat iperf3's own UDP start-up exchange, leaving a run with no data at
+	// all: such a run is no measurement, so it is repeated with a fresh one-off server.
 	var r iperfEnd
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("iperf3 JSON: %v\n%s", err, out)
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		b.Start(nil, "iperf3", "-s", "-1")
+		time.Sleep(300 * time.Millisecond)
+		var out string
+		var err error
+		for i := 0; i < 10; i++ {
+			out, err = a.Try("iperf3", "-J", "-c", "2001:db8:ff::2", "-u", "-b", rate, "-l", length, "-t", strconv.Itoa(secs))
+			if err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			lastErr = fmt.Errorf("iperf3: %w", err)
+			continue
+		}
+		r = iperfEnd{}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("iperf3 JSON: %v\n%s", err, out)
+		}
+		if r.End.Sum.Packets > 0 {
+			return r
+		}
+		lastErr = fmt.Errorf("iperf3 run carried no datagrams")
+		t.Logf("attempt %d: %v", attempt+1, lastErr)
 	}
+	t.Fatal(lastErr)
 	return r
 }
 

@@ -36,6 +36,8 @@ type Mode interface {
 type ModeOptions struct {
 	BinDir string // where ilnpd and ilnpctl were built
 	Dir    string // the run's directory
+	// Rendezvous is how the CN finds the MN: "hosts" (default) or "dns" (lab/dns.go).
+	Rendezvous string
 }
 
 // Modes maps mode names to constructors. A MIPv6 baseline registers here.
@@ -89,7 +91,12 @@ func (m *ilnpMode) Name() string { return "ilnp-" + m.handoff }
 func (m *ilnpMode) Describe() string {
 	return "ILNPv6, " + m.handoff + " handoff: ilnpd on CN and MN, iperf3 resolves the MN by name"
 }
-func (m *ilnpMode) Target(*Topology) string     { return "mn" }
+func (m *ilnpMode) Target(*Topology) string {
+	if m.opt.Rendezvous == RendezvousDNS {
+		return DNSMNName
+	}
+	return "mn"
+}
 func (m *ilnpMode) Timelines() (string, string) { return m.mnEv, m.cnEv }
 
 // HostsFile is the ILNP hosts file both daemons read (thesis format, one line per I-LV:
@@ -150,6 +157,12 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 			return err
 		}
 		text := DaemonConfig(n.name, n.ifaces, n.nid, m.handoff, *n.state, *n.events, hosts)
+		if m.opt.Rendezvous == RendezvousDNS {
+			if t.Named == nil {
+				return fmt.Errorf("mode %s: DNS rendezvous without the lab's named", m.Name())
+			}
+			text = DNSDaemonConfig(n.name, n.ifaces, n.nid, m.handoff, *n.state, *n.events, t.Named)
+		}
 		// The lab's file must be one the daemon accepts: check with the product's parser.
 		if _, err := config.Parse(strings.NewReader(text), *n.conf); err != nil {
 			return fmt.Errorf("lab wrote a bad ilnpd config: %w", err)
@@ -165,7 +178,7 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 			return err
 		}
 	}
-	// Ready when both control sockets exist and the CN resolves "mn".
+	// Ready when both control sockets exist and the CN resolves the MN's name.
 	deadline := time.Now().Add(15 * time.Second)
 	for _, n := range nodes {
 		sock := filepath.Join(*n.state, "ctl.sock")
@@ -184,12 +197,12 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		}
 	}
 	for {
-		out, err := t.CN.Run("getent", "ahostsv6", "mn")
+		out, err := t.CN.Run("getent", "ahostsv6", m.Target(t))
 		if err == nil && strings.Contains(out, NID64short(MNNID)) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the CN's resolver does not answer AAAA for mn: %v %s", err, out)
+			return fmt.Errorf("the CN's resolver does not answer AAAA for %s: %v %s", m.Target(t), err, out)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,9 +44,12 @@ type RunConfig struct {
 	Profile  Profile
 	Reps     int
 	Access   string // shape of the MN's access links (default wlan)
-	Out      string
-	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
-	Progress io.Writer // progress line (nil: none)
+	// Rendezvous is how the CN finds the MN in ILNP modes: "hosts" or "dns" (lab/dns.go);
+	// empty: DefaultRendezvous.
+	Rendezvous string
+	Out        string
+	BinDir     string    // ilnpd/ilnpctl (ILNP modes)
+	Progress   io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -73,6 +77,9 @@ func (c *RunConfig) Validate() error {
 	if c.Reps < 1 {
 		return fmt.Errorf("reps must be at least 1")
 	}
+	if err := ValidRendezvous(cmp.Or(c.Rendezvous, DefaultRendezvous)); err != nil {
+		return err
+	}
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
@@ -98,7 +105,10 @@ type RunMeta struct {
 	RTTL2ms    float64 `json:"rtt_l2_ms"` // before the flow, via the starting network
 	RTTL3ms    float64 `json:"rtt_l3_ms"` // after it, via the network moved to (= rtt_ms)
 	RTTL3MinMs float64 `json:"rtt_l3_min_ms"`
-	Error      string  `json:"error,omitempty"`
+	// Rendezvous is how the CN found the MN (hosts, dns, n/a); DNS its figures (lab/dns.go).
+	Rendezvous string      `json:"rendezvous"`
+	DNS        *DNSMeasure `json:"dns,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -129,7 +139,11 @@ func Run(ctx context.Context, cfg RunConfig) (summary.Summary, error) {
 	if err := overlayPlots(cfg, results); err != nil {
 		return s, err
 	}
-	return s, os.WriteFile(filepath.Join(cfg.Out, "report.md"), []byte(RunReport(cfg, s, results)), 0o644)
+	report := RunReport(cfg, s, results)
+	if effectiveRendezvous(cfg) == RendezvousDNS {
+		report += DNSReport(cfg.Out, cfg.Reps)
+	}
+	return s, os.WriteFile(filepath.Join(cfg.Out, "report.md"), []byte(report), 0o644)
 }
 
 func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, err error) {
@@ -162,14 +176,16 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}()
 	progress("building testbed")
+	rendezvous := effectiveRendezvous(cfg)
 	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
-		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir})
+		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous})
 	if err != nil {
 		return res, err
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
-		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds()}
-	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
+		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
+		Rendezvous: rendezvous}
+	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
 			err = errors.Join(err, tErr)
@@ -223,6 +239,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		return res, fmt.Errorf("iperf3 server: %w: %s", err, server.Log())
 	}
 
+	var poll *dnsPoll
+	if topo.Named != nil {
+		if poll, err = topo.startDNSPoll(ctx); err != nil {
+			return res, err
+		}
+		defer poll.finish()
+	}
 	lab, err := os.Create(filepath.Join(dir, "lab-events.jsonl"))
 	if err != nil {
 		return res, err
@@ -336,6 +359,15 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	in.AppLost = iperfReceiverLost(filepath.Join(dir, "iperf-server.json"))
+	if topo.Named != nil {
+		at := func(s float64) int64 {
+			if s == 0 {
+				return 0
+			}
+			return t0Mono + int64(s*1e9)
+		}
+		meta.DNS = topo.collectDNS(poll, in.MNEvents, at(meta.EnterAtS), at(meta.LeaveAtS))
+	}
 	res = measure.Compute(in)
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {

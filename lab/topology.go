@@ -84,6 +84,8 @@ type TopologyConfig struct {
 	// this executable).
 	EmulatorExe string
 	Log         *slog.Logger
+	// Rendezvous "dns" adds the dns namespace on R1 running named (lab/dns.go).
+	Rendezvous string
 }
 
 // Topology is a built testbed. Close tears all of it down and may be called more than once.
@@ -91,6 +93,8 @@ type Topology struct {
 	Cfg                       TopologyConfig
 	ID                        string
 	CN, R1, R2, R3, MN, Wire  *netns.NS
+	DNS                       *netns.NS  // only with Rendezvous "dns"
+	Named                     *DNSServer // only with Rendezvous "dns"
 	all                       []*netns.NS
 	emu                       *Proc
 	mu                        sync.Mutex
@@ -155,6 +159,11 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 	}
 	if err := t.startRadvd(); err != nil {
 		return t, err
+	}
+	if cfg.Rendezvous == RendezvousDNS {
+		if err := t.buildDNS(ctx); err != nil {
+			return t, err
+		}
 	}
 	t.MNInitialAddr = Addr(L2, MNNID).String()
 	t.CNAddrText = Addr(L1, CNNID).String()
@@ -428,7 +437,7 @@ func (t *Topology) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, unmountUnder(t.Cfg.Dir))
+	errs = append(errs, unmountUnder(t.Cfg.Dir), t.closeDNS())
 	return errors.Join(errs...)
 }
 

@@ -1,7 +1,8 @@
 // Command ilnp-lab runs the thesis's handoff experiments in network namespaces.
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--profile thesis|quick] [--reps N]
-//	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR] --out DIR
+//	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
+//	             [--rendezvous hosts|dns] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
@@ -82,10 +83,10 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 1s] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 1s] [--rendezvous hosts|dns] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
-                  [--report-only] [--signalling]
-  ilnp-lab demo [--out lab/out/demo]
+                  [--report-only] [--signalling] [--rendezvous hosts|dns]
+  ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
@@ -109,10 +110,14 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.StringVar(&c.access, "access", "wlan", "shape of the MN's access links (lan, wlan, wifi, 3g or key=value+...)")
 	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
 	fs.StringVar(&c.out, "out", "", "output directory")
+	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "ILNP modes: how the CN finds the MN: hosts (shared hosts file) or dns (real named on R1, the MN publishes NID/L64 by RFC 2136 update)")
 	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA added at the home agent (0: the baseline's own; the thesis's UMIP: 1s)")
 }
 
 func (c *common) timing() (lab.Profile, error) {
+	if err := lab.ValidRendezvous(lab.DefaultRendezvous); err != nil {
+		return lab.Profile{}, fmt.Errorf("--rendezvous: %w", err)
+	}
 	p, ok := lab.Profiles[c.profile]
 	if !ok {
 		return p, fmt.Errorf("unknown profile %q (thesis, quick)", c.profile)
@@ -239,7 +244,11 @@ func cmdDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	out := fs.String("out", "lab/out/demo", "output directory")
 	bin := fs.String("bin", "", "directory with ilnpd and ilnpctl (default: build them)")
+	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "how the CN finds the MN: hosts or dns")
 	_ = fs.Parse(args)
+	if err := lab.ValidRendezvous(lab.DefaultRendezvous); err != nil {
+		return fmt.Errorf("--rendezvous: %w", err)
+	}
 	c := common{out: *out, bin: *bin}
 	binDir, err := c.binaries([]string{"ilnp-soft"})
 	if err != nil {

@@ -261,12 +261,14 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 
 	entered, left, ticks := false, false, 0
+	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
 	for {
 		el := time.Since(t0Wall)
 		if !entered && el >= prof.Enter {
+			enterCmdNS = timeline.Now()
 			if _, err := topo.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
 				return res, err
 			}
@@ -274,6 +276,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
 		}
 		if !left && el >= prof.Leave {
+			leaveCmdNS = timeline.Now()
 			if _, err := topo.MN.Run("ip", "link", "set", IfMNR2, "down"); err != nil {
 				return res, err
 			}
@@ -360,13 +363,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	in.AppLost = iperfReceiverLost(filepath.Join(dir, "iperf-server.json"))
 	if topo.Named != nil {
-		at := func(s float64) int64 {
-			if s == 0 {
-				return 0
-			}
-			return t0Mono + int64(s*1e9)
-		}
-		meta.DNS = topo.collectDNS(poll, in.MNEvents, at(meta.EnterAtS), at(meta.LeaveAtS))
+		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
 	for _, c := range []*Proc{mnCap, cnCap} {

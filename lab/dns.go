@@ -308,11 +308,18 @@ type DNSMeasure struct {
 	LeaveExchangeMs *float64 `json:"leave_exchange_ms"`
 	// From polling named every poll_interval_ms: when the server itself first answered a set
 	// holding L3, and first answered {L3} only.
-	PollIntervalMs float64     `json:"poll_interval_ms"`
-	PollErrors     int         `json:"poll_errors"`
-	VisibleEnterMs *float64    `json:"visible_enter_ms"`
-	VisibleLeaveMs *float64    `json:"visible_leave_ms"`
-	Changes        []DNSChange `json:"changes"`
+	PollIntervalMs float64  `json:"poll_interval_ms"`
+	PollErrors     int      `json:"poll_errors"`
+	VisibleEnterMs *float64 `json:"visible_enter_ms"`
+	VisibleLeaveMs *float64 `json:"visible_leave_ms"`
+	// The move to {L3} whatever the handoff: a hard handoff publishes {L3} on entering L3
+	// (before the leave), a soft one on leaving L2. L3OnlyAfter names the lab action the first
+	// accepted {L3}-only publish followed ("enter" or "leave"); the times are from it.
+	L3OnlyAfter      string      `json:"l3_only_after,omitempty"`
+	L3OnlyUpdateMs   *float64    `json:"l3_only_update_ms"`
+	L3OnlyExchangeMs *float64    `json:"l3_only_exchange_ms"`
+	L3OnlyVisibleMs  *float64    `json:"l3_only_visible_ms"`
+	Changes          []DNSChange `json:"changes"`
 	// FinalL64 is the server's L64 set for the MN after the flow.
 	FinalL64 []string `json:"final_l64"`
 }
@@ -338,6 +345,14 @@ func measureDNS(mnEvents []timeline.Event, changes []DNSChange, pollErrs int, en
 		if enterNS > 0 && m.EnterUpdateMs == nil && e.MonoNS >= enterNS && holdsL3(set) {
 			m.EnterUpdateMs = ms(enterNS, e.MonoNS)
 		}
+		if enterNS > 0 && m.L3OnlyUpdateMs == nil && e.MonoNS >= enterNS && onlyL3(set) {
+			m.L3OnlyAfter, m.L3OnlyUpdateMs = "enter", ms(enterNS, e.MonoNS)
+			x := float64(e.Duration) / 1e6
+			m.L3OnlyExchangeMs = &x
+			if leaveNS > 0 && e.MonoNS >= leaveNS {
+				m.L3OnlyAfter, m.L3OnlyUpdateMs = "leave", ms(leaveNS, e.MonoNS)
+			}
+		}
 		if leaveNS > 0 && m.LeaveUpdateMs == nil && e.MonoNS >= leaveNS && onlyL3(set) {
 			m.LeaveUpdateMs = ms(leaveNS, e.MonoNS)
 			x := float64(e.Duration) / 1e6
@@ -350,6 +365,13 @@ func measureDNS(mnEvents []timeline.Event, changes []DNSChange, pollErrs int, en
 		}
 		if leaveNS > 0 && m.VisibleLeaveMs == nil && c.MonoNS >= leaveNS && onlyL3(c.L64) {
 			m.VisibleLeaveMs = ms(leaveNS, c.MonoNS)
+		}
+		if enterNS > 0 && m.L3OnlyVisibleMs == nil && c.MonoNS >= enterNS && onlyL3(c.L64) {
+			from := enterNS
+			if m.L3OnlyAfter == "leave" || (m.L3OnlyAfter == "" && leaveNS > 0 && c.MonoNS >= leaveNS) {
+				from = leaveNS
+			}
+			m.L3OnlyVisibleMs = ms(from, c.MonoNS)
 		}
 	}
 	return m
@@ -416,11 +438,12 @@ func DNSReport(out string, reps int) string {
 	b.WriteString("\n## DNS rendezvous\n\n")
 	fmt.Fprintf(&b, "A real BIND9 named in namespace `dns` (on R1, %s) serves %s; the MN's ilnpd publishes "+
 		"%s's NID and L64 records with TSIG-signed RFC 2136 updates (TTL 0), the CN's ilnpd resolves the "+
-		"name there (no hosts file) and iperf3 connects to `%s`. Update latency: from the lab taking "+
-		"mn-r2 down to the MN's first accepted update leaving only L3 (MN timeline), and to named first "+
-		"answering {L3} (polled every %.0f ms).\n\n",
+		"name there (no hosts file) and iperf3 connects to `%s`. Update latency after the move: from the "+
+		"lab's action that made the MN's set {L3} (soft handoff: taking mn-r2 down; hard: bringing mn-r3 up) "+
+		"to the MN's first accepted update publishing only L3 (MN timeline; \"its exchange\" is that "+
+		"UPDATE's own round trip), and to named first answering {L3} (polled every %.0f ms).\n\n",
 		netip.AddrPortFrom(DNSServerAddr, 53), DNSZone, DNSMNName, DNSMNName, float64(dnsPollGap)/1e6)
-	b.WriteString("| rep | updates (ok) | enter -> L3 published | leave -> {L3} published | its exchange | leave -> named answers {L3} | final L64 |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| rep | updates (ok) | enter -> L3 published | {L3} published | its exchange | named answers {L3} | final L64 |\n|---|---|---|---|---|---|---|\n")
 	f := func(v *float64) string {
 		if v == nil {
 			return "-"
@@ -435,8 +458,12 @@ func DNSReport(out string, reps int) string {
 			continue
 		}
 		d := meta.DNS
-		fmt.Fprintf(&b, "| %d | %d (%d) | %s | %s | %s | %s | %s |\n", rep, d.Updates, d.UpdatesOK, f(d.EnterUpdateMs),
-			f(d.LeaveUpdateMs), f(d.LeaveExchangeMs), f(d.VisibleLeaveMs), strings.Join(d.FinalL64, " "))
+		after := ""
+		if d.L3OnlyAfter != "" {
+			after = " after " + d.L3OnlyAfter
+		}
+		fmt.Fprintf(&b, "| %d | %d (%d) | %s | %s%s | %s | %s%s | %s |\n", rep, d.Updates, d.UpdatesOK, f(d.EnterUpdateMs),
+			f(d.L3OnlyUpdateMs), after, f(d.L3OnlyExchangeMs), f(d.L3OnlyVisibleMs), after, strings.Join(d.FinalL64, " "))
 	}
 	return b.String()
 }

@@ -77,8 +77,19 @@ func TestMeasureDNS(t *testing.T) {
 	if !near(m.VisibleEnterMs, 520) || !near(m.VisibleLeaveMs, 20) {
 		t.Errorf("visible enter %v leave %v, want 520 20", deref(m.VisibleEnterMs), deref(m.VisibleLeaveMs))
 	}
-	if m := measureDNS(events[:4], changes[:2], 0, enter, leave); m.LeaveUpdateMs != nil || m.VisibleLeaveMs != nil {
+	if m.L3OnlyAfter != "leave" || !near(m.L3OnlyUpdateMs, 10) || !near(m.L3OnlyExchangeMs, 3) || !near(m.L3OnlyVisibleMs, 20) {
+		t.Errorf("{L3} after %q: %v (exchange %v) visible %v, want leave 10 3 20", m.L3OnlyAfter,
+			deref(m.L3OnlyUpdateMs), deref(m.L3OnlyExchangeMs), deref(m.L3OnlyVisibleMs))
+	}
+	if m := measureDNS(events[:4], changes[:2], 0, enter, leave); m.LeaveUpdateMs != nil || m.VisibleLeaveMs != nil || m.L3OnlyUpdateMs != nil {
 		t.Errorf("a leave figure without an {L3} publish: %+v", m)
+	}
+	// Hard handoff: {L3} replaces {L2} on entering L3, before the leave.
+	hard := []timeline.Event{ev(1e9, "ok nid=n l64="+l2+"/0", 1e6), ev(3.006e9, "ok nid=n l64="+l3+"/0", 5e6)}
+	m = measureDNS(hard, []DNSChange{{1.5e9, []string{l2}}, {3.004e9, []string{l3}}}, 0, enter, leave)
+	if m.L3OnlyAfter != "enter" || !near(m.L3OnlyUpdateMs, 6) || !near(m.L3OnlyExchangeMs, 5) || !near(m.L3OnlyVisibleMs, 4) || m.LeaveUpdateMs != nil {
+		t.Errorf("hard: {L3} after %q: %v (exchange %v) visible %v leave %v, want enter 6 5 4 nil", m.L3OnlyAfter,
+			deref(m.L3OnlyUpdateMs), deref(m.L3OnlyExchangeMs), deref(m.L3OnlyVisibleMs), deref(m.LeaveUpdateMs))
 	}
 }
 
@@ -146,8 +157,8 @@ func TestE2EDNSRendezvous(t *testing.T) {
 	d := meta.DNS
 	t.Logf("DNS: %d updates (%d ok); enter -> L3 published %v ms; leave -> {L3} published %v ms (exchange %v ms); named answers {L3} %v ms after leave",
 		d.Updates, d.UpdatesOK, deref(d.EnterUpdateMs), deref(d.LeaveUpdateMs), deref(d.LeaveExchangeMs), deref(d.VisibleLeaveMs))
-	if d.LeaveUpdateMs == nil {
-		t.Error("the MN's timeline has no accepted publish of {L3} after leaving L2")
+	if d.LeaveUpdateMs == nil || d.L3OnlyAfter != "leave" {
+		t.Errorf("the MN's timeline has no accepted publish of {L3} after leaving L2 (first {L3} after %q)", d.L3OnlyAfter)
 	}
 	if d.VisibleLeaveMs == nil {
 		t.Error("polling named never saw {L3} after leaving L2")

@@ -24,7 +24,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"ilnp/internal/namedtest"
+	"ilnp/internal/named"
 	"ilnp/internal/timeline"
 	"ilnp/lab/netns"
 )
@@ -76,7 +76,7 @@ func effectiveRendezvous(cfg RunConfig) string {
 
 // DNSServer is the lab's running named.
 type DNSServer struct {
-	*namedtest.Files
+	*named.Files
 	Proc      *Proc
 	removeDir bool // the directory is under /var/cache/bind (AppArmor) and ours to remove
 }
@@ -118,7 +118,7 @@ func (t *Topology) buildDNS(ctx context.Context) error {
 	}
 	srv := &DNSServer{}
 	dir := filepath.Join(t.Cfg.Dir, "named")
-	if namedtest.AppArmorState() == "enforce" {
+	if named.AppArmorState() == "enforce" {
 		// Debian's enforced profile lets named write only under /var/cache/bind.
 		if dir, err = os.MkdirTemp("/var/cache/bind", "ilnp-lab-"+t.ID+"-"); err != nil {
 			return fmt.Errorf("AppArmor confines named and /var/cache/bind is not usable: %w", err)
@@ -128,7 +128,7 @@ func (t *Topology) buildDNS(ctx context.Context) error {
 		return err
 	}
 	t.Named = srv
-	if srv.Files, err = namedtest.Generate(dir, namedtest.Options{Zone: DNSZone, Listen: DNSServerAddr,
+	if srv.Files, err = named.Generate(dir, named.Options{Zone: DNSZone, Listen: DNSServerAddr,
 		UpdateNames: []string{DNSMNName + "."}, SOAMinimum: 1}); err != nil {
 		return err
 	}

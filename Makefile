@@ -36,7 +36,9 @@ fuzz:
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s $$pkg | tail -n 2; \
+	    out=$$($(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s $$pkg 2>&1) \
+	      || { echo "$$out"; exit 1; }; \
+	    echo "$$out" | grep -E 'execs: [0-9]+' | tail -n 1 || true; \
 	  done; \
 	done
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -44,13 +45,14 @@ func run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	var events *os.File
+	var events io.Writer // a nil *os.File in an io.Writer would not be nil
 	if cfg.EventsFile != "" {
-		events, err = os.OpenFile(cfg.EventsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(cfg.EventsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("events file: %w", err)
 		}
-		defer events.Close()
+		defer f.Close()
+		events = f
 	}
 
 	n, err := node.New(cfg, log, events)

@@ -9,10 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -65,7 +65,8 @@ type Node struct {
 
 // New prepares a node from its configuration: identity, the ILCC and the LU engine. Nothing
 // touches the system until Run.
-func New(cfg config.Config, log *slog.Logger, events *os.File) (*Node, error) {
+// Events go to events as JSON lines (nil: only to ilnpctl).
+func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 	nid, err := chooseNID(cfg)
 	if err != nil {
 		return nil, err
@@ -96,10 +97,6 @@ func New(cfg config.Config, log *slog.Logger, events *os.File) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LU engine: %w", err)
 	}
-	var out *os.File
-	if events != nil {
-		out = events
-	}
 	n := &Node{
 		cfg:      cfg,
 		log:      log.With("node", cfg.Node, "nid", nid.String()),
@@ -113,11 +110,7 @@ func New(cfg config.Config, log *slog.Logger, events *os.File) (*Node, error) {
 		cmds:     make(chan func()),
 		peers:    map[string][]wire.RankedILV{},
 		counters: map[string]uint64{},
-	}
-	if out != nil {
-		n.timeline = timeline.NewWriter(out)
-	} else {
-		n.timeline = timeline.NewWriter(nil)
+		timeline: timeline.NewWriter(events),
 	}
 	return n, nil
 }

@@ -32,6 +32,7 @@ lint: generate
 test: lint
 	@bash scripts/test.sh
 	@$(MAKE) --no-print-directory fuzz
+	@cat out/tests-summary
 
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \

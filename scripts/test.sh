@@ -18,7 +18,7 @@ fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed" | tee out/tests-summary
 if [ "$passed" -eq 0 ]; then
   echo "no test ran" >&2
   exit 1

@@ -476,52 +476,20 @@ func (d *Datapath) SetRemoteLocators(remote wire.NID, locs []RemoteLocator, acti
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var (
-		pk  ilnpBPFIlnpPeerKey
-		pv  ilnpBPFIlnpPeer
-		pks []ilnpBPFIlnpPeerKey
-	)
-	it := d.objs.Peers.Iterate()
-	for it.Next(&pk, &pv) {
-		if pk.Nid == be64(uint64(remote)) {
-			pks = append(pks, pk)
-		}
+	nid := be64(uint64(remote))
+	_, err = updateWhere(d.objs.Peers,
+		func(k *ilnpBPFIlnpPeerKey) bool { return k.Nid == nid },
+		func(v *ilnpBPFIlnpPeer) { v.Remote, v.RemoteActive = set, be64(uint64(active)) })
+	if err != nil {
+		return 0, fmt.Errorf("datapath: update peers of %v: %w", remote, err)
 	}
-	for _, k := range pks {
-		if err := d.objs.Peers.Lookup(k, &pv); err != nil {
-			continue
-		}
-		pv.Remote, pv.RemoteActive = set, be64(uint64(active))
-		if err := d.objs.Peers.Put(k, &pv); err != nil {
-			return 0, fmt.Errorf("datapath: update peer of %v: %w", remote, err)
-		}
-	}
-	var (
-		sk  ilnpBPFIlnpSessionKey
-		sv  ilnpBPFIlnpSession
-		sks []ilnpBPFIlnpSessionKey
-	)
-	sit := d.objs.Sessions.Iterate()
-	for sit.Next(&sk, &sv) {
-		if sk.RemoteNid == be64(uint64(remote)) {
-			sks = append(sks, sk)
-		}
-	}
-	if err := sit.Err(); err != nil {
-		return 0, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
-	}
-	n := 0
-	for _, k := range sks {
-		if err := d.objs.Sessions.Lookup(k, &sv); err != nil {
-			continue
-		}
-		// The BPF side updates only counters, timestamps and a learned nonce in place; a
-		// read-modify-write here can at worst lose a packet count.
-		sv.Remote, sv.RemoteActive = set, be64(uint64(active))
-		if err := d.objs.Sessions.Put(k, &sv); err != nil {
-			return n, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
-		}
-		n++
+	// The BPF side updates only counters, timestamps and a learned nonce in place; a
+	// read-modify-write here can at worst lose a packet count.
+	n, err := updateWhere(d.objs.Sessions,
+		func(k *ilnpBPFIlnpSessionKey) bool { return k.RemoteNid == nid },
+		func(v *ilnpBPFIlnpSession) { v.Remote, v.RemoteActive = set, be64(uint64(active)) })
+	if err != nil {
+		return n, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
 	}
 	if n == 0 {
 		return 0, fmt.Errorf("datapath: sessions with %v: %w", remote, ErrNotFound)
@@ -571,4 +539,36 @@ func wrapDelete(err error, format string, args ...any) error {
 		return fmt.Errorf("datapath: %s: %w", what, ErrNotFound)
 	}
 	return fmt.Errorf("datapath: delete %s: %w", what, err)
+}
+
+// updateWhere rewrites, with update, every entry of m whose key matches, and returns how many it
+// rewrote. Keys are collected first: changing a hash map while iterating it may revisit or skip
+// entries. An entry deleted in between is skipped.
+func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (int, error) {
+	var (
+		k    K
+		v    V
+		keys []K
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if match(&k) {
+			keys = append(keys, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, key := range keys {
+		if err := m.Lookup(key, &v); err != nil {
+			continue
+		}
+		update(&v)
+		if err := m.Put(key, &v); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

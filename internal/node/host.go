@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// host owns the kernel state the daemon adds outside the BPF maps: identity addresses on lo,
-// per-peer routes with MTU headroom, and interface sysctls. Everything it adds it removes in
-// close.
+// host owns the kernel state the daemon changes outside the BPF maps: identity addresses on lo
+// and per-peer routes with MTU headroom (removed again in close), and the addresses it finds on
+// the ILNP interfaces at start.
 type host struct {
 	nl         *netlink.Handle
 	lo         netlink.Link

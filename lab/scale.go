@@ -380,13 +380,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func scaleWire(t *Topology, mns, cns []*netns.NS) error {
 	var errs []error
-	set := func(ns *netns.NS, kv ...string) {
-		for i := 0; i+1 < len(kv); i += 2 {
-			if err := ns.Sysctl(kv[i], kv[i+1]); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	set := func(ns *netns.NS, kv ...string) { errs = append(errs, setSysctls(ns, kv...)) }
 	for _, ns := range t.all {
 		set(ns, "net.ipv6.conf.default.accept_dad", "0", "net.ipv6.conf.all.accept_dad", "0")
 	}

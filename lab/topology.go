@@ -196,15 +196,18 @@ func (t *Topology) warmNeighbours() error {
 	return nil
 }
 
+// setSysctls sets key/value pairs of sysctls in ns and returns every failure.
+func setSysctls(ns *netns.NS, kv ...string) error {
+	var errs []error
+	for i := 0; i+1 < len(kv); i += 2 {
+		errs = append(errs, ns.Sysctl(kv[i], kv[i+1]))
+	}
+	return errors.Join(errs...)
+}
+
 func (t *Topology) sysctls() error {
 	var errs []error
-	set := func(ns *netns.NS, kv ...string) {
-		for i := 0; i+1 < len(kv); i += 2 {
-			if err := ns.Sysctl(kv[i], kv[i+1]); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	set := func(ns *netns.NS, kv ...string) { errs = append(errs, setSysctls(ns, kv...)) }
 	for _, ns := range t.all {
 		// Set before any interface exists so "default" reaches them all. No DAD: the lab
 		// cannot have duplicates, and the thesis's 2 s DAD wait is not what is measured.

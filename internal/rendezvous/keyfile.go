@@ -128,6 +128,11 @@ func tokenize(data []byte) ([]token, error) {
 		case c == '"':
 			j := i + 1
 			for j < len(data) && data[j] != '"' && data[j] != '\n' {
+				// Key names and base64 secrets are printable ASCII; anything else would
+				// make names that do not survive canonicalisation (RFC 8945 s.4.2).
+				if data[j] < 0x20 || data[j] >= 0x7f {
+					return nil, fmt.Errorf("%d: unexpected byte %#02x in string", line, data[j])
+				}
 				j++
 			}
 			if j >= len(data) || data[j] != '"' {

@@ -52,6 +52,8 @@ func TestParseTSIGKeysErrors(t *testing.T) {
 		{"key \"a.\" { bogus 1; };", `k:1: key "a.": unknown clause "bogus"`},
 		{"key \"bad..name\" { };", `k:1: key name "bad..name" is not a domain name`},
 		{"key \"a.\" \x01", `k:1: unexpected byte 0x01`},
+		{"key \"0\xc3\x28.\" { };", `k:1: unexpected byte 0xc3 in string`},
+		{"key \"a.\" {\n secret \"c2Vj\tcmV0\"; };", `k:2: unexpected byte 0x09 in string`},
 	}
 	for _, c := range cases {
 		_, err := ParseTSIGKeys("k", []byte(c.in))
@@ -92,6 +94,7 @@ func FuzzParseTSIGKeys(f *testing.F) {
 	f.Add([]byte("key a. { algorithm hmac-sha1; secret \"c2VjcmV0\"; }; // x\n/* y */"))
 	f.Add([]byte("key \"a\" {\n secret \"c2Vj\n"))
 	f.Add([]byte("key /* open"))
+	f.Add([]byte("key \"0\xff\xfe.\" { algorithm hmac-sha1; secret \"c2VjcmV0\"; };"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		keys, err := ParseTSIGKeys("fuzz", data)
 		if err != nil {

@@ -102,12 +102,21 @@ type peer struct {
 	bound        bool
 }
 
+// routerKey names a router by the link it advertises on: link-locals repeat across links.
+type routerKey struct {
+	ifindex int
+	addr    netip.Addr
+}
+
 // Cache is the ILCC. Its methods are safe for concurrent use.
 type Cache struct {
 	mu     sync.Mutex
 	cfg    Config
 	locals map[wire.L64]*local
 	peers  map[wire.NID]*peer
+	// routers holds when each advertising router's Router Lifetime (RFC 4861 s.4.2) runs
+	// out unless another RA refreshes it.
+	routers map[routerKey]time.Time
 }
 
 // New returns an empty cache.
@@ -141,7 +150,7 @@ func New(cfg Config) (*Cache, error) {
 		size := cfg.NonceSize
 		cfg.NewNonce = func() (wire.Nonce, error) { return wire.RandomNonce(size) }
 	}
-	return &Cache{cfg: cfg, locals: map[wire.L64]*local{}, peers: map[wire.NID]*peer{}}, nil
+	return &Cache{cfg: cfg, locals: map[wire.L64]*local{}, peers: map[wire.NID]*peer{}, routers: map[routerKey]time.Time{}}, nil
 }
 
 // Mode returns the handoff mode.
@@ -251,14 +260,37 @@ func (c *Cache) RemoveLocal(loc wire.L64, reason string, now time.Time) Effects 
 	return eff
 }
 
-// InterfaceDown drops every locator of the interface.
+// InterfaceDown drops every locator of the interface and forgets its routers.
 func (c *Cache) InterfaceDown(ifindex int, now time.Time) Effects {
+	c.mu.Lock()
+	for k := range c.routers {
+		if k.ifindex == ifindex {
+			delete(c.routers, k)
+		}
+	}
+	c.mu.Unlock()
 	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex }, "interface down", now)
+}
+
+// RouterSeen records a Router Advertisement's Router Lifetime. A router that says 0, or that
+// is not heard from again before its lifetime runs out (Tick), has disappeared: the locators
+// learned from it have no next hop any more, whatever their prefix lifetimes say.
+func (c *Cache) RouterSeen(ifindex int, router netip.Addr, lifetime time.Duration, now time.Time) Effects {
+	if lifetime <= 0 {
+		return c.RouterGone(ifindex, router, now)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.routers[routerKey{ifindex, router}] = now.Add(lifetime)
+	return Effects{}
 }
 
 // RouterGone drops the locators learned from router on the interface (router lifetime 0, or
 // the router stopped answering).
 func (c *Cache) RouterGone(ifindex int, router netip.Addr, now time.Time) Effects {
+	c.mu.Lock()
+	delete(c.routers, routerKey{ifindex, router})
+	c.mu.Unlock()
 	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex && l.router == router }, "router gone", now)
 }
 
@@ -661,22 +693,30 @@ func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
 	}
 }
 
-// Tick applies every timer due at now: local valid lifetimes (locator removed) and preferred
-// lifetimes (deprecated, re-ranked), remote locator lifetimes, idle sessions, LU retries after
-// a give-up, and LU refreshes so that correspondents never see an advertised lifetime run out
-// while the locator is still valid here.
+// Tick applies every timer due at now: router lifetimes and local valid lifetimes (locator
+// removed) and preferred lifetimes (deprecated, re-ranked), remote locator lifetimes, idle
+// sessions, LU retries after a give-up, and LU refreshes so that correspondents never see an
+// advertised lifetime run out while the locator is still valid here.
 func (c *Cache) Tick(now time.Time) Effects {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	changed := false
 	for _, l := range c.sortedLocals() {
+		end, heard := c.routers[routerKey{l.ifindex, l.router}]
 		switch {
+		case heard && !now.Before(end):
+			changed = c.removeLocal(l.loc, "router lifetime expired", &eff) || changed
 		case !l.validEnd.IsZero() && !now.Before(l.validEnd):
 			changed = c.removeLocal(l.loc, "valid lifetime expired", &eff) || changed
 		case !l.deprecated && !l.preferEnd.IsZero() && !now.Before(l.preferEnd):
 			l.deprecated, changed, eff.LocalChanged = true, true, true
 			eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Locator: l.loc, From: l.state, To: l.state, Detail: "deprecated"})
+		}
+	}
+	for k, end := range c.routers {
+		if !now.Before(end) {
+			delete(c.routers, k)
 		}
 	}
 	for _, p := range c.sortedPeers() {
@@ -762,6 +802,9 @@ func (c *Cache) NextDeadline() (next time.Time, ok bool) {
 		if !t.IsZero() && (!ok || t.Before(next)) {
 			next, ok = t, true
 		}
+	}
+	for _, end := range c.routers {
+		consider(end)
 	}
 	for _, l := range c.locals {
 		consider(l.validEnd)

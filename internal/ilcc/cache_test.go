@@ -366,6 +366,40 @@ func TestRouterGoneRemovesOnlyItsLocators(t *testing.T) {
 	}
 }
 
+func TestRouterLifetimeExpiry(t *testing.T) {
+	c := newCache(t, Soft)
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0)
+	mustUpdate(t, c, ra(lMN3, ifLTE, router1), t0) // same link-local, other link: another router
+	c.RouterSeen(ifWifi, router1, 30*time.Second, t0)
+	c.RouterSeen(ifLTE, router2, 30*time.Second, t0)
+	if d, ok := c.NextDeadline(); !ok || !d.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("NextDeadline = %v %v, want the router lifetime at +30s", d, ok)
+	}
+	// router2 keeps advertising; router1 on the Wi-Fi link falls silent.
+	c.RouterSeen(ifLTE, router2, 30*time.Second, t0.Add(20*time.Second))
+	if eff := c.Tick(t0.Add(29 * time.Second)); eff.LocalChanged {
+		t.Fatalf("locator removed before the router lifetime ran out: %+v", eff.Events)
+	}
+	eff := c.Tick(t0.Add(30 * time.Second))
+	got := states(c)
+	if _, ok := got[lMN1]; ok || len(got) != 2 || !eff.LocalChanged {
+		t.Fatalf("after router1's lifetime: states = %v, changed = %v", got, eff.LocalChanged)
+	}
+	if ev := eff.Events[0]; ev.Kind != timeline.LocatorRemoved || ev.Locator != lMN1 || ev.Detail != "router lifetime expired" {
+		t.Fatalf("event = %+v", ev)
+	}
+	// Once expired, a router is forgotten: it no longer sets deadlines.
+	if d, ok := c.NextDeadline(); ok && d.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("expired router still sets a deadline")
+	}
+	// Router Lifetime 0 withdraws at once (RFC 4861 s.6.3.4).
+	c.RouterSeen(ifLTE, router2, 0, t0.Add(31*time.Second))
+	if got := states(c); len(got) != 1 {
+		t.Fatalf("after lifetime 0: states = %v", got)
+	}
+}
+
 func TestUpdateLocalRejectsNonsense(t *testing.T) {
 	c := newCache(t, Soft)
 	for _, u := range []LocalUpdate{

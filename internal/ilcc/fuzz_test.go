@@ -50,7 +50,8 @@ func FuzzCacheEvents(f *testing.F) {
 			case 3:
 				eff = c.InterfaceDown(int(arg%3)+1, now)
 			case 4:
-				eff = c.RouterGone(int(arg%3)+1, routers[arg%2], now)
+				// Router Lifetime 0 (gone at once), 10 s or 20 s (gone unless heard again).
+				eff = c.RouterSeen(int(arg%3)+1, routers[arg%2], time.Duration(arg%3)*10*time.Second, now)
 			case 5: // session, with or without the remote nonce
 				s := Session{Local: wire.ILV{Locator: lMN1, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: peers[arg%3]}}
 				if arg&4 != 0 {

@@ -339,8 +339,8 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 	case locators.RASeen:
 		n.emit(timeline.Event{MonoNS: e.MonoNS, Kind: timeline.RASeen, Iface: e.Iface,
 			Detail: "router " + e.Router.String()})
+		n.apply(n.cache.RouterSeen(e.IfIndex, e.Router, e.RouterLifetime, now), now)
 		if e.RouterLifetime == 0 {
-			n.apply(n.cache.RouterGone(e.IfIndex, e.Router, now), now)
 			return
 		}
 		for _, p := range e.Prefixes {

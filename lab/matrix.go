@@ -147,6 +147,7 @@ func MatrixReport(m MatrixConfig, failures map[string]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Handoff experiments (%s profile, %d reps each)\n\n", m.Profile.Name, m.Reps)
 	fmt.Fprintf(&b, "Movement: enter L3 at %v, leave L2 at %v, flows of %v. Cells: mean ± 95 %% CI.\n\n", m.Profile.Enter, m.Profile.Leave, m.Profile.Duration)
+	b.WriteString(rendezvousLine(m))
 	for _, tr := range m.Traffics {
 		keys := []string{"throughput_window_bps", "udp_lost_window", "udp_lost", "handoff_delay_ms", "lu_sent", "interruption_ms", "session_survived", "rtt_ms"}
 		if !Traffics[tr].UDP {
@@ -194,6 +195,35 @@ func MatrixReport(m MatrixConfig, failures map[string]string) string {
 		}
 	}
 	return b.String()
+}
+
+// rendezvousLine says how the CN found the MN in each mode, as the cells' run.json recorded it
+// (so it is right for --report-only too): the thesis's hosts file, or DNS (issue 6).
+func rendezvousLine(m MatrixConfig) string {
+	var parts []string
+	for _, mo := range m.Modes {
+		seen := map[string]bool{}
+		var used []string
+		for _, sc := range m.Scenarios {
+			for _, tr := range m.Traffics {
+				b, err := os.ReadFile(filepath.Join(CellDir(m.Out, sc, mo, tr), "rep-1", "run.json"))
+				var meta RunMeta
+				if err != nil || json.Unmarshal(b, &meta) != nil || meta.Rendezvous == "" || seen[meta.Rendezvous] {
+					continue
+				}
+				seen[meta.Rendezvous] = true
+				used = append(used, meta.Rendezvous)
+			}
+		}
+		if len(used) > 0 {
+			parts = append(parts, mo+" "+strings.Join(used, "+"))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Rendezvous (how the CN found the MN; hosts: the thesis's shared hosts file, dns: NID/L64 " +
+		"records in BIND9 kept current by the MN, n/a: by address): " + strings.Join(parts, ", ") + ".\n\n"
 }
 
 // thesisReference states what the thesis measured, for reading the tables side by side (its

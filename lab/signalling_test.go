@@ -264,7 +264,8 @@ func TestScaleTwoByTwo(t *testing.T) {
 	}
 }
 
-// The matrix report picks the measured tables up from OUT/signalling (also with --report-only).
+// The matrix report picks the measured tables up from OUT/signalling and the rendezvous from
+// the cells' run.json (also with --report-only).
 func TestSignallingSectionInMatrixReport(t *testing.T) {
 	out := t.TempDir()
 	r := SignallingResults{Profile: "quick", Traffic: "udp-hd",
@@ -277,9 +278,22 @@ func TestSignallingSectionInMatrixReport(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "signalling.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := MatrixConfig{Scenarios: []string{"lan-lan"}, Modes: []string{"ilnp-soft"}, Traffics: []string{"udp-hd"},
+	m := MatrixConfig{Scenarios: []string{"lan-lan"}, Modes: []string{"ilnp-soft", "ipv6"}, Traffics: []string{"udp-hd"},
 		Profile: Profiles["quick"], Reps: 1, Out: out}
+	for mode, rv := range map[string]string{"ilnp-soft": RendezvousDNS, "ipv6": RendezvousNone} {
+		cell := filepath.Join(CellDir(out, "lan-lan", mode, "udp-hd"), "rep-1")
+		b, _ := json.Marshal(RunMeta{Mode: mode, Rendezvous: rv})
+		if err := os.MkdirAll(cell, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cell, "run.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rep := MatrixReport(m, nil)
+	if !strings.Contains(rep, "ilnp-soft dns, ipv6 n/a.") {
+		t.Errorf("matrix report does not say which rendezvous each mode used:\n%s", rep)
+	}
 	if !strings.Contains(rep, "Signalling overhead at scale") || !strings.Contains(rep, "| 1 x 1 | 1 | 1 | 2 | 2 |") {
 		t.Errorf("matrix report lacks the signalling tables:\n%s", rep)
 	}

@@ -20,4 +20,7 @@
 //
 //	f, err := rendezvous.NewFinder(rendezvous.FinderConfig{Server: "[2001:db8:53::1]:53"})
 //	ilvs, err := f.LookupILNP(ctx, "mn.ilnp.test") // nil, nil: not ILNP, pass AAAA through
+//
+// A node whose locators are its network's (a host in a mobile network) has LP records instead
+// of, or beside, L64 records: the Finder follows each LP one level to its target's L64 records.
 package rendezvous

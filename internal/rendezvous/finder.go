@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,12 +98,12 @@ func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, tim
 		negTTL uint32
 		err    error
 	}
-	var nidRes, l64Res result
+	var nidRes, l64Res, lpRes result
 	var wg sync.WaitGroup
 	for _, q := range []struct {
 		t   uint16
 		out *result
-	}{{dns.TypeNID, &nidRes}, {dns.TypeL64, &l64Res}} {
+	}{{dns.TypeNID, &nidRes}, {dns.TypeL64, &l64Res}, {dns.TypeLP, &lpRes}} {
 		wg.Go(func() {
 			q.out.rrs, q.out.negTTL, q.out.err = f.query(ctx, name, q.t)
 		})
@@ -112,11 +113,23 @@ func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, tim
 		return nil, 0, err
 	}
 	all := append(nidRes.rrs, l64Res.rrs...)
+	pointedNegTTL := uint32(math.MaxUint32)
+	if len(nidRes.rrs) > 0 {
+		// The LP query only matters when it is the node's sole source of locators.
+		if lpRes.err != nil && len(l64Res.rrs) == 0 {
+			return nil, 0, lpRes.err
+		}
+		pointed, neg, err := f.followPointers(ctx, name, lpRes.rrs)
+		if err != nil && len(l64Res.rrs) == 0 {
+			return nil, 0, err
+		}
+		all, pointedNegTTL = append(all, pointed...), neg
+	}
 	ilvs, err := wire.ILVsFromRRs(name, all)
 	if err != nil {
 		// Negative: cacheable for the shortest of the negative TTLs and of the records that
 		// did exist (a NID alone may get its L64 at any moment, e.g. a node coming up).
-		ttl := uint32(math.MaxUint32)
+		ttl := pointedNegTTL
 		if len(nidRes.rrs) == 0 {
 			ttl = min(ttl, nidRes.negTTL)
 		}
@@ -135,6 +148,76 @@ func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, tim
 	}
 	left := f.store(name, ilvs, sent, ttl)
 	return cloneILVs(ilvs, left), left, nil
+}
+
+// maxPointers bounds how many LP targets one lookup follows: each costs a query.
+const maxPointers = 4
+
+// followPointers resolves a node's LP records (RFC 6742 s.2.4: the name of the subnetwork
+// whose L64 records are the node's locators, e.g. a mobile network's border router) into L64
+// records owned by name. A pointed-to locator takes its LP record's preference, so the LP
+// preference orders the targets as the RFC says; its TTL is the shorter of the LP's and the
+// L64's. Targets are not followed further (an LP at a target is ignored), so a chain or loop
+// of pointers costs at most maxPointers queries. neg is the shortest negative TTL among the
+// targets without L64 records; err is the first failed query, if every target failed.
+func (f *Finder) followPointers(ctx context.Context, name string, lps []dns.RR) (out []dns.RR, neg uint32, err error) {
+	neg = math.MaxUint32
+	lpTTL := map[string]uint32{}
+	for _, rr := range lps {
+		if lp, ok := rr.(*dns.LP); ok {
+			target := dns.CanonicalName(lp.Fqdn)
+			if old, had := lpTTL[target]; !had || lp.Hdr.Ttl < old {
+				lpTTL[target] = lp.Hdr.Ttl
+			}
+		}
+	}
+	pointers := wire.LocatorPointers(name, lps)
+	if len(pointers) == 0 {
+		return nil, neg, nil
+	}
+	pointers = slices.CompactFunc(pointers, func(a, b wire.LocatorPointer) bool { return a.Target == b.Target })
+	pointers = pointers[:min(len(pointers), maxPointers)]
+	type answer struct {
+		rrs []dns.RR
+		neg uint32
+		err error
+	}
+	answers := make([]answer, len(pointers))
+	var wg sync.WaitGroup
+	for i, p := range pointers {
+		wg.Go(func() {
+			answers[i].rrs, answers[i].neg, answers[i].err = f.query(ctx, p.Target, dns.TypeL64)
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for i, p := range pointers {
+		a := answers[i]
+		switch {
+		case a.err != nil:
+			failed++
+			err = cmp.Or(err, a.err)
+			continue
+		case len(a.rrs) == 0:
+			neg = min(neg, a.neg)
+		}
+		for _, rr := range a.rrs {
+			l64, ok := rr.(*dns.L64)
+			if !ok {
+				continue
+			}
+			out = append(out, &dns.L64{
+				Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeL64, Class: dns.ClassINET,
+					Ttl: min(l64.Hdr.Ttl, lpTTL[p.Target])},
+				Preference: p.Preference,
+				Locator64:  l64.Locator64,
+			})
+		}
+	}
+	if failed < len(pointers) {
+		err = nil
+	}
+	return out, neg, err
 }
 
 // LookupILNP adapts Lookup to the resolver's Source contract (internal/resolver.Source, whose

@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,19 @@ var staticRecords = []string{
 	"alias 20 IN CNAME cn",
 	"zero 0 IN NID 10 0014:4fff:ff20:ee66",
 	"zero 0 IN L64 10 2001:0db8:000c:0000",
+	// A node inside a mobile network: its locators are the network's (RFC 6742 s.2.4).
+	"mobile 30 IN NID 10 0014:4fff:ff20:ee67",
+	"mobile 40 IN LP 10 net-a",
+	"mobile 40 IN LP 5 net-b",
+	"mobile 40 IN LP 20 nowhere",
+	"net-a 25 IN L64 10 2001:0db8:000d:0000",
+	"net-b 50 IN L64 10 2001:0db8:000e:0000",
+	"net-b 50 IN LP 1 net-a", // not followed: pointers do not chain
+	"both 30 IN NID 10 0014:4fff:ff20:ee68",
+	"both 30 IN L64 7 2001:0db8:000f:0000",
+	"both 30 IN LP 3 net-a",
+	"lost 30 IN NID 10 0014:4fff:ff20:ee69",
+	"lost 30 IN LP 1 nowhere",
 }
 
 type fakeClock struct {
@@ -100,6 +114,50 @@ func TestLookupAgainstNamed(t *testing.T) {
 	}
 }
 
+// LP records (RFC 6742 s.2.4) are followed one level: the targets' L64 records become the
+// node's locators, ranked by the LP preference, with the shorter TTL of the two records.
+func TestLookupFollowsLocatorPointers(t *testing.T) {
+	e := newEnv(t, staticRecords...)
+	f, err := NewFinder(FinderConfig{Server: e.server(), Dial: e.dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		nid     wire.NID
+		want    []string // locators, most preferred first
+		wantTTL time.Duration
+	}{
+		// net-b (LP 5) before net-a (LP 10); "nowhere" has no L64 and adds nothing; net-b's
+		// own LP to net-a is not followed. TTL: net-a's L64 (25 s) is the shortest.
+		{"mobile.ilnp.test.", 0x00144fffff20ee67, []string{"2001:0db8:000e:0000", "2001:0db8:000d:0000"}, 25 * time.Second},
+		// Direct L64 records and pointed ones together, each with its preference.
+		{"both.ilnp.test.", 0x00144fffff20ee68, []string{"2001:0db8:000d:0000", "2001:0db8:000f:0000"}, 25 * time.Second},
+	}
+	for _, c := range cases {
+		ilvs, ttl, err := f.Lookup(ctx, c.name)
+		if err != nil {
+			t.Fatalf("Lookup %s: %v", c.name, err)
+		}
+		var got []string
+		for _, v := range ilvs {
+			if v.ILV.NID != c.nid {
+				t.Errorf("Lookup %s: NID %v, want %v", c.name, v.ILV.NID, c.nid)
+			}
+			got = append(got, v.ILV.Locator.String())
+		}
+		if !slices.Equal(got, c.want) || ttl != c.wantTTL {
+			t.Errorf("Lookup %s = %v (ttl %v), want %v (ttl %v)", c.name, got, ttl, c.want, c.wantTTL)
+		}
+	}
+	// An LP whose target has no L64 leaves the node without locators: not ILNP, cached for
+	// the target's negative TTL (SOA minimum 5 s).
+	if ilvs, ttl, err := f.Lookup(ctx, "lost.ilnp.test."); !errors.Is(err, ErrNoILNP) || ilvs != nil || ttl != 5*time.Second {
+		t.Errorf("Lookup lost = %v %v %v, want ErrNoILNP for 5s", ilvs, ttl, err)
+	}
+}
+
 func TestLookupCacheRespectsTTL(t *testing.T) {
 	e := newEnv(t, staticRecords...)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
@@ -118,17 +176,19 @@ func TestLookupCacheRespectsTTL(t *testing.T) {
 		advance   time.Duration
 		name      string
 		wantTTL   time.Duration
-		wantDials int64 // 0: served from the cache; 2: NID and L64 queried
+		wantDials int64 // 0: served from the cache; 3: NID, L64 and LP queried
 	}{
-		{0, "cn.ilnp.test.", 30 * time.Second, 2},
+		{0, "cn.ilnp.test.", 30 * time.Second, 3},
 		{10 * time.Second, "cn.ilnp.test.", 20 * time.Second, 0},
 		{19 * time.Second, "cn.ilnp.test.", time.Second, 0},
-		{time.Second, "cn.ilnp.test.", 30 * time.Second, 2}, // exactly at expiry: asked again
-		{0, "zero.ilnp.test.", 0, 2},                        // TTL 0: never cached
-		{0, "zero.ilnp.test.", 0, 2},
-		{0, "absent.ilnp.test.", 5 * time.Second, 2}, // negative answers cached per RFC 2308
+		{time.Second, "cn.ilnp.test.", 30 * time.Second, 3}, // exactly at expiry: asked again
+		{0, "zero.ilnp.test.", 0, 3},                        // TTL 0: never cached
+		{0, "zero.ilnp.test.", 0, 3},
+		{0, "absent.ilnp.test.", 5 * time.Second, 3}, // negative answers cached per RFC 2308
 		{4 * time.Second, "absent.ilnp.test.", time.Second, 0},
-		{time.Second, "absent.ilnp.test.", 5 * time.Second, 2},
+		{time.Second, "absent.ilnp.test.", 5 * time.Second, 3},
+		{0, "mobile.ilnp.test.", 25 * time.Second, 6}, // + one L64 query per LP target
+		{24 * time.Second, "mobile.ilnp.test.", time.Second, 0},
 	}
 	for i, s := range steps {
 		clock.advance(s.advance)

@@ -292,6 +292,10 @@ int ilnp_ingress(struct __sk_buff *skb)
 		if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
 		} else {
+			if (!ilnp_session_budget_take(cfg)) {
+				ilnp_count(ILNP_C_IN_SESSIONS_LIMITED);
+				return TCX_DROP;
+			}
 			sess = nid ? ilnp_new_responder(skb, &pkt, cfg, nid, &key) : 0;
 			if (!sess) {
 				ilnp_count(ILNP_C_IN_ERRORS);

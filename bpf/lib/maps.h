@@ -42,7 +42,19 @@ struct ilnp_config {
 	__u32 nonce_len;      /* 4 or 12 */
 	__u32 nonce_first_n;  /* 0: nonce on every packet; N: first N packets + all ICMPv6 */
 	__u32 flags;          /* enum ilnp_config_flag */
+	/* Sessions that incoming packets may create per second, with a burst of one second's
+	 * worth; 0 = no limit. Anyone can send a packet with a nonce option, so without a bound
+	 * a flood of made-up NIDs would fill the session table (RFC 6744 s.7, RFC 6740 s.9). */
+	__u32 new_sessions_per_s;
+};
+
+/* Token bucket behind ilnp_config.new_sessions_per_s, kept in nanoseconds of budget: a
+ * session costs 1e9 / rate of it and it grows by one per nanosecond up to one second. */
+struct ilnp_session_budget {
+	struct bpf_spin_lock lock;
 	__u32 pad;
+	__u64 budget_ns;
+	__u64 last_ns;
 };
 
 struct ilnp_local_nid {
@@ -177,6 +189,7 @@ enum ilnp_counter {
 	ILNP_C_SESSIONS_CREATED,
 	ILNP_C_NONCE_POOL_EMPTY,
 	ILNP_C_EVENTS_LOST,
+	ILNP_C_IN_SESSIONS_LIMITED, /* new session refused: over new_sessions_per_s */
 	ILNP_C_MAX,
 };
 
@@ -250,6 +263,13 @@ struct {
 	__uint(max_entries, 256 * 1024);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_session_budget);
+} session_budget SEC(".maps");
 
 /* A session under construction is too big for the 512-byte BPF stack. */
 struct {

@@ -122,12 +122,14 @@ type Config struct {
 	LUMaxTimeout       time.Duration
 	LUMaxAttempts      int
 	SessionIdleTimeout time.Duration
-	NonceSize          int
-	NonceMode          NonceMode
-	NonceFirstN        int // packets per session carrying the nonce when NonceMode is NonceFirst
-	EchoNonce          bool
-	MTUHeadroom        int
-	LogLevel           slog.Level
+	// NewSessionsPerSecond bounds the sessions incoming packets may create (0: no bound).
+	NewSessionsPerSecond int
+	NonceSize            int
+	NonceMode            NonceMode
+	NonceFirstN          int // packets per session carrying the nonce when NonceMode is NonceFirst
+	EchoNonce            bool
+	MTUHeadroom          int
+	LogLevel             slog.Level
 }
 
 // Default returns the defaults; Interfaces is empty and must be set.
@@ -141,10 +143,13 @@ func Default() Config {
 		LUMaxTimeout:       8 * time.Second,
 		LUMaxAttempts:      7,
 		SessionIdleTimeout: 10 * time.Minute,
-		NonceSize:          4,
-		NonceMode:          NonceEvery,
-		MTUHeadroom:        NonceOptionSize(4),
-		LogLevel:           slog.LevelInfo,
+		// Far above what a host accepts legitimately, far below what fills the session
+		// table (65536) before idle sessions expire.
+		NewSessionsPerSecond: 1000,
+		NonceSize:            4,
+		NonceMode:            NonceEvery,
+		MTUHeadroom:          NonceOptionSize(4),
+		LogLevel:             slog.LevelInfo,
 	}
 }
 
@@ -284,7 +289,8 @@ func init() {
 			func(c *Config) *time.Duration { return &c.LUInitialTimeout })),
 		"lu-max-timeout": one(duration(time.Millisecond, time.Hour,
 			func(c *Config) *time.Duration { return &c.LUMaxTimeout })),
-		"lu-max-attempts": one(integer(1, 100, func(c *Config) *int { return &c.LUMaxAttempts })),
+		"lu-max-attempts":         one(integer(1, 100, func(c *Config) *int { return &c.LUMaxAttempts })),
+		"new-sessions-per-second": one(integer(0, 1_000_000, func(c *Config) *int { return &c.NewSessionsPerSecond })),
 		"session-idle-timeout": one(duration(time.Second, 7*24*time.Hour,
 			func(c *Config) *time.Duration { return &c.SessionIdleTimeout })),
 		"nonce-size": one(func(c *Config, v string) error {
@@ -588,6 +594,7 @@ func (c Config) Format() string {
 	kv("lu-max-timeout", c.LUMaxTimeout.String())
 	kv("lu-max-attempts", strconv.Itoa(c.LUMaxAttempts))
 	kv("session-idle-timeout", c.SessionIdleTimeout.String())
+	kv("new-sessions-per-second", strconv.Itoa(c.NewSessionsPerSecond))
 	kv("nonce-size", strconv.Itoa(c.NonceSize))
 	if c.NonceMode == NonceFirst {
 		kv("nonce", "first", strconv.Itoa(c.NonceFirstN))

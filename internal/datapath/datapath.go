@@ -40,6 +40,10 @@ type Options struct {
 	// (RFC 6740/6741, RFC 6744 s.3; the default). Both ends must agree. Checksum-validating
 	// tools such as tshark then see valid checksums.
 	IPv6Checksums bool
+	// NewSessionsPerSecond bounds the sessions incoming packets create (a token bucket with
+	// one second's worth of burst); packets over it are dropped and counted as
+	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
+	NewSessionsPerSecond uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close.
 	KeepPinned bool
 }
@@ -93,6 +97,7 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	cfg.NonceLen = uint32(opts.NonceSize)
 	cfg.NonceFirstN = opts.NonceFirstN
+	cfg.NewSessionsPerS = opts.NewSessionsPerSecond
 	cfg.Flags = 0
 	if opts.EchoNonce {
 		cfg.Flags |= flagEchoNonce

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
 	"ilnp/internal/wire"
 )
@@ -488,6 +490,46 @@ func TestResponderSessionCreated(t *testing.T) {
 	}
 	if c := counter(t, d, "sessions_created"); c != 1 {
 		t.Fatalf("sessions_created = %d", c)
+	}
+}
+
+// Sessions created by incoming packets are bounded: a burst of one second's worth, then the
+// configured rate; packets over it are dropped and counted, and existing sessions still work.
+func TestResponderSessionRateLimit(t *testing.T) {
+	const rate = 3
+	d := newDatapath(t, Options{NewSessionsPerSecond: rate})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	to := addr(lA2, nidA)
+	first := func(peer wire.NID) []byte {
+		from := addr(lB2, peer)
+		return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: peer}, wire.ILV{Locator: lA2, NID: nidA},
+			mustNonce(t, 9, 8, 7, byte(peer)), wire.ProtoTCP, tcpSegment(zeroLocator(from), zeroLocator(to), payload)))
+	}
+	var verdicts []uint32
+	for i := range 2 * rate {
+		ret, _ := d.ingress(t, first(wire.NID(0x100+i)))
+		verdicts = append(verdicts, ret)
+	}
+	want := []uint32{verdictNext, verdictNext, verdictNext, verdictDrop, verdictDrop, verdictDrop}
+	if !slices.Equal(verdicts, want) {
+		t.Fatalf("verdicts of %d new peers back to back = %v, want %v", 2*rate, verdicts, want)
+	}
+	if c, l := counter(t, d, "sessions_created"), counter(t, d, "ingress_sessions_limited"); c != rate || l != rate {
+		t.Fatalf("sessions_created = %d, ingress_sessions_limited = %d, want %d and %d", c, l, rate, rate)
+	}
+	// A session that exists is not rate limited: the first peer's next packet passes.
+	if ret, _ := d.ingress(t, first(0x100)); ret != verdictNext {
+		t.Fatalf("packet of an existing session: verdict %d", ret)
+	}
+	// A refused peer retransmits after a third of a second (one token) and gets in; the one
+	// right after it does not.
+	time.Sleep(time.Second/rate + 50*time.Millisecond)
+	if ret, _ := d.ingress(t, first(0x100+rate)); ret != verdictNext {
+		t.Fatalf("retransmission after the refill: verdict %d", ret)
+	}
+	if ret, _ := d.ingress(t, first(0x100+rate+1)); ret != verdictDrop {
+		t.Fatalf("second new peer after one token: verdict %d", ret)
 	}
 }
 

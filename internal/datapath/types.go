@@ -228,6 +228,7 @@ var counterNames = []string{
 	"sessions_created",
 	"nonce_pool_empty",
 	"events_lost",
+	"ingress_sessions_limited",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

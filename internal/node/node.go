@@ -237,10 +237,11 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.dp, err = datapath.Load(datapath.Options{
-		PinDir:      n.cfg.BPFDir(),
-		NonceSize:   n.cfg.NonceSize,
-		NonceFirstN: uint32(n.cfg.NonceFirstN),
-		EchoNonce:   n.cfg.EchoNonce,
+		PinDir:               n.cfg.BPFDir(),
+		NonceSize:            n.cfg.NonceSize,
+		NonceFirstN:          uint32(n.cfg.NonceFirstN),
+		EchoNonce:            n.cfg.EchoNonce,
+		NewSessionsPerSecond: uint32(n.cfg.NewSessionsPerSecond),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft

@@ -55,7 +55,10 @@
 // nonce option (RFC 6744 s.3), an invalid local locator, an unknown remote locator, malformed
 // packets that carry a nonce. A nonce-carrying packet from an unknown NID pair opens a responder
 // session (EventSessionResponder) whose view is the local NID's identity locator and the remote
-// locator it came from. An initiator session (opened by a Peer) learns the responder's nonce from
+// locator it came from, unless Options.NewSessionsPerSecond is used up (a token bucket with one
+// second's burst, map session_budget): then the packet is dropped and counted as
+// ingress_sessions_limited, so a flood of made-up NIDs cannot fill the session table. An
+// initiator session (opened by a Peer) learns the responder's nonce from
 // the first reply (EventNonceLearned).
 //
 // Packets without a nonce are plain IPv6 and pass untouched (the thesis's choice of a nonce on
@@ -88,7 +91,8 @@
 //
 // # Maps (bpf/lib/maps.h), pinned by name under Options.PinDir
 //
-//	config_map      array[1]  active local locator, nonce size, first-N, flags
+//	config_map      array[1]  active local locator, nonce size, first-N, flags, session rate
+//	session_budget  array[1]  token bucket for new responder sessions (not pinned)
 //	local_nids      hash      NID -> identity locator
 //	local_locators  hash      L64 -> state, ifindex, next hop
 //	sessions        hash      <local NID, remote NID> -> views, active locators, remote set (8),

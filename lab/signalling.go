@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,10 +29,12 @@ type SignallingConfig struct {
 	BinDir string
 	// Parts to run: "success", "delay", "scale" (default all).
 	Parts []string
-	// Success: LU exchanges per loss setting (each handoff is two: new link up, old down)
+	// Success: signalling exchanges per loss setting and mode (ILNP: each move is two LU
+	// exchanges, new link up and old down; MIPv6: each move away is one home registration)
 	// and the loss applied to both R1-R2 and R1-R3 (old and new link of §6.2.2).
-	Handoffs int
-	Losses   []float64
+	Handoffs     int
+	Losses       []float64
+	SuccessModes []string
 	// Delay: scenarios and modes, with the quick movement profile and UDP HD traffic.
 	Scenarios, Modes []string
 	Traffic          string
@@ -45,8 +48,8 @@ type SignallingConfig struct {
 // DefaultSignalling is what `ilnp-lab signalling` runs without flags.
 func DefaultSignalling(out, bin string) SignallingConfig {
 	return SignallingConfig{Out: out, BinDir: bin, Parts: []string{"success", "delay", "scale"},
-		Handoffs: 40, Losses: []float64{0, 0.02, 0.05, 0.10},
-		Scenarios: []string{"lan-lan", "wan-wan"}, Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6", "mipv6-ro"},
+		Handoffs: 40, Losses: []float64{0, 0.02, 0.05, 0.10}, SuccessModes: []string{"ilnp-soft", "mipv6"},
+		Scenarios: slices.Clone(ScenarioNames), Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6", "mipv6-ro"},
 		Traffic: "udp-hd", Profile: Profiles["quick"], THA: time.Second,
 		Scales: [][2]int{{1, 1}, {2, 2}, {5, 5}, {10, 10}}}
 }
@@ -116,19 +119,25 @@ func Signalling(ctx context.Context, cfg SignallingConfig) error {
 		fillOurDelays(res.Delay)
 	}
 	if cfg.has("success") {
-		for _, loss := range cfg.Losses {
-			cfg.progress("success, %g %% loss on R1-R2 and R1-R3, %d LU exchanges", loss*100, cfg.Handoffs)
-			row, err := measureSuccess(ctx, cfg, loss)
-			if err != nil {
-				if errors.Is(err, context.Canceled) {
+		modes := cfg.SuccessModes
+		if len(modes) == 0 {
+			modes = []string{"ilnp-soft"}
+		}
+		for _, mode := range modes {
+			for _, loss := range cfg.Losses {
+				cfg.progress("success %s, %g %% loss on R1-R2 and R1-R3, %d exchanges", mode, loss*100, cfg.Handoffs)
+				row, err := measureSuccess(ctx, cfg, mode, loss)
+				if err != nil {
+					if errors.Is(err, context.Canceled) {
+						return err
+					}
+					row.Error = err.Error()
+					cfg.progress("  failed: %v", err)
+				}
+				res.Success = append(res.Success, row)
+				if err := save(); err != nil {
 					return err
 				}
-				row.Error = err.Error()
-				cfg.progress("  failed: %v", err)
-			}
-			res.Success = append(res.Success, row)
-			if err := save(); err != nil {
-				return err
 			}
 		}
 	}
@@ -192,13 +201,14 @@ type DelayRow struct {
 
 // SuccessRow is the measured single-attempt success rate at one loss setting.
 type SuccessRow struct {
+	Mode      string  `json:"mode"` // ilnp-soft (LU/LU-ACK) or mipv6 (home BU/BAck)
 	Loss      float64 `json:"loss"` // on both R1-R2 (old) and R1-R3 (new)
 	Exchanges int     `json:"exchanges"`
 	FirstTry  int     `json:"first_try"` // acked without a retransmission
 	Rate      float64 `json:"rate"`
 	CILow     float64 `json:"ci_low"` // Wilson 95 %
 	CIHigh    float64 `json:"ci_high"`
-	Analytic  float64 `json:"analytic"` // eq. 19, PathFromLoss(loss, loss).Success(ILNPv6)
+	Analytic  float64 `json:"analytic"` // eq. 19 (ILNPv6) or 17 (MIPv6 no RO) on PathFromLoss(loss, loss)
 	// AnalyticRetries is with the engine's retransmissions (3 attempts) for comparison with
 	// Eventually (acked at all).
 	Eventually      int     `json:"eventually"`
@@ -431,18 +441,44 @@ type LUExchange struct {
 // LUExchanges splits the MN's timeline into LU exchanges: each lu_sent with attempt 1 opens
 // one, later attempts belong to it, and an lu_ack_received with outcome=acked closes it.
 func LUExchanges(ev []timeline.Event) []LUExchange {
+	return exchanges(ev, timeline.LUSent, timeline.LUAckReceived, "outcome=acked")
+}
+
+// HomeRegistrations is LUExchanges for mip6d's timeline: the home Binding Updates sent from a
+// care-of address (bu_sent, "lifetime N" with N > 0) and the accepting BAcks. Returning home
+// (lifetime 0, sent on the home link) is left out: it crosses none of the links measured.
+func HomeRegistrations(ev []timeline.Event) []LUExchange {
+	var kept []timeline.Event
+	away := false
+	for _, e := range ev {
+		switch {
+		case e.Kind == timeline.BUSent && strings.HasPrefix(e.Detail, "home registration"):
+			if e.Attempt <= 1 {
+				away = !strings.Contains(e.Detail, "lifetime 0s")
+			}
+			if away {
+				kept = append(kept, e)
+			}
+		case e.Kind == timeline.BAckReceived && strings.HasPrefix(e.Detail, "home registration") && away:
+			kept = append(kept, e)
+		}
+	}
+	return exchanges(kept, timeline.BUSent, timeline.BAckReceived, ": accepted")
+}
+
+func exchanges(ev []timeline.Event, sent, answered timeline.Kind, acked string) []LUExchange {
 	var out []LUExchange
 	for _, e := range ev {
 		switch e.Kind {
-		case timeline.LUSent:
+		case sent:
 			if e.Attempt <= 1 || len(out) == 0 {
 				out = append(out, LUExchange{StartNS: e.MonoNS, Attempts: 1})
 				continue
 			}
 			x := &out[len(out)-1]
 			x.Attempts = max(x.Attempts, e.Attempt)
-		case timeline.LUAckReceived:
-			if len(out) == 0 || !strings.Contains(e.Detail, "outcome=acked") {
+		case answered:
+			if len(out) == 0 || !strings.Contains(e.Detail, acked) {
 				continue
 			}
 			x := &out[len(out)-1]
@@ -458,14 +494,25 @@ func LUExchanges(ev []timeline.Event) []LUExchange {
 func (x LUExchange) FirstTry() bool { return x.Acked && x.Attempts == 1 && x.AckedOn <= 1 }
 
 // measureSuccess builds a lan-lan testbed whose R1-R2 and R1-R3 links lose `loss` of the
-// packets each way, runs an ILNP soft-handoff session, and moves the MN back and forth
-// (L2 -> L3 -> L2 ...): every move is two LU exchanges (new link up, old link down).
-func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (row SuccessRow, err error) {
-	row.Loss = loss
+// packets each way, runs a session in mode (ilnp-soft or mipv6), and moves the MN back and
+// forth. ILNP (L2 -> L3 -> L2 ...): every move is two LU exchanges (new link up, old link
+// down). MIPv6 (the thesis's trigger, the home link going down): every move away is one home
+// registration through both lossy links, and every return home a deregistration on the home
+// link, which is waited for but not counted.
+func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, loss float64) (row SuccessRow, err error) {
+	row.Mode, row.Loss = modeName, loss
+	proto, readExchanges := analysis.ILNPv6, LUExchanges
+	switch modeName {
+	case "ilnp-soft":
+	case "mipv6":
+		proto, readExchanges = analysis.MIPv6NoRO, HomeRegistrations
+	default:
+		return row, fmt.Errorf("success is measured for ilnp-soft and mipv6, not %q", modeName)
+	}
 	p := analysis.PathFromLoss(loss, loss)
-	row.Analytic = p.Success(analysis.ILNPv6)
-	row.AnalyticRetries = p.SuccessWithRetries(analysis.ILNPv6, 3)
-	dir, err := filepath.Abs(filepath.Join(cfg.Out, "success", "loss-"+strconv.FormatFloat(loss*100, 'g', -1, 64)))
+	row.Analytic = p.Success(proto)
+	row.AnalyticRetries = p.SuccessWithRetries(proto, 3)
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, "success", modeName, "loss-"+strconv.FormatFloat(loss*100, 'g', -1, 64)))
 	if err != nil {
 		return row, err
 	}
@@ -488,7 +535,7 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (ro
 		}
 		cfg.progress("  testbed not ready (%v), building again", err)
 	}
-	mode := Modes["ilnp-soft"](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
+	mode := Modes[modeName](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
 	defer func() {
 		err = errors.Join(err, mode.Teardown(topo), topo.Close())
 	}()
@@ -518,7 +565,11 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (ro
 	at := 0 // index of the interface the MN is on
 	exchanges := func() []LUExchange {
 		ev, _ := readTimeline(mnEv)
-		return LUExchanges(ev)
+		return readExchanges(ev)
+	}
+	link := func(ifname, state string) error {
+		_, err := topo.MN.Run("ip", "link", "set", ifname, state)
+		return err
 	}
 	// waitAck waits until the exchanges since `before` are all closed (or gave up).
 	waitAck := func(before int) error {
@@ -538,17 +589,43 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (ro
 			}
 		}
 	}
+	if modeName == "mipv6" {
+		// The foreign link stays up; the home link comes and goes.
+		if err := link(IfMNR3, "up"); err != nil {
+			return row, err
+		}
+		time.Sleep(2 * prof.RAMax)
+	}
 	for i := 0; len(exchanges()) < cfg.Handoffs; i++ {
+		if modeName == "mipv6" {
+			n := len(exchanges())
+			if err := link(IfMNR2, "down"); err != nil {
+				return row, err
+			}
+			if err := waitAck(n); err != nil {
+				return row, err
+			}
+			if err := link(IfMNR2, "up"); err != nil {
+				return row, err
+			}
+			if err := waitHome(ctx, mnEv, 20*time.Second); err != nil {
+				return row, fmt.Errorf("move %d: %w", i+1, err)
+			}
+			if i%5 == 4 {
+				cfg.progress("  %d moves, %d home registrations", i+1, len(exchanges()))
+			}
+			continue
+		}
 		next := 1 - at
 		n := len(exchanges())
-		if _, err := topo.MN.Run("ip", "link", "set", ifs[next], "up"); err != nil {
+		if err := link(ifs[next], "up"); err != nil {
 			return row, err
 		}
 		if err := waitAck(n); err != nil {
 			return row, err
 		}
 		n = len(exchanges())
-		if _, err := topo.MN.Run("ip", "link", "set", ifs[at], "down"); err != nil {
+		if err := link(ifs[at], "down"); err != nil {
 			return row, err
 		}
 		if err := waitAck(n); err != nil {
@@ -573,6 +650,35 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, loss float64) (ro
 	}
 	row.CILow, row.CIHigh = wilson(row.FirstTry, row.Exchanges)
 	return row, nil
+}
+
+// waitHome waits until mip6d's newest home-registration exchange is an accepted
+// deregistration (lifetime 0): the MN is home again and the HA has let go of its binding.
+func waitHome(ctx context.Context, timelinePath string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ev, _ := readTimeline(timelinePath)
+		dereg, home := false, false
+		for _, e := range ev {
+			switch {
+			case e.Kind == timeline.BUSent && e.Attempt <= 1 && strings.HasPrefix(e.Detail, "home registration"):
+				dereg, home = strings.Contains(e.Detail, "lifetime 0s"), false
+			case e.Kind == timeline.BAckReceived && dereg && strings.Contains(e.Detail, ": accepted"):
+				home = true
+			}
+		}
+		if home {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not deregistered at home within %v", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ReadSignalling reads DIR/signalling.json.

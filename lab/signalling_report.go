@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"os"
@@ -48,15 +49,15 @@ func (r SignallingResults) delayRows() [][]string {
 }
 
 func (r SignallingResults) successRows() [][]string {
-	rows := [][]string{{"loss_old_new", "exchanges", "first_try", "measured_rate", "ci95_low", "ci95_high",
-		"analytic_eq19", "acked_eventually", "analytic_3_attempts", "error"}}
+	rows := [][]string{{"mode", "loss_old_new", "exchanges", "first_try", "measured_rate", "ci95_low", "ci95_high",
+		"analytic", "acked_eventually", "analytic_3_attempts", "error"}}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
 	for _, s := range r.Success {
 		ev := 0.0
 		if s.Exchanges > 0 {
 			ev = float64(s.Eventually) / float64(s.Exchanges)
 		}
-		rows = append(rows, []string{f(s.Loss), strconv.Itoa(s.Exchanges), strconv.Itoa(s.FirstTry), f(s.Rate), f(s.CILow), f(s.CIHigh),
+		rows = append(rows, []string{cmp.Or(s.Mode, "ilnp-soft"), f(s.Loss), strconv.Itoa(s.Exchanges), strconv.Itoa(s.FirstTry), f(s.Rate), f(s.CILow), f(s.CIHigh),
 			f(s.Analytic), f(ev), f(s.AnalyticRetries), s.Error})
 	}
 	return rows
@@ -137,21 +138,23 @@ func (r SignallingResults) Markdown(level int) string {
 		mdRows(&b, rows)
 	}
 	if len(r.Success) > 0 {
-		fmt.Fprintf(&b, "%s# Single-attempt handoff success under link loss (Table 6.2, eq. 19)\n\n", h)
-		b.WriteString("ILNP soft handoff, lan-lan, the same loss on the old (R1-R2) and new (R1-R3) link each way (link " +
-			"emulator); the MN moves L2 → L3 → L2 …, each move two LU exchanges (new link up, old link down). A success is " +
-			"an exchange whose first LU was acknowledged without a retransmission. Analytic: PathFromLoss(p, p).Success(ILNPv6) " +
-			"= (1-p)², and with the engine's retransmissions (3 attempts) beside the share acknowledged at all.\n\n")
+		fmt.Fprintf(&b, "%s# Single-attempt handoff success under link loss (Table 6.2, eqs. 17 and 19)\n\n", h)
+		b.WriteString("lan-lan, the same loss on the old (R1-R2) and new (R1-R3) link each way (link emulator). " +
+			"ilnp-soft: the MN moves L2 → L3 → L2 …, each move two LU exchanges (new link up, old link down); analytic " +
+			"eq. 19, (1-p)². mipv6: the home link goes down and comes back, each move away one home registration (BU from " +
+			"the care-of address in L3 to the HA on R2, BAck back: both lossy links each way), analytic eq. 17, (1-p)⁴; the " +
+			"deregistration at home crosses neither link and is not counted. A success is an exchange acknowledged without a " +
+			"retransmission; beside it the share acknowledged at all and the analytic value with 3 attempts.\n\n")
 		rows := r.successRows()
-		rows[0] = []string{"loss (old = new)", "LU exchanges", "first try", "measured rate", "95 % CI (Wilson)", "analytic eq. 19",
+		rows[0] = []string{"mode", "loss (old = new)", "exchanges", "first try", "measured rate", "95 % CI (Wilson)", "analytic",
 			"acked eventually", "analytic, 3 attempts"}
 		for i := 1; i < len(rows); i++ {
 			s := r.Success[i-1]
 			row := rows[i]
-			rows[i] = []string{strconv.FormatFloat(s.Loss*100, 'g', -1, 64) + " %", row[1], row[2], row[3],
-				"[" + row[4] + ", " + row[5] + "]", row[6], row[7], row[8]}
+			rows[i] = []string{row[0], strconv.FormatFloat(s.Loss*100, 'g', -1, 64) + " %", row[2], row[3], row[4],
+				"[" + row[5] + ", " + row[6] + "]", row[7], row[8], row[9]}
 			if s.Error != "" {
-				rows[i][3] += " (" + s.Error + ")"
+				rows[i][4] += " (" + s.Error + ")"
 			}
 		}
 		mdRows(&b, rows)

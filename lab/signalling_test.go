@@ -44,6 +44,38 @@ func TestLUExchanges(t *testing.T) {
 	}
 }
 
+// mip6d's timeline: home registrations from a care-of address count, deregistrations at home
+// (lifetime 0) do not; a rejected BAck does not close an exchange.
+func TestHomeRegistrations(t *testing.T) {
+	bu := func(ns int64, attempt int, lifetime string) timeline.Event {
+		return timeline.Event{MonoNS: ns, Kind: timeline.BUSent, Attempt: attempt, Detail: "home registration, lifetime " + lifetime}
+	}
+	back := func(ns int64, attempt int, status string) timeline.Event {
+		return timeline.Event{MonoNS: ns, Kind: timeline.BAckReceived, Attempt: attempt, Detail: "home registration: " + status}
+	}
+	ev := []timeline.Event{
+		bu(1, 1, "256s"), back(2, 1, "accepted"), // away, first try
+		bu(3, 1, "0s"), back(4, 1, "accepted"), // home again: not counted
+		bu(5, 1, "256s"), bu(6, 2, "256s"), back(7, 2, "accepted"), // away, second try
+		bu(8, 1, "0s"), bu(9, 2, "0s"), back(10, 2, "accepted"),
+		bu(11, 1, "256s"), back(12, 1, "administratively prohibited"), // rejected
+		{MonoNS: 13, Kind: timeline.BUSent, Attempt: 1, Detail: "route optimisation, lifetime 64s"},
+	}
+	xs := HomeRegistrations(ev)
+	want := []struct {
+		first, acked bool
+		attempts     int
+	}{{true, true, 1}, {false, true, 2}, {false, false, 1}}
+	if len(xs) != len(want) {
+		t.Fatalf("got %d exchanges, want %d: %+v", len(xs), len(want), xs)
+	}
+	for i, w := range want {
+		if xs[i].FirstTry() != w.first || xs[i].Acked != w.acked || xs[i].Attempts != w.attempts {
+			t.Errorf("exchange %d: %+v, want %+v", i, xs[i], w)
+		}
+	}
+}
+
 func TestHandoffAttempts(t *testing.T) {
 	ev := []timeline.Event{
 		{MonoNS: 100e6, Kind: timeline.LUSent, Attempt: 1, Detail: "locators=2 timeout=1s"},
@@ -158,12 +190,13 @@ func TestSignallingMarkdown(t *testing.T) {
 	d, th := 1001.5, 1007.0
 	fired := uint64(1)
 	r := SignallingResults{Profile: "quick", Traffic: "udp-hd",
-		Delay:   []DelayRow{{Scenario: "lan-lan", Mode: "ilnp-soft", Case: "update_lost", Dropped: "drop-lu-1", DropFired: &fired, HandoffDelayMs: &d, ThesisDelayMs: &th, Attempts: 2}},
-		Success: []SuccessRow{{Loss: 0.05, Exchanges: 40, FirstTry: 36, Rate: 0.9, Analytic: 0.9025}},
-		Scale:   []ScaleRow{{MNs: 2, CNs: 2, LUPackets: 4, LUAckPackets: 4, FormulaPackets: 8, LUBytes: 320, LUAckBytes: 320}}}
+		Delay: []DelayRow{{Scenario: "lan-lan", Mode: "ilnp-soft", Case: "update_lost", Dropped: "drop-lu-1", DropFired: &fired, HandoffDelayMs: &d, ThesisDelayMs: &th, Attempts: 2}},
+		Success: []SuccessRow{{Loss: 0.05, Exchanges: 40, FirstTry: 36, Rate: 0.9, Analytic: 0.9025},
+			{Mode: "mipv6", Loss: 0.1, Exchanges: 20, FirstTry: 13, Rate: 0.65, Analytic: 0.6561}},
+		Scale: []ScaleRow{{MNs: 2, CNs: 2, LUPackets: 4, LUAckPackets: 4, FormulaPackets: 8, LUBytes: 320, LUAckBytes: 320}}}
 	md := r.Markdown(2)
 	for _, want := range []string{"| lan-lan | ilnp-soft | update_lost | drop-lu-1 (1) | 2 | - | 1001.5 | 1007.0 |",
-		"| 5 % | 40 | 36 | 0.9000 |", "0.9025", "| 2 x 2 | 4 | 4 | 8 | 8 | 640 |", "80.0 / 80.0"} {
+		"| ilnp-soft | 5 % | 40 | 36 | 0.9000 |", "0.9025", "| mipv6 | 10 % | 20 | 13 | 0.6500 |", "0.6561", "| 2 x 2 | 4 | 4 | 8 | 8 | 640 |", "80.0 / 80.0"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

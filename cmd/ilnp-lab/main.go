@@ -277,7 +277,8 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	bin := fs.String("bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
 	d := lab.DefaultSignalling("", "")
 	parts := fs.String("parts", strings.Join(d.Parts, ","), "success, delay, scale")
-	handoffs := fs.Int("handoffs", d.Handoffs, "success: LU exchanges per loss setting")
+	handoffs := fs.Int("handoffs", d.Handoffs, "success: signalling exchanges per loss setting and mode")
+	successModes := fs.String("success-modes", strings.Join(d.SuccessModes, ","), "success: ilnp-soft (LU/LU-ACK) and/or mipv6 (home BU/BAck)")
 	losses := fs.String("losses", "0,0.02,0.05,0.1", "success: loss on the old and new link (fractions)")
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
@@ -289,6 +290,7 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	}
 	cfg := lab.DefaultSignalling(*out, *bin)
 	cfg.Parts, cfg.Handoffs, cfg.Scenarios, cfg.Modes, cfg.THA, cfg.Progress = split(*parts), *handoffs, split(*scenarios), split(*modes), *tha, os.Stderr
+	cfg.SuccessModes = split(*successModes)
 	cfg.Losses = nil
 	for _, l := range split(*losses) {
 		var v float64

@@ -100,7 +100,7 @@ static __always_inline int ilnp_session_budget_take(const struct ilnp_config *cf
 {
 	struct ilnp_session_budget *b;
 	__u32 zero = 0;
-	__u64 now, cost, budget;
+	__u64 now, cost, elapsed, budget;
 	int ok = 0;
 
 	if (!cfg->new_sessions_per_s)
@@ -111,8 +111,9 @@ static __always_inline int ilnp_session_budget_take(const struct ilnp_config *cf
 	cost = ILNP_NSEC_PER_SEC / cfg->new_sessions_per_s;
 	now = bpf_ktime_get_ns(); /* helpers may not be called under the lock */
 	bpf_spin_lock(&b->lock);
-	budget = b->budget_ns + (now - b->last_ns);
-	if (budget > ILNP_NSEC_PER_SEC || now - b->last_ns > ILNP_NSEC_PER_SEC)
+	elapsed = now - b->last_ns;
+	budget = elapsed >= ILNP_NSEC_PER_SEC ? ILNP_NSEC_PER_SEC : b->budget_ns + elapsed;
+	if (budget > ILNP_NSEC_PER_SEC)
 		budget = ILNP_NSEC_PER_SEC;
 	b->last_ns = now;
 	if (budget >= cost) {

@@ -262,14 +262,8 @@ func (c *Cache) RemoveLocal(loc wire.L64, reason string, now time.Time) Effects 
 
 // InterfaceDown drops every locator of the interface and forgets its routers.
 func (c *Cache) InterfaceDown(ifindex int, now time.Time) Effects {
-	c.mu.Lock()
-	for k := range c.routers {
-		if k.ifindex == ifindex {
-			delete(c.routers, k)
-		}
-	}
-	c.mu.Unlock()
-	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex }, "interface down", now)
+	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex },
+		func(r routerKey) bool { return r.ifindex == ifindex }, "interface down", now)
 }
 
 // RouterSeen records a Router Advertisement's Router Lifetime. A router that says 0, or that
@@ -288,15 +282,20 @@ func (c *Cache) RouterSeen(ifindex int, router netip.Addr, lifetime time.Duratio
 // RouterGone drops the locators learned from router on the interface (router lifetime 0, or
 // the router stopped answering).
 func (c *Cache) RouterGone(ifindex int, router netip.Addr, now time.Time) Effects {
-	c.mu.Lock()
-	delete(c.routers, routerKey{ifindex, router})
-	c.mu.Unlock()
-	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex && l.router == router }, "router gone", now)
+	gone := routerKey{ifindex, router}
+	return c.removeWhere(func(l *local) bool { return l.ifindex == ifindex && l.router == router },
+		func(r routerKey) bool { return r == gone }, "router gone", now)
 }
 
-func (c *Cache) removeWhere(match func(*local) bool, reason string, now time.Time) Effects {
+// removeWhere drops the local locators that match and forgets the routers that forget matches.
+func (c *Cache) removeWhere(match func(*local) bool, forget func(routerKey) bool, reason string, now time.Time) Effects {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for r := range c.routers {
+		if forget(r) {
+			delete(c.routers, r)
+		}
+	}
 	var eff Effects
 	removed := false
 	for _, l := range c.sortedLocals() {

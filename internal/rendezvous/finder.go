@@ -158,8 +158,8 @@ const maxPointers = 4
 // records owned by name. A pointed-to locator takes its LP record's preference, so the LP
 // preference orders the targets as the RFC says; its TTL is the shorter of the LP's and the
 // L64's. Targets are not followed further (an LP at a target is ignored), so a chain or loop
-// of pointers costs at most maxPointers queries. neg is the shortest negative TTL among the
-// targets without L64 records; err is the first failed query, if every target failed.
+// of pointers costs at most maxPointers queries. neg bounds a negative answer: the shortest
+// negative TTL, or LP TTL, of the targets without L64 records; err is the first failed query, if every target failed.
 func (f *Finder) followPointers(ctx context.Context, name string, lps []dns.RR) (out []dns.RR, neg uint32, err error) {
 	neg = math.MaxUint32
 	lpTTL := map[string]uint32{}
@@ -199,7 +199,7 @@ func (f *Finder) followPointers(ctx context.Context, name string, lps []dns.RR) 
 			err = cmp.Or(err, a.err)
 			continue
 		case len(a.rrs) == 0:
-			neg = min(neg, a.neg)
+			neg = min(neg, a.neg, lpTTL[p.Target]) // the pointer may change before the target
 		}
 		for _, rr := range a.rrs {
 			l64, ok := rr.(*dns.L64)

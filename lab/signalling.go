@@ -573,14 +573,17 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 	}
 	// waitAck waits until the exchanges since `before` are all closed (or gave up).
 	waitAck := func(before int) error {
-		deadline := time.Now().Add(20 * time.Second)
+		// MIPv6 backs off from 1.5 s (RFC 6275 s.11.8): at 10 % loss on both links an exchange
+		// fails a third of its attempts, so three in a row (1.5 + 3 + 6 s) are not rare.
+		const limit = 60 * time.Second
+		deadline := time.Now().Add(limit)
 		for {
 			xs := exchanges()
 			if len(xs) > before && xs[len(xs)-1].Acked {
 				return nil
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("no acknowledged LU within 20 s after move %d (%d exchanges)", before, len(xs))
+				return fmt.Errorf("no acknowledged exchange within %v after exchange %d (%d exchanges)", limit, before, len(xs))
 			}
 			select {
 			case <-ctx.Done():

@@ -2,7 +2,11 @@
 // Advertisements, keeps the ILNP Communication Cache, tells correspondents about moves with
 // Locator Updates, runs a stub resolver for ILNP names and programs the BPF datapath.
 //
-//	ilnpd [-config /etc/ilnp/ilnpd.conf]
+//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check]
+//
+// SIGHUP reads the configuration again and applies what can change while running (handoff,
+// policy, LU timers, idle timeout, new-session bound, log level, the hosts file's contents);
+// a bad file or a change that needs a restart is logged and changes nothing.
 package main
 
 import (
@@ -43,7 +47,9 @@ func run() error {
 		fmt.Println("configuration ok")
 		return nil
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	level := new(slog.LevelVar)
+	level.Set(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	var events io.Writer // a nil *os.File in an io.Writer would not be nil
 	if cfg.EventsFile != "" {
@@ -61,10 +67,38 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reload(ctx, *configPath, n, level, log)
+			}
+		}
+	}()
 	err = n.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	log.Info("ilnpd stopped", "err", err)
 	return err
+}
+
+// reload re-reads the configuration file; errors (with the file's line) are logged and the
+// running configuration stays.
+func reload(ctx context.Context, path string, n *node.Node, level *slog.LevelVar, log *slog.Logger) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		log.Error("reload refused", "err", err)
+		return
+	}
+	if _, err := n.Reload(ctx, cfg); err != nil {
+		log.Error("reload refused", "err", err)
+		return
+	}
+	level.Set(cfg.LogLevel)
 }

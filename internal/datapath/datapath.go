@@ -204,6 +204,21 @@ func (d *Datapath) SetActiveLocator(l wire.L64) error {
 	return nil
 }
 
+// SetNewSessionsPerSecond changes Options.NewSessionsPerSecond of a loaded datapath.
+func (d *Datapath) SetNewSessionsPerSecond(rate uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg, err := d.config()
+	if err != nil {
+		return err
+	}
+	cfg.NewSessionsPerS = rate
+	if err := d.objs.ConfigMap.Put(uint32(0), cfg); err != nil {
+		return fmt.Errorf("datapath: set new sessions per second: %w", err)
+	}
+	return nil
+}
+
 // ActiveLocator returns the host-wide active local locator.
 func (d *Datapath) ActiveLocator() (wire.L64, error) {
 	cfg, err := d.config()

@@ -531,6 +531,11 @@ func TestResponderSessionRateLimit(t *testing.T) {
 	if ret, _ := d.ingress(t, first(0x100+rate+1)); ret != verdictDrop {
 		t.Fatalf("second new peer after one token: verdict %d", ret)
 	}
+	// Lifting the bound at run time (ilnpd's reload) lets the next new peer in at once.
+	must(t, d.SetNewSessionsPerSecond(0))
+	if ret, _ := d.ingress(t, first(0x100+rate+2)); ret != verdictNext {
+		t.Fatalf("new peer with no bound: verdict %d", ret)
+	}
 }
 
 // With the echo switch the responder sends the initiator's nonce back (thesis behaviour).

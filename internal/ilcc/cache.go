@@ -185,6 +185,18 @@ func (c *Cache) SetMode(m Mode, now time.Time) (Effects, error) {
 	return eff, nil
 }
 
+// SetIdleTimeout changes after how long an unused correspondent is forgotten (at least 1 s);
+// the next Tick applies it to every session.
+func (c *Cache) SetIdleTimeout(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("idle timeout %v: want at least 1s", d)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.IdleTimeout = d
+	return nil
+}
+
 // SetPolicy replaces the handoff policy at run time and re-ranks the locators.
 func (c *Cache) SetPolicy(p Policy, now time.Time) (Effects, error) {
 	if p == nil {

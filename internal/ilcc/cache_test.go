@@ -416,3 +416,21 @@ func TestUpdateLocalRejectsNonsense(t *testing.T) {
 		t.Fatalf("preferred = %d, want clamp to 10", s.Locators[0].PreferredLifetimeS)
 	}
 }
+
+func TestSetIdleTimeout(t *testing.T) {
+	c := newCache(t, Soft)
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	openCN(t, c, cnNID, t0)
+	if err := c.SetIdleTimeout(500 * time.Millisecond); err == nil {
+		t.Fatal("idle timeout below 1s accepted")
+	}
+	if eff := c.Tick(t0.Add(time.Minute)); len(eff.Removed) != 0 {
+		t.Fatalf("session expired under the default idle timeout: %+v", eff.Removed)
+	}
+	if err := c.SetIdleTimeout(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if eff := c.Tick(t0.Add(time.Minute)); len(eff.Removed) != 1 || eff.Removed[0] != cnNID {
+		t.Fatalf("after SetIdleTimeout(30s), a minute idle: removed %v", eff.Removed)
+	}
+}

@@ -197,6 +197,18 @@ func New(cfg Config) (*Engine, error) {
 // Config returns the engine's effective configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
+// SetConfig replaces the configuration (zero fields take their defaults) if it is valid.
+// Exchanges in flight keep their current timer; their next timeout and the attempt limit
+// follow the new values.
+func (e *Engine) SetConfig(cfg Config) error {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	e.cfg = cfg
+	return nil
+}
+
 // Stats returns the counters.
 func (e *Engine) Stats() Stats { return e.stats }
 

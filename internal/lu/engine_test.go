@@ -526,3 +526,27 @@ func TestRedirectMovesRetransmissionsAndSkipsRTTSample(t *testing.T) {
 		t.Fatalf("ACK = %+v, want RTT sample", res)
 	}
 }
+
+// A reload lowers the attempt limit of an exchange in flight: it gives up at the next
+// timeout; an invalid configuration changes nothing.
+func TestSetConfigAppliesToExchangesInFlight(t *testing.T) {
+	e := newEngine(t, Config{})
+	mustSend(t, e, msgTo(peerA, 0x20010db8_00020000), t0)
+	if err := e.SetConfig(Config{InitialTimeout: time.Second, MaxTimeout: 100 * time.Millisecond}); err == nil {
+		t.Fatal("initial timeout above the maximum accepted")
+	}
+	if e.Config().MaxAttempts != DefaultMaxAttempts {
+		t.Fatalf("a rejected config changed the engine: %+v", e.Config())
+	}
+	if err := e.SetConfig(Config{MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := e.NextDeadline()
+	if !ok {
+		t.Fatal("no deadline")
+	}
+	acts := e.Tick(d)
+	if len(acts) != 1 || acts[0].Kind != GiveUp || acts[0].Attempt != 1 {
+		t.Fatalf("after lowering max attempts to 1: %+v, want one give-up after attempt 1", acts)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
 	"ilnp/internal/lu"
+	"ilnp/internal/resolver"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
@@ -49,7 +50,8 @@ type Node struct {
 	dp     *datapath.Datapath
 	host   *host
 	lusock *luSocket
-	rdv    *rendezvousState // DNS publisher and stub counters (rendezvous.go)
+	rdv    *rendezvousState      // DNS publisher and stub counters (rendezvous.go)
+	hosts  *resolver.HostsSource // the hosts file's names, re-read on reload; nil: none
 
 	// Loop-owned state.
 	locals    map[wire.L64]ilcc.Local

@@ -142,7 +142,7 @@ func (n *Node) ilnpSource() (resolver.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		hosts = h
+		hosts, n.hosts = h, h
 	}
 	server := n.cfg.DNSLookupServer
 	if !server.IsValid() {

@@ -91,6 +91,28 @@ func TestHardHandoff(t *testing.T) {
 	n.logFigures(t, res)
 }
 
+// A router that stops advertising (killed: no last RA with Router Lifetime 0) takes its
+// locator with it once its Router Lifetime runs out (9 s here, RFC 4861 s.6.3.4), although
+// the prefix's valid lifetime (60 s) has not.
+func TestRouterLifetimeExpiry(t *testing.T) {
+	n := newTestNet(t, "soft")
+	if err := n.radvd.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	n.waitFor(15*time.Second, "MN drops L2 after the router's lifetime", func() (bool, string) {
+		rows, err := n.mn.locators()
+		return err == nil && stateOf(rows, l2) == "", fmt.Sprint(rows, err)
+	})
+	if gone := time.Since(killed); gone < 7*time.Second {
+		t.Fatalf("L2 removed %v after the last RAs, before a 9 s Router Lifetime could run out", gone)
+	}
+	evs, err := n.mn.events()
+	if err != nil || !hasEvent(evs, timeline.LocatorRemoved, "router lifetime expired") {
+		t.Fatalf("no locator_removed event for the router lifetime (%v):\n%s", err, formatEvents(evs, 0))
+	}
+}
+
 // iperfSum is one "sum" object of iperf3's JSON.
 type iperfSum struct {
 	Start       float64 `json:"start"`

@@ -47,13 +47,8 @@ func TestReload(t *testing.T) {
 	logHas("reload applied", `msg="configuration reloaded" node=mn`)
 	logHas("reload's changed keys", "changed=\"[handoff lu-max-attempts]\"")
 	n.waitFor(5*time.Second, "handoff mode event", func() (bool, string) {
-		ev, err := n.mn.events()
-		for _, e := range ev {
-			if e.Kind == timeline.HandoffMode && e.Detail == "soft -> hard" {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(len(ev), " events, ", err)
+		evs, err := n.mn.events()
+		return err == nil && hasEvent(evs, timeline.HandoffMode, "soft -> hard"), fmt.Sprint(err)
 	})
 	want := ilv(l1, cnNID).String()
 	n.waitFor(5*time.Second, "MN resolves the name added to the hosts file", func() (bool, string) {

@@ -3,7 +3,6 @@ package datapath
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/pkttest"
 	"ilnp/internal/wire"
 )
 
@@ -52,53 +52,27 @@ func mustNonce(t testing.TB, b ...byte) wire.Nonce {
 	return n
 }
 
-var ethHeader = []byte{0x02, 0, 0, 0, 0, 0xb, 0x02, 0, 0, 0, 0, 0xa, 0x86, 0xdd}
-
-func frame(pkt []byte) []byte { return append(append([]byte(nil), ethHeader...), pkt...) }
-
-// tcpSegment builds a TCP segment with its checksum over src and dst (what the kernel's TCP
-// computes over the socket's addresses).
-func tcpSegment(src, dst netip.Addr, payload []byte) []byte {
-	seg := make([]byte, 20, 20+len(payload))
-	binary.BigEndian.PutUint16(seg[0:], 40000)
-	binary.BigEndian.PutUint16(seg[2:], 5201)
-	binary.BigEndian.PutUint32(seg[4:], 0x01020304)
-	binary.BigEndian.PutUint32(seg[8:], 0x0a0b0c0d)
-	seg[12] = 5 << 4
-	seg[13] = 0x18 // PSH|ACK
-	binary.BigEndian.PutUint16(seg[14:], 65000)
-	seg = append(seg, payload...)
-	binary.BigEndian.PutUint16(seg[16:], wire.PseudoHeaderChecksum(src, dst, wire.ProtoTCP, seg))
-	return seg
-}
-
-func icmpEcho(src, dst netip.Addr, payload []byte) []byte {
-	m := []byte{128, 0, 0, 0, 0x12, 0x34, 0, 1}
-	m = append(m, payload...)
-	binary.BigEndian.PutUint16(m[2:], wire.PseudoHeaderChecksum(src, dst, wire.ProtoICMPv6, m))
-	return m
-}
+// Packet builders shared with the MIPv6 baseline's tests (internal/pkttest).
+var (
+	ethHeader  = pkttest.EthHeader
+	frame      = pkttest.Frame
+	tcpSegment = pkttest.TCP
+	icmpEcho   = pkttest.ICMPEcho
+)
 
 // transport builds an upper-layer message of proto with the checksum over src and dst.
 func transport(t testing.TB, proto uint8, src, dst netip.Addr, payload []byte) []byte {
 	t.Helper()
-	switch proto {
-	case wire.ProtoTCP:
-		return tcpSegment(src, dst, payload)
-	case wire.ProtoUDP:
-		return wire.AppendUDP(nil, src, dst, 40000, 5201, payload)
-	case wire.ProtoICMPv6:
-		return icmpEcho(src, dst, payload)
+	msg, ok := pkttest.Transport(proto, src, dst, payload)
+	if !ok {
+		t.Fatalf("no builder for protocol %d", proto)
 	}
-	t.Fatalf("no builder for protocol %d", proto)
-	return nil
+	return msg
 }
 
-// ipv6Packet is the fixed header plus rest (extension headers and upper layer).
+// ipv6Packet is the fixed header (hop limit 64) plus rest (extension headers and upper layer).
 func ipv6Packet(src, dst netip.Addr, next uint8, rest ...[]byte) []byte {
-	body := bytes.Join(rest, nil)
-	b := wire.IPv6Header{PayloadLen: uint16(len(body)), NextHeader: next, HopLimit: 64, Src: src, Dst: dst}.Append(nil)
-	return append(b, body...)
+	return pkttest.IPv6(src, dst, next, 64, rest...)
 }
 
 func newDatapath(t testing.TB, opts Options) *Datapath {

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/pkttest"
 	"ilnp/internal/wire"
 	"ilnp/lab/mipv6/mh"
 )
@@ -31,60 +32,30 @@ var (
 	other = netip.MustParseAddr("2001:db8:3::99") // an address nobody registered
 )
 
-var ethHeader = []byte{0x02, 0, 0, 0, 0, 0xb, 0x02, 0, 0, 0, 0, 0xa, 0x86, 0xdd}
-
-func frame(pkt []byte) []byte { return append(append([]byte(nil), ethHeader...), pkt...) }
+// Packet builders shared with the ILNP datapath's tests (internal/pkttest).
+var (
+	ethHeader  = pkttest.EthHeader
+	frame      = pkttest.Frame
+	tcpSegment = pkttest.TCP
+	ipv6Packet = pkttest.IPv6
+)
 
 var payload = []byte("mobile ipv6 baseline payload, long enough to be a real segment")
-
-// tcpSegment builds a TCP segment with its checksum over src and dst (what the kernel's TCP
-// computes over the socket's addresses: the home address).
-func tcpSegment(src, dst netip.Addr, data []byte) []byte {
-	seg := make([]byte, 20, 20+len(data))
-	binary.BigEndian.PutUint16(seg[0:], 40000)
-	binary.BigEndian.PutUint16(seg[2:], 5201)
-	binary.BigEndian.PutUint32(seg[4:], 0x01020304)
-	binary.BigEndian.PutUint32(seg[8:], 0x0a0b0c0d)
-	seg[12] = 5 << 4
-	seg[13] = 0x18 // PSH|ACK
-	binary.BigEndian.PutUint16(seg[14:], 65000)
-	seg = append(seg, data...)
-	binary.BigEndian.PutUint16(seg[16:], wire.PseudoHeaderChecksum(src, dst, wire.ProtoTCP, seg))
-	return seg
-}
-
-func icmpEcho(src, dst netip.Addr, data []byte) []byte {
-	m := append([]byte{128, 0, 0, 0, 0x12, 0x34, 0, 1}, data...)
-	binary.BigEndian.PutUint16(m[2:], wire.PseudoHeaderChecksum(src, dst, wire.ProtoICMPv6, m))
-	return m
-}
 
 // transport builds an upper-layer message of proto with its checksum over src and dst.
 func transport(t testing.TB, proto uint8, src, dst netip.Addr) []byte {
 	t.Helper()
-	switch proto {
-	case wire.ProtoTCP:
-		return tcpSegment(src, dst, payload)
-	case wire.ProtoUDP:
-		return wire.AppendUDP(nil, src, dst, 40000, 5201, payload)
-	case wire.ProtoICMPv6:
-		return icmpEcho(src, dst, payload)
+	msg, ok := pkttest.Transport(proto, src, dst, payload)
+	if !ok {
+		t.Fatalf("no builder for protocol %d", proto)
 	}
-	t.Fatalf("no builder for protocol %d", proto)
-	return nil
+	return msg
 }
 
 var protocols = []struct {
 	name  string
 	proto uint8
 }{{"tcp", wire.ProtoTCP}, {"udp", wire.ProtoUDP}, {"icmpv6", wire.ProtoICMPv6}}
-
-// ipv6Packet is a fixed header with hop limit hl plus rest.
-func ipv6Packet(src, dst netip.Addr, next, hl uint8, rest ...[]byte) []byte {
-	body := bytes.Join(rest, nil)
-	b := wire.IPv6Header{PayloadLen: uint16(len(body)), NextHeader: next, HopLimit: hl, Src: src, Dst: dst}.Append(nil)
-	return append(b, body...)
-}
 
 // tunnelled is pkt inside an RFC 2473 outer header as the datapath builds it.
 func tunnelled(src, dst netip.Addr, pkt []byte) []byte {

@@ -3,9 +3,7 @@ package datapath
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -67,45 +65,15 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 			return
 		}
 		defer c.Close()
-		buf := make([]byte, 64<<10)
-		var off int64
-		for {
-			n, err := c.Read(buf)
-			for i := 0; i < n; i++ {
-				if buf[i] != byte((off+int64(i))%251) {
-					tcpErr <- fmt.Errorf("TCP byte %d corrupted", off+int64(i))
-					return
-				}
-			}
-			off += int64(n)
-			tcpBytes.Store(off)
-			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, io.EOF) {
-					tcpErr <- fmt.Errorf("TCP read: %w", err)
-				}
-				return
-			}
+		if err := nstest.ReadPattern(ctx, c, &tcpBytes); err != nil {
+			tcpErr <- err
 		}
 	}()
 	client := tp.a.Dial("tcp6", netip.AddrPortFrom(tp.viewB, 5001).String())
 	defer client.Close()
 	go func() {
-		chunk := make([]byte, 16<<10)
-		var off int64
-		tick := time.NewTicker(8 * time.Millisecond)
-		defer tick.Stop()
-		for ctx.Err() == nil {
-			for i := range chunk {
-				chunk[i] = byte((off + int64(i)) % 251)
-			}
-			if _, err := client.Write(chunk); err != nil {
-				if ctx.Err() == nil {
-					tcpErr <- fmt.Errorf("TCP write: %w", err)
-				}
-				return
-			}
-			off += int64(len(chunk))
-			<-tick.C
+		if err := nstest.WritePattern(ctx, client, 16<<10, 8*time.Millisecond); err != nil {
+			tcpErr <- err
 		}
 	}()
 

@@ -1,9 +1,13 @@
 package nstest
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -62,5 +66,33 @@ func TestListenDial(t *testing.T) {
 	if c, err := net.DialTimeout("tcp6", ln.Addr().String(), time.Second); err == nil {
 		c.Close()
 		t.Fatalf("%v reachable from outside the namespace", ln.Addr())
+	}
+}
+
+func TestPatternRoundTrip(t *testing.T) {
+	r, w := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var got atomic.Int64
+	done := make(chan error, 1)
+	go func() { done <- ReadPattern(ctx, r, &got) }()
+	go func() {
+		_ = WritePattern(ctx, w, 1000, time.Millisecond)
+		w.Close()
+	}()
+	for got.Load() < 10_000 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("clean stream: %v", err)
+	}
+	// One byte out of place is found at its offset.
+	bad := make([]byte, 600)
+	for i := range bad {
+		bad[i] = patternByte(int64(i))
+	}
+	bad[517]++
+	if err := ReadPattern(context.Background(), bytes.NewReader(bad), &got); err == nil || err.Error() != "TCP byte 517 corrupted" {
+		t.Fatalf("corrupted stream: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -143,43 +142,13 @@ func startEchoFlow(t *testing.T, ctx context.Context, tp *mipTopo) *echoFlow {
 	}))
 	t.Cleanup(func() { c.Close() })
 	go func() { // writer: a known pattern, about 1 MB/s
-		chunk := make([]byte, 8<<10)
-		var off int64
-		tick := time.NewTicker(8 * time.Millisecond)
-		defer tick.Stop()
-		for ctx.Err() == nil {
-			for i := range chunk {
-				chunk[i] = byte((off + int64(i)) % 251)
-			}
-			if _, err := c.Write(chunk); err != nil {
-				if ctx.Err() == nil {
-					f.errs <- fmt.Errorf("TCP write: %w", err)
-				}
-				return
-			}
-			off += int64(len(chunk))
-			<-tick.C
+		if err := nstest.WritePattern(ctx, c, 8<<10, 8*time.Millisecond); err != nil {
+			f.errs <- err
 		}
 	}()
 	go func() { // reader: the echo, byte for byte
-		buf := make([]byte, 64<<10)
-		var off int64
-		for {
-			n, err := c.Read(buf)
-			for i := 0; i < n; i++ {
-				if buf[i] != byte((off+int64(i))%251) {
-					f.errs <- fmt.Errorf("TCP byte %d corrupted", off+int64(i))
-					return
-				}
-			}
-			off += int64(n)
-			f.echoed.Store(off)
-			if err != nil {
-				if ctx.Err() == nil {
-					f.errs <- fmt.Errorf("TCP read: %w", err)
-				}
-				return
-			}
+		if err := nstest.ReadPattern(ctx, c, &f.echoed); err != nil {
+			f.errs <- err
 		}
 	}()
 	return f

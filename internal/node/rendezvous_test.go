@@ -72,38 +72,15 @@ func newRdvNet(t *testing.T, opt rdvOptions) *rdvNet {
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "radvd", "iperf3", "tcpdump", "tshark", "ethtool", "getent", "named", "dig")
 	n := &rdvNet{testNet: &testNet{t: t, dir: t.TempDir(), bin: binaries(t)}}
-	n.CN = nstest.New(t, "rvcn")
-	n.R = nstest.New(t, "rvr")
-	n.MN = nstest.New(t, "rvmn")
+	n.buildCore("rv")
 	n.D = nstest.New(t, "rvd")
-	for _, ns := range []*nstest.NS{n.CN, n.R, n.D} {
-		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
-	}
-	n.CN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
-	n.D.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
-	n.R.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1")
-	n.MN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=1",
-		"net.ipv6.conf.default.optimistic_dad=1", "net.ipv6.conf.default.use_optimistic=1")
-	nstest.Link(t, n.CN, "cn0", n.R, "r-cn")
-	nstest.Link(t, n.R, "r-mn1", n.MN, "mn1")
-	nstest.Link(t, n.R, "r-mn2", n.MN, "mn2")
+	n.D.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+		"net.ipv6.conf.default.accept_ra=0")
 	nstest.Link(t, n.R, "r-dns", n.D, "d0")
-	for _, h := range []struct {
-		ns *nstest.NS
-		If string
-	}{{n.CN, "cn0"}, {n.MN, "mn1"}, {n.MN, "mn2"}} {
-		h.ns.Run("ethtool", "-K", h.If, "tso", "off") // platform.md: router GSO bug with the nonce option
-	}
-	n.CN.Run("ip", "addr", "add", ilv(l1, cnNID).String()+"/64", "dev", "cn0", "nodad")
-	n.CN.Run("ip", "route", "add", "default", "via", "2001:db8:1::1", "dev", "cn0")
-	n.R.Run("ip", "addr", "add", "2001:db8:1::1/64", "dev", "r-cn")
-	n.R.Run("ip", "addr", "add", "2001:db8:2::1/64", "dev", "r-mn1")
-	n.R.Run("ip", "addr", "add", "2001:db8:3::1/64", "dev", "r-mn2")
 	n.R.Run("ip", "addr", "add", "2001:db8:53::1/64", "dev", "r-dns")
 	n.D.Run("ip", "addr", "add", rdvServer.String()+"/64", "dev", "d0", "nodad")
 	n.D.Run("ip", "addr", "add", rdvWWW.String()+"/64", "dev", "d0", "nodad")
 	n.D.Run("ip", "route", "add", "default", "via", "2001:db8:53::1", "dev", "d0")
-	n.MN.Run("ip", "link", "set", "mn2", "down")
 	if withCR {
 		n.CR = nstest.New(t, "rvcr")
 		n.CR.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",

@@ -184,44 +184,14 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "radvd", "iperf3", "tcpdump", "tshark", "ethtool", "ss", "getent")
 	n := &testNet{t: t, dir: t.TempDir(), bin: binaries(t)}
-	n.CN = nstest.New(t, "itcn")
-	n.R = nstest.New(t, "itr")
-	n.MN = nstest.New(t, "itmn")
-	n.X = nstest.New(t, "itx")
-
-	// Sysctls before the links exist, so "default" reaches every interface. DAD is off where
-	// addresses are static; the MN keeps the kernel's DAD and makes it optimistic, as a real
-	// mobile host would (ilnpd asks for optimistic addresses).
-	for _, ns := range []*nstest.NS{n.CN, n.R, n.X} {
-		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
-	}
-	n.CN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
-	n.R.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1")
 	// autoconf=0: the MN's kernel must not form SLAAC addresses of its own on mn1 before
 	// ilnpd starts (ilnpd turns it off, but an address formed earlier stays and a UDP server
 	// may answer from it, outside ILNP: iperf3's UDP handshake then hangs).
-	n.MN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=1", "net.ipv6.conf.default.autoconf=0",
-		"net.ipv6.conf.default.optimistic_dad=1", "net.ipv6.conf.default.use_optimistic=1")
-
-	nstest.Link(t, n.CN, "cn0", n.R, "r-cn")
-	nstest.Link(t, n.R, "r-mn1", n.MN, "mn1")
-	nstest.Link(t, n.R, "r-mn2", n.MN, "mn2")
+	n.buildCore("it", "net.ipv6.conf.default.autoconf=0")
+	n.X = nstest.New(t, "itx")
+	n.X.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
 	nstest.Link(t, n.R, "r-x", n.X, "x0")
-	// The host side sends ILNP packets with the nonce option: TSO off there, or the router's
-	// ip6_forward drops some super-packets (platform.md, router GSO bug).
-	for _, h := range []struct {
-		ns *nstest.NS
-		If string
-	}{{n.CN, "cn0"}, {n.MN, "mn1"}, {n.MN, "mn2"}, {n.X, "x0"}} {
-		h.ns.Run("ethtool", "-K", h.If, "tso", "off")
-	}
-
-	cnAddr := ilv(l1, cnNID)
-	n.CN.Run("ip", "addr", "add", cnAddr.String()+"/64", "dev", "cn0", "nodad")
-	n.CN.Run("ip", "route", "add", "default", "via", "2001:db8:1::1", "dev", "cn0")
-	n.R.Run("ip", "addr", "add", "2001:db8:1::1/64", "dev", "r-cn")
-	n.R.Run("ip", "addr", "add", "2001:db8:2::1/64", "dev", "r-mn1")
-	n.R.Run("ip", "addr", "add", "2001:db8:3::1/64", "dev", "r-mn2")
+	n.X.Run("ethtool", "-K", "x0", "tso", "off")
 	n.R.Run("ip", "addr", "add", "2001:db8:4::1/64", "dev", "r-x")
 	n.X.Run("ip", "addr", "add", xAddr.String()+"/64", "dev", "x0")
 	n.X.Run("ip", "route", "add", "default", "via", "2001:db8:4::1", "dev", "x0")
@@ -229,8 +199,6 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 	// Deprecated (preferred_lft 0) so that the kernel never picks it as the source of the
 	// session's packets; it still receives, and replies to what is sent to it.
 	n.MN.Run("ip", "addr", "add", mnPlain.String()+"/64", "dev", "mn1", "nodad", "preferred_lft", "0")
-	// The MN starts in its first network only.
-	n.MN.Run("ip", "link", "set", "mn2", "down")
 
 	n.startRadvd()
 
@@ -277,6 +245,44 @@ func newTestNet(t *testing.T, handoff string) *testNet {
 		return err == nil && strings.Contains(out, want), out
 	})
 	return n
+}
+
+// buildCore creates the namespaces every variant has, prefix+"cn", "r" and "mn": CN - R on L1
+// and R - MN twice (mn1 on L2, mn2 on L3, down: the MN starts in its first network), with
+// forwarding on R, static addresses on CN and R, DAD off where addresses are static, and the
+// MN accepting RAs with optimistic DAD (as a real mobile host would; ilnpd asks for optimistic
+// addresses). mnSysctls are added to the MN's. Sysctls go in before the links exist, so
+// "default" reaches every interface.
+func (n *testNet) buildCore(prefix string, mnSysctls ...string) {
+	t := n.t
+	t.Helper()
+	n.CN = nstest.New(t, prefix+"cn")
+	n.R = nstest.New(t, prefix+"r")
+	n.MN = nstest.New(t, prefix+"mn")
+	for _, ns := range []*nstest.NS{n.CN, n.R} {
+		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	}
+	n.CN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
+	n.R.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1")
+	n.MN.Run(append([]string{"sysctl", "-qw", "net.ipv6.conf.default.accept_ra=1",
+		"net.ipv6.conf.default.optimistic_dad=1", "net.ipv6.conf.default.use_optimistic=1"}, mnSysctls...)...)
+	nstest.Link(t, n.CN, "cn0", n.R, "r-cn")
+	nstest.Link(t, n.R, "r-mn1", n.MN, "mn1")
+	nstest.Link(t, n.R, "r-mn2", n.MN, "mn2")
+	// The host side sends ILNP packets with the nonce option: TSO off there, or the router's
+	// ip6_forward drops some super-packets (platform.md, router GSO bug).
+	for _, h := range []struct {
+		ns *nstest.NS
+		If string
+	}{{n.CN, "cn0"}, {n.MN, "mn1"}, {n.MN, "mn2"}} {
+		h.ns.Run("ethtool", "-K", h.If, "tso", "off")
+	}
+	n.CN.Run("ip", "addr", "add", ilv(l1, cnNID).String()+"/64", "dev", "cn0", "nodad")
+	n.CN.Run("ip", "route", "add", "default", "via", "2001:db8:1::1", "dev", "cn0")
+	n.R.Run("ip", "addr", "add", "2001:db8:1::1/64", "dev", "r-cn")
+	n.R.Run("ip", "addr", "add", "2001:db8:2::1/64", "dev", "r-mn1")
+	n.R.Run("ip", "addr", "add", "2001:db8:3::1/64", "dev", "r-mn2")
+	n.MN.Run("ip", "link", "set", "mn2", "down")
 }
 
 func writeFile(t *testing.T, name, text string) {

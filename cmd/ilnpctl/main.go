@@ -1,6 +1,6 @@
 // Command ilnpctl inspects and steers a running ilnpd, in the style of iproute2.
 //
-//	ilnpctl [-s SOCKET] [-j] show locators|sessions|peers|stats
+//	ilnpctl [-s SOCKET] [-j] show locators|sessions|peers|stats|config
 //	ilnpctl [-s SOCKET] [-j] events [-f|--follow]
 //	ilnpctl [-s SOCKET] set handoff soft|hard
 //	ilnpctl [-s SOCKET] peer add NAME ILV...
@@ -39,6 +39,7 @@ import (
 
 const usage = `usage: ilnpctl [-s SOCKET] [-j] COMMAND
   show locators|sessions|peers|stats   print a table (-j: JSON)
+  show config                          the configuration in effect (after a SIGHUP reload)
   events [-f|--follow]                 print the event timeline (-j: JSON lines)
   set handoff soft|hard                switch the handoff mode
   peer add NAME ILV...                 register an ILNP peer; ILV is an IPv6 address,

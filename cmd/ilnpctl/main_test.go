@@ -42,6 +42,9 @@ func (f *fake) ShowStats(context.Context) (any, error) {
 		BadNonce int `json:"bad_nonce"`
 	}{4, 1}, nil
 }
+func (f *fake) ShowConfig(context.Context) (any, error) {
+	return map[string]string{"interfaces": "mn-r2 mn-r3", "handoff": "soft"}, nil
+}
 func (f *fake) Events(context.Context, bool) ([]timeline.Event, <-chan timeline.Event, func(), error) {
 	return []timeline.Event{
 		{MonoNS: 12_345_678_901, Kind: timeline.LUSent, Node: "mn", Peer: "cn", Attempt: 2},
@@ -119,11 +122,15 @@ func TestShowTable(t *testing.T) {
 	if code != 0 || out != "" {
 		t.Fatalf("peers exit %d: %q", code, out)
 	}
+	code, out, _ = ctl(t, "-s", sock, "show", "config")
+	if code != 0 || out != "handoff     soft\ninterfaces  mn-r2 mn-r3\n" {
+		t.Fatalf("config exit %d: %q", code, out)
+	}
 }
 
 func TestShowJSON(t *testing.T) {
 	_, sock := daemon(t)
-	for _, what := range []string{"locators", "sessions", "peers", "stats"} {
+	for _, what := range []string{"locators", "sessions", "peers", "stats", "config"} {
 		code, out, errOut := ctl(t, "-s", sock, "-j", "show", what)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", what, code, errOut)

@@ -23,7 +23,7 @@ var reloadable = map[string]bool{
 // whose values differ, sorted, split into those a running ilnpd can apply and those that need
 // a restart.
 func Diff(old, new Config) (apply, restart []string) {
-	before, after := formatted(old), formatted(new)
+	before, after := old.Values(), new.Values()
 	var changed []string
 	for k, v := range after {
 		if before[k] != v {
@@ -46,7 +46,8 @@ func Diff(old, new Config) (apply, restart []string) {
 	return apply, restart
 }
 
-func formatted(c Config) map[string]string {
+// Values is the configuration as key -> value, every key explicit, as Format writes them.
+func (c Config) Values() map[string]string {
 	out := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(c.Format()), "\n") {
 		k, v, _ := strings.Cut(line, " ")

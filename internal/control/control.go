@@ -9,7 +9,7 @@
 //
 // Wire format. The client writes one request line:
 //
-//	{"op":"show","what":"locators"}              what: locators | sessions | peers | stats
+//	{"op":"show","what":"locators"}              what: locators | sessions | peers | stats | config
 //	{"op":"events","follow":true}
 //	{"op":"set-handoff","mode":"hard"}
 //	{"op":"peer-add","name":"cn","ilvs":[{"ilv":"2001:db8:1:0:214:4fff:fe20:ee64","preference":10}]}
@@ -50,10 +50,11 @@ const (
 	Sessions What = "sessions"
 	Peers    What = "peers"
 	Stats    What = "stats"
+	Config   What = "config"
 )
 
 // Whats lists the tables in the order ilnpctl documents them.
-var Whats = []What{Locators, Sessions, Peers, Stats}
+var Whats = []What{Locators, Sessions, Peers, Stats, Config}
 
 // Handler is what the daemon implements. Show results must marshal to JSON; ilnpctl prints a
 // slice of structs as a table (columns in field order, named by the json tags), a struct or
@@ -64,6 +65,8 @@ type Handler interface {
 	ShowSessions(ctx context.Context) (any, error)
 	ShowPeers(ctx context.Context) (any, error)
 	ShowStats(ctx context.Context) (any, error)
+	// ShowConfig is the configuration in effect (after any reload), key -> value as in the file.
+	ShowConfig(ctx context.Context) (any, error)
 	// Events returns the events recorded so far (may be nil) and, when follow is set, a
 	// channel of later events plus a stop function that ends the subscription and closes the
 	// channel (timeline.Writer.Subscribe fits). Without follow, live and stop may be nil.
@@ -242,8 +245,10 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 			v, err = h.ShowPeers(ctx)
 		case Stats:
 			v, err = h.ShowStats(ctx)
+		case Config:
+			v, err = h.ShowConfig(ctx)
 		default:
-			return fail("show: unknown table %q (want locators, sessions, peers or stats)", req.What)
+			return fail("show: unknown table %q (want locators, sessions, peers, stats or config)", req.What)
 		}
 		if err != nil {
 			return fail("show %s: %v", req.What, err)

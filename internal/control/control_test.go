@@ -41,6 +41,9 @@ func (f *fake) ShowPeers(context.Context) (any, error) {
 func (f *fake) ShowStats(context.Context) (any, error) {
 	return nil, errors.New("stats unavailable")
 }
+func (f *fake) ShowConfig(context.Context) (any, error) {
+	return map[string]string{"handoff": "soft"}, nil
+}
 func (f *fake) Events(_ context.Context, follow bool) ([]timeline.Event, <-chan timeline.Event, func(), error) {
 	if !follow {
 		return f.past, nil, nil, nil

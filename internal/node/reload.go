@@ -80,3 +80,13 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (changed []string,
 	n.log.Info("configuration reloaded", "changed", changed)
 	return changed, nil
 }
+
+// ShowConfig is the configuration in effect, as the file's key -> value (ilnpctl show config).
+func (n *Node) ShowConfig(ctx context.Context) (any, error) {
+	var values map[string]string
+	err := n.do(ctx, func() error { // Reload changes n.cfg on the loop
+		values = n.cfg.Values()
+		return nil
+	})
+	return values, err
+}

@@ -430,24 +430,24 @@ func wilson(k, n int) (lo, hi float64) {
 	return max(0, mid-half), min(1, mid+half)
 }
 
-// LUExchange is one LU exchange read from the MN's timeline.
-type LUExchange struct {
+// Exchange is one signalling exchange (LU and LU-ACK, or BU and BAck) read from the MN's timeline.
+type Exchange struct {
 	StartNS  int64
 	Attempts int  // attempts sent
-	Acked    bool // an LU-ACK with outcome=acked arrived
+	Acked    bool // an accepting answer arrived (LU-ACK outcome=acked, BAck accepted)
 	AckedOn  int  // the attempt count the engine reported on the ACK
 }
 
 // LUExchanges splits the MN's timeline into LU exchanges: each lu_sent with attempt 1 opens
 // one, later attempts belong to it, and an lu_ack_received with outcome=acked closes it.
-func LUExchanges(ev []timeline.Event) []LUExchange {
+func LUExchanges(ev []timeline.Event) []Exchange {
 	return exchanges(ev, timeline.LUSent, timeline.LUAckReceived, "outcome=acked")
 }
 
 // HomeRegistrations is LUExchanges for mip6d's timeline: the home Binding Updates sent from a
 // care-of address (bu_sent, "lifetime N" with N > 0) and the accepting BAcks. Returning home
 // (lifetime 0, sent on the home link) is left out: it crosses none of the links measured.
-func HomeRegistrations(ev []timeline.Event) []LUExchange {
+func HomeRegistrations(ev []timeline.Event) []Exchange {
 	var kept []timeline.Event
 	away := false
 	for _, e := range ev {
@@ -466,13 +466,13 @@ func HomeRegistrations(ev []timeline.Event) []LUExchange {
 	return exchanges(kept, timeline.BUSent, timeline.BAckReceived, ": accepted")
 }
 
-func exchanges(ev []timeline.Event, sent, answered timeline.Kind, acked string) []LUExchange {
-	var out []LUExchange
+func exchanges(ev []timeline.Event, sent, answered timeline.Kind, acked string) []Exchange {
+	var out []Exchange
 	for _, e := range ev {
 		switch e.Kind {
 		case sent:
 			if e.Attempt <= 1 || len(out) == 0 {
-				out = append(out, LUExchange{StartNS: e.MonoNS, Attempts: 1})
+				out = append(out, Exchange{StartNS: e.MonoNS, Attempts: 1})
 				continue
 			}
 			x := &out[len(out)-1]
@@ -491,7 +491,7 @@ func exchanges(ev []timeline.Event, sent, answered timeline.Kind, acked string) 
 }
 
 // FirstTry says the exchange was acked without a retransmission.
-func (x LUExchange) FirstTry() bool { return x.Acked && x.Attempts == 1 && x.AckedOn <= 1 }
+func (x Exchange) FirstTry() bool { return x.Acked && x.Attempts == 1 && x.AckedOn <= 1 }
 
 // measureSuccess builds a lan-lan testbed whose R1-R2 and R1-R3 links lose `loss` of the
 // packets each way, runs a session in mode (ilnp-soft or mipv6), and moves the MN back and
@@ -563,7 +563,7 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 	time.Sleep(2 * time.Second)
 	ifs := [2]string{IfMNR2, IfMNR3}
 	at := 0 // index of the interface the MN is on
-	exchanges := func() []LUExchange {
+	exchanges := func() []Exchange {
 		ev, _ := readTimeline(mnEv)
 		return readExchanges(ev)
 	}

@@ -334,3 +334,37 @@ func TestSignallingSectionInMatrixReport(t *testing.T) {
 		t.Error("a section without signalling.json")
 	}
 }
+
+// The MIPv6 success measurement moves the MN away and home again: without loss every move away
+// is a home registration acknowledged at the first BU, and every return home an accepted
+// deregistration (RFC 6275 s.11.5.5), so the lab exercises the baseline's way back too.
+func TestSignallingMIPv6AwayAndHome(t *testing.T) {
+	requireLab(t)
+	cfg := SignallingConfig{Out: t.TempDir(), BinDir: t.TempDir(), Handoffs: 3} // mip6d is built there
+	row, err := measureSuccess(context.Background(), cfg, "mipv6", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Exchanges != 3 || row.FirstTry != 3 || row.Eventually != 3 || row.Analytic != 1 {
+		t.Fatalf("row %+v, want 3 home registrations, all at the first BU", row)
+	}
+	ev, err := readTimeline(filepath.Join(cfg.Out, "success", "mipv6", "loss-0", "mn-events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := 0
+	for i, e := range ev {
+		if e.Kind != timeline.BUSent || !strings.Contains(e.Detail, "lifetime 0s") {
+			continue
+		}
+		for _, a := range ev[i+1:] {
+			if a.Kind == timeline.BAckReceived && a.Seq == e.Seq && strings.HasSuffix(a.Detail, ": accepted") {
+				home++
+				break
+			}
+		}
+	}
+	if home != 3 {
+		t.Fatalf("%d accepted deregistrations at home, want 3", home)
+	}
+}

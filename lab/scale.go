@@ -110,7 +110,8 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 		}
 	}
 	start := time.Now()
-	t := &Topology{Cfg: TopologyConfig{Dir: dir}, ID: netns.Suffix(6)}
+	// RAs every 0.5-1 s, as the thesis topology's quick profile.
+	t := &Topology{Cfg: TopologyConfig{Dir: dir, RAMin: 500 * time.Millisecond, RAMax: time.Second}, ID: netns.Suffix(6)}
 	row.Namespaces = "isc-" + t.ID + "-*"
 	defer func() {
 		for _, ns := range t.all {
@@ -152,7 +153,7 @@ func MeasureScale(ctx context.Context, cfg ScaleConfig) (row ScaleRow, err error
 	if err := scaleWire(t, mns, cns); err != nil {
 		return row, err
 	}
-	if err := startScaleRadvd(t); err != nil {
+	if err := t.startRadvd("br-mn", "br-mn"); err != nil {
 		return row, err
 	}
 	for k, ns := range mns {
@@ -457,39 +458,6 @@ func scaleWire(t *Topology, mns, cns []*netns.NS) error {
 		cmd{t.R3, []string{"ip", "route", "add", "default", "via", "2001:db8:13::1", "dev", "r3-r1"}})
 	for _, c := range cmds {
 		if _, err := c.ns.Run(c.args...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func startScaleRadvd(t *Topology) error {
-	for _, r := range []struct {
-		ns     *netns.NS
-		name   string
-		prefix string
-	}{{t.R2, "r2", L2.String()}, {t.R3, "r3", L3.String()}} {
-		conf := filepath.Join(t.Cfg.Dir, "radvd-"+r.name+".conf")
-		text := fmt.Sprintf(`interface br-mn {
-	AdvSendAdvert on;
-	AdvIntervalOpt on;
-	MinRtrAdvInterval 0.5;
-	MaxRtrAdvInterval 1;
-	AdvDefaultLifetime 9;
-	prefix %s {
-		AdvOnLink on;
-		AdvAutonomous on;
-		AdvRouterAddr on;
-		AdvValidLifetime 60;
-		AdvPreferredLifetime 30;
-	};
-};
-`, r.prefix)
-		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-			return err
-		}
-		if _, err := t.Start(r.ns, "radvd-"+r.name, "radvd", "-n", "-m", "stderr", "-C", conf,
-			"-p", filepath.Join(t.Cfg.Dir, "radvd-"+r.name+".pid")); err != nil {
 			return err
 		}
 	}

@@ -157,7 +157,7 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 	if err := t.startEmulators(); err != nil {
 		return t, err
 	}
-	if err := t.startRadvd(); err != nil {
+	if err := t.startRadvd("r2-mn", "r3-mn"); err != nil {
 		return t, err
 	}
 	if cfg.Rendezvous == RendezvousDNS {
@@ -339,13 +339,14 @@ func (t *Topology) startEmulators() error {
 	return nil
 }
 
-func (t *Topology) startRadvd() error {
+// startRadvd runs radvd on R2 (L2 on r2If) and R3 (L3 on r3If) with the configured intervals.
+func (t *Topology) startRadvd(r2If, r3If string) error {
 	for _, r := range []struct {
 		ns     *netns.NS
 		name   string
 		ifname string
 		prefix netip.Prefix
-	}{{t.R2, "r2", "r2-mn", L2}, {t.R3, "r3", "r3-mn", L3}} {
+	}{{t.R2, "r2", r2If, L2}, {t.R3, "r3", r3If, L3}} {
 		conf := filepath.Join(t.Cfg.Dir, "radvd-"+r.name+".conf")
 		// AdvIntervalOpt allows sub-3-s intervals (platform.md); lifetimes cover a few missed RAs.
 		text := fmt.Sprintf(`interface %s {

@@ -191,30 +191,30 @@ func (d *Datapath) DeleteLocalNID(nid wire.NID) error {
 // SetActiveLocator sets the host-wide active local locator: every session without its own
 // LocalLocator sends from it. 0 keeps the session view's locator.
 func (d *Datapath) SetActiveLocator(l wire.L64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cfg, err := d.config()
-	if err != nil {
-		return err
-	}
-	cfg.ActiveLocal = be64(uint64(l))
-	if err := d.objs.ConfigMap.Put(uint32(0), cfg); err != nil {
-		return fmt.Errorf("datapath: set active locator %v: %w", l, err)
-	}
-	return nil
+	return d.updateConfig(fmt.Sprintf("set active locator %v", l), func(cfg *ilnpBPFIlnpConfig) {
+		cfg.ActiveLocal = be64(uint64(l))
+	})
 }
 
 // SetNewSessionsPerSecond changes Options.NewSessionsPerSecond of a loaded datapath.
 func (d *Datapath) SetNewSessionsPerSecond(rate uint32) error {
+	return d.updateConfig("set new sessions per second", func(cfg *ilnpBPFIlnpConfig) {
+		cfg.NewSessionsPerS = rate
+	})
+}
+
+// updateConfig changes one field of config_map: read, change, write under d.mu, so two setters
+// never undo each other.
+func (d *Datapath) updateConfig(what string, change func(*ilnpBPFIlnpConfig)) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg, err := d.config()
 	if err != nil {
 		return err
 	}
-	cfg.NewSessionsPerS = rate
+	change(&cfg)
 	if err := d.objs.ConfigMap.Put(uint32(0), cfg); err != nil {
-		return fmt.Errorf("datapath: set new sessions per second: %w", err)
+		return fmt.Errorf("datapath: %s: %w", what, err)
 	}
 	return nil
 }

@@ -170,15 +170,7 @@ func (d *Datapath) ingress(t testing.TB, in []byte) (uint32, []byte) {
 
 func counter(t testing.TB, d *Datapath, name string) uint64 {
 	t.Helper()
-	c, err := d.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := c[name]
-	if !ok {
-		t.Fatalf("no counter %q", name)
-	}
-	return v
+	return pkttest.Counter(t, d, name)
 }
 
 // parseFrame parses the IPv6 packet in an Ethernet frame.

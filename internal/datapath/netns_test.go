@@ -82,16 +82,7 @@ func testLocatorFlip(t *testing.T, hostTSOOff, ipv6Checksums bool) {
 	// kernel picks for the reply (B has several), which the client's connected socket refuses.
 	srv := tp.b.ListenPacket("udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
 	defer srv.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := srv.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = srv.WriteTo(buf[:n], from)
-		}
-	}()
+	go nstest.EchoUDP(srv)
 	uc := tp.a.Dial("udp6", netip.AddrPortFrom(tp.viewB, 5002).String())
 	defer uc.Close()
 	var udpSent, udpEchoed atomic.Int64

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"testing"
 
 	"ilnp/internal/wire"
 )
@@ -60,4 +61,23 @@ func IPv6(src, dst netip.Addr, next, hopLimit uint8, rest ...[]byte) []byte {
 	body := bytes.Join(rest, nil)
 	b := wire.IPv6Header{PayloadLen: uint16(len(body)), NextHeader: next, HopLimit: hopLimit, Src: src, Dst: dst}.Append(nil)
 	return append(b, body...)
+}
+
+// Counters is what both datapaths offer: named counters summed over CPUs.
+type Counters interface {
+	Counters() (map[string]uint64, error)
+}
+
+// Counter is one named counter of d; a name d does not have fails the test.
+func Counter(t testing.TB, d Counters, name string) uint64 {
+	t.Helper()
+	c, err := d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := c[name]
+	if !ok {
+		t.Fatalf("no counter %q", name)
+	}
+	return v
 }

@@ -126,15 +126,7 @@ func runIn(t testing.TB, ns *nstest.NS, prog *ebpf.Program, in []byte) (uint32, 
 
 func counter(t testing.TB, d *Datapath, name string) uint64 {
 	t.Helper()
-	c, err := d.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := c[name]
-	if !ok {
-		t.Fatalf("no counter %q", name)
-	}
-	return v
+	return pkttest.Counter(t, d, name)
 }
 
 // expect checks a verdict and the frame byte for byte.

@@ -162,16 +162,7 @@ func startUDPEcho(t *testing.T, ctx context.Context, tp *mipTopo) *udpEcho {
 	u := &udpEcho{}
 	srv := tp.mn.ListenPacket("udp6", netip.AddrPortFrom(hoa, 5002).String())
 	t.Cleanup(func() { srv.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := srv.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = srv.WriteTo(buf[:n], from)
-		}
-	}()
+	go nstest.EchoUDP(srv)
 	c := tp.cn.Dial("udp6", netip.AddrPortFrom(hoa, 5002).String())
 	t.Cleanup(func() { c.Close() })
 	go func() {

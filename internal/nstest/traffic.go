@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync/atomic"
 	"time"
 )
@@ -60,5 +61,17 @@ func ReadPattern(ctx context.Context, r io.Reader, received *atomic.Int64) error
 			}
 			return fmt.Errorf("TCP read: %w", err)
 		}
+	}
+}
+
+// EchoUDP sends every datagram conn receives back to its sender until conn is closed.
+func EchoUDP(conn net.PacketConn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := conn.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		_, _ = conn.WriteTo(buf[:n], from)
 	}
 }

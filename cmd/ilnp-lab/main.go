@@ -83,7 +83,7 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 1s] [--rendezvous hosts|dns] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
                   [--report-only] [--signalling] [--rendezvous hosts|dns]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
@@ -111,7 +111,7 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
 	fs.StringVar(&c.out, "out", "", "output directory")
 	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "ILNP modes: how the CN finds the MN: hosts (shared hosts file) or dns (real named on R1, the MN publishes NID/L64 by RFC 2136 update)")
-	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA added at the home agent (0: the baseline's own; the thesis's UMIP: 1s)")
+	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA, an extra delay at the home agent on top of its DAD of a new binding (1 s, UMIP's); default 0")
 }
 
 func (c *common) timing() (lab.Profile, error) {
@@ -283,7 +283,7 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
 	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")
-	tha := fs.Duration("mipv6-tha", d.THA, "delay: T_HA at the home agent for mipv6 modes (thesis: 1s)")
+	tha := fs.Duration("mipv6-tha", d.THA, "mipv6 runs of every part: T_HA, an extra delay at the home agent on top of its 1 s DAD (default 0)")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return fmt.Errorf("--out is required")

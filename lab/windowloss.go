@@ -3,6 +3,7 @@ package lab
 import (
 	"encoding/json"
 	"os"
+	"strings"
 
 	"ilnp/internal/timeline"
 	"ilnp/lab/measure"
@@ -17,11 +18,26 @@ import (
 // writes it (readers ignore kinds they do not know, so it can be added at any time).
 var DropKinds = map[timeline.Kind]bool{timeline.BadNonce: true, "datapath_drop": true}
 
+// datapathDrop says whether a timeline event is a packet drop the datapath reported (ilnpd
+// writes those bad_nonce events as "<event type> from <source>"; its other bad_nonce events
+// are rejected Locator Updates, not dropped data).
+func datapathDrop(e timeline.Event) bool {
+	if e.Kind != timeline.BadNonce {
+		return DropKinds[e.Kind]
+	}
+	for _, t := range []string{"bad-nonce from ", "missing-nonce from ", "multiple-nonces from "} {
+		if strings.HasPrefix(e.Detail, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // hostDropsFrom picks the drops of packets from peer (the CN's NID) out of the MN's timeline.
 func hostDropsFrom(evs []timeline.Event, peer string) []measure.HostDrop {
 	var out []measure.HostDrop
 	for _, e := range evs {
-		if DropKinds[e.Kind] && e.MonoNS != 0 && (e.Peer == peer || e.Peer == "") {
+		if datapathDrop(e) && e.MonoNS != 0 && (e.Peer == peer || e.Peer == "") {
 			out = append(out, measure.HostDrop{MonoNS: e.MonoNS, Reason: string(e.Kind) + ": " + e.Detail})
 		}
 	}

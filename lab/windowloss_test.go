@@ -36,11 +36,12 @@ func FuzzParseIperfIntervals(f *testing.F) {
 	})
 }
 
-// Drop events of the CN's packets with kernel stamps become host drops; other peers' and
-// other kinds do not.
+// Drop events of the CN's packets with kernel stamps become host drops; other peers', other
+// kinds and rejected LUs (also bad_nonce) do not.
 func TestHostDropsFrom(t *testing.T) {
 	evs := []timeline.Event{
-		{MonoNS: 5, Kind: timeline.BadNonce, Peer: CNNID, Detail: "bad_nonce from x"},
+		{MonoNS: 5, Kind: timeline.BadNonce, Peer: CNNID, Detail: "bad-nonce from 2001:db8:1::5"},
+		{MonoNS: 5, Kind: timeline.BadNonce, Peer: CNNID, Detail: "ilcc: Locator Update without the session's nonce"},
 		{MonoNS: 6, Kind: "datapath_drop", Peer: CNNID},
 		{MonoNS: 7, Kind: timeline.BadNonce, Peer: "0000:0000:0000:0009"},
 		{MonoNS: 8, Kind: timeline.LUSent, Peer: CNNID},

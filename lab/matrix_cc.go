@@ -121,7 +121,7 @@ func writeVariantPlots(m MatrixConfig) {
 			}
 			series = append(series, bs)
 		}
-		title := fmt.Sprintf("%s per TCP variant (%s profile, %d reps, 95 %% CI; cf. seed 002 fig. %s)", mt.title, m.Profile.Name, m.Reps, mt.fig)
+		title := fmt.Sprintf("%s per TCP variant (%s profile, reps: %d, 95 %% CI; cf. seed 002 fig. %s)", mt.title, m.Profile.Name, m.Reps, mt.fig)
 		_ = plots.GroupedBars(filepath.Join(m.Out, "cc-"+mt.key+".png"), title, mt.title+" ("+mt.unit+")", labels, series)
 	}
 }
@@ -136,7 +136,7 @@ func VariantsSection(m MatrixConfig) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## TCP variants (seed 002 s.6.2, figs. 17-19)\n\n")
 	fmt.Fprintf(&b, "Each TCP cell ran once per congestion control (iperf3 -C; hybla and veno are lab/cc's BPF "+
-		"struct_ops programs, registered for the run and unregistered after it). Cells: mean ± 95 %% CI over %d reps. "+
+		"struct_ops programs, registered for the run and unregistered after it). Cells: mean ± 95 %% CI, reps per cell: %d. "+
 		"The tcp tables above show the %s cells.\n\n", m.Reps, filepath.Base(m.dir(m.Scenarios[0], m.Modes[0], "tcp")))
 	_, keys := m.variantGroups()
 	for _, mt := range variantMetrics {
@@ -252,7 +252,7 @@ func (m MatrixConfig) seedComparison(keys [][2]string) string {
 	row := func(claim, ours string) string { return "| " + claim + " | " + ours + " |\n" }
 	var b strings.Builder
 	b.WriteString("### Beside the seed\n\nSeed 002 gives figs. 17-19 as bar charts without printed values; its text's " +
-		"findings and ours (cell means compared, " + fmt.Sprint(m.Reps) + " reps each; with so few reps a difference " +
+		"findings and ours (cell means compared, reps per cell: " + fmt.Sprint(m.Reps) + "; with so few reps a difference " +
 		"inside the 95 % intervals above is not significant):\n\n| seed 002 s.6.2 | ours |\n|---|---|\n")
 	ours := need("cubic", "hybla")
 	if ours == "" {

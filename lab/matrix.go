@@ -28,6 +28,9 @@ type MatrixConfig struct {
 	// Signalling, when set, also runs the ch. 6 measurements into OUT/signalling and puts
 	// them, beside the analysis, into the combined report.
 	Signalling *SignallingConfig
+	// Congestions, when set, is an axis for TCP traffic: each TCP cell runs once per
+	// congestion control into .../tcp-NAME (matrix_cc.go).
+	Congestions []string
 }
 
 // CellDir is where one combination's run goes.
@@ -45,12 +48,19 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 		}
 	}
 	// Check every name before spending an hour.
+	if err := m.validCongestions(); err != nil {
+		return err
+	}
+	total := 0
 	for _, sc := range m.Scenarios {
 		for _, mo := range m.Modes {
 			for _, tr := range m.Traffics {
-				c := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Profile: m.Profile, Reps: m.Reps, Out: "x"}
-				if err := c.Validate(); err != nil {
-					return err
+				for _, co := range m.congestionsFor(tr) {
+					c := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Congestion: co, Profile: m.Profile, Reps: m.Reps, Out: "x"}
+					if err := c.Validate(); err != nil {
+						return err
+					}
+					total++
 				}
 			}
 		}
@@ -60,29 +70,32 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 	}
 	failures := map[string]string{}
 	start := time.Now()
-	total, done := len(m.Scenarios)*len(m.Modes)*len(m.Traffics), 0
+	done := 0
 	for _, sc := range m.Scenarios {
 		for _, tr := range m.Traffics {
 			for _, mo := range m.Modes {
-				done++
-				if m.Progress != nil {
-					fmt.Fprintf(m.Progress, "matrix %d/%d (%s elapsed): %s %s %s\n", done, total, time.Since(start).Round(time.Second), sc, mo, tr)
-				}
-				cfg := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Profile: m.Profile, Reps: m.Reps, Access: m.Access,
-					Out: CellDir(m.Out, sc, mo, tr), BinDir: m.BinDir, Progress: m.Progress}
-				if _, err := Run(ctx, cfg); err != nil {
-					if errors.Is(err, context.Canceled) {
-						return err
-					}
-					failures[sc+"/"+mo+"/"+tr] = err.Error()
+				for _, co := range m.congestionsFor(tr) {
+					done++
 					if m.Progress != nil {
-						fmt.Fprintf(m.Progress, "  failed: %v\n", err)
+						fmt.Fprintf(m.Progress, "matrix %d/%d (%s elapsed): %s %s %s%s\n", done, total, time.Since(start).Round(time.Second), sc, mo, tr, cellSuffix(co))
+					}
+					cfg := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Congestion: co, Profile: m.Profile, Reps: m.Reps, Access: m.Access,
+						Out: m.cellDir(sc, mo, tr, co), BinDir: m.BinDir, Progress: m.Progress}
+					if _, err := Run(ctx, cfg); err != nil {
+						if errors.Is(err, context.Canceled) {
+							return err
+						}
+						failures[sc+"/"+mo+"/"+tr+cellSuffix(co)] = err.Error()
+						if m.Progress != nil {
+							fmt.Fprintf(m.Progress, "  failed: %v\n", err)
+						}
 					}
 				}
 			}
 			overlayModes(m, sc, tr)
 		}
 	}
+	writeVariantPlots(m)
 	if m.Signalling != nil {
 		sc := *m.Signalling
 		sc.Out, sc.BinDir, sc.Progress = filepath.Join(m.Out, "signalling"), m.BinDir, m.Progress
@@ -105,6 +118,7 @@ func WriteMatrixReport(m MatrixConfig) error {
 			overlayModes(m, sc, tr)
 		}
 	}
+	writeVariantPlots(m)
 	return os.WriteFile(filepath.Join(m.Out, "report.md"), []byte(MatrixReport(m, nil)), 0o644)
 }
 
@@ -121,7 +135,7 @@ func overlayModes(m MatrixConfig, sc, tr string) {
 	var rate, seq []plots.Series
 	var first *measure.Result
 	for _, mo := range m.Modes {
-		r, err := loadResult(filepath.Join(CellDir(m.Out, sc, mo, tr), "rep-1", "result.json"))
+		r, err := loadResult(filepath.Join(m.dir(sc, mo, tr), "rep-1", "result.json"))
 		if err != nil {
 			continue
 		}
@@ -173,7 +187,7 @@ func MatrixReport(m MatrixConfig, failures map[string]string) string {
 			for _, sc := range m.Scenarios {
 				fmt.Fprintf(&b, "| %s |", Scenarios[sc].Title)
 				for _, mo := range m.Modes {
-					s, err := summary.Read(filepath.Join(CellDir(m.Out, sc, mo, tr), "summary.json"))
+					s, err := summary.Read(filepath.Join(m.dir(sc, mo, tr), "summary.json"))
 					if err != nil {
 						b.WriteString(" failed |")
 						continue
@@ -187,6 +201,7 @@ func MatrixReport(m MatrixConfig, failures map[string]string) string {
 		fmt.Fprintf(&b, "Thesis (%s): %s\n\n", map[bool]string{true: "ch. 4.4, figs 4.4-4.15", false: "ch. 5.3, figs 5.4-5.11"}[Traffics[tr].UDP], thesisReference[Traffics[tr].UDP])
 		fmt.Fprintf(&b, "Overlays: %s-%s-rate.png, %s-%s-seq.png per scenario.\n\n", "SCENARIO", tr, "SCENARIO", tr)
 	}
+	b.WriteString(VariantsSection(m))
 	b.WriteString(SignallingSection(filepath.Join(m.Out, "signalling")))
 	if len(failures) > 0 {
 		b.WriteString("## Failed runs\n\n")
@@ -206,7 +221,7 @@ func rendezvousLine(m MatrixConfig) string {
 		var used []string
 		for _, sc := range m.Scenarios {
 			for _, tr := range m.Traffics {
-				b, err := os.ReadFile(filepath.Join(CellDir(m.Out, sc, mo, tr), "rep-1", "run.json"))
+				b, err := os.ReadFile(filepath.Join(m.dir(sc, mo, tr), "rep-1", "run.json"))
 				var meta RunMeta
 				if err != nil || json.Unmarshal(b, &meta) != nil || meta.Rendezvous == "" || seen[meta.Rendezvous] {
 					continue

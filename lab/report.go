@@ -49,6 +49,9 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 	fmt.Fprintf(&b, "# %s, %s, %s\n\n", sc.Title, cfg.Mode, cfg.Traffic)
 	fmt.Fprintf(&b, "- Scenario: %s (%s); MN access links: %s\n", sc.Name, sc.Definition, orDefault(cfg.Access, "wlan"))
 	fmt.Fprintf(&b, "- Mode: %s\n- Traffic: %s\n", mode.Describe(), tr.Describe)
+	if s.Congestion != "" {
+		fmt.Fprintf(&b, "- TCP congestion control (iperf3 -C): %s%s\n", s.Congestion, congestionNote(s.Congestion))
+	}
 	fmt.Fprintf(&b, "- Movement (%s profile): enter L3 at %v, leave L2 at %v, flow %v; RAs every %v-%v\n",
 		cfg.Profile.Name, cfg.Profile.Enter, cfg.Profile.Leave, cfg.Profile.Duration, cfg.Profile.RAMin, cfg.Profile.RAMax)
 	fmt.Fprintf(&b, "- Repetitions: %d (mean ± 95 %% confidence half-width, Student t)\n\n", s.Reps)

@@ -47,6 +47,8 @@ type RunConfig struct {
 	// Rendezvous is how the CN finds the MN in ILNP modes: "hosts" or "dns" (lab/dns.go);
 	// empty: DefaultRendezvous.
 	Rendezvous string
+	// Congestion is the TCP congestion control (cubic, hybla, veno, bbr; empty: the traffic's).
+	Congestion string
 	Out        string
 	BinDir     string    // ilnpd/ilnpctl (ILNP modes)
 	Progress   io.Writer // progress line (nil: none)
@@ -66,6 +68,9 @@ func (c *RunConfig) Validate() error {
 	}
 	if _, ok := Traffics[c.Traffic]; !ok {
 		return fmt.Errorf("unknown traffic %q (want one of %s)", c.Traffic, strings.Join(TrafficNames(), ", "))
+	}
+	if err := c.validCongestion(); err != nil {
+		return err
 	}
 	p := c.Profile
 	if p.Duration <= 0 || p.Enter <= 0 || p.Leave <= p.Enter || p.Duration <= p.Leave {
@@ -108,6 +113,7 @@ type RunMeta struct {
 	// Rendezvous is how the CN found the MN (hosts, dns, n/a); DNS its figures (lab/dns.go).
 	Rendezvous string      `json:"rendezvous"`
 	DNS        *DNSMeasure `json:"dns,omitempty"`
+	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
 	Error      string      `json:"error,omitempty"`
 }
 
@@ -133,6 +139,7 @@ func Run(ctx context.Context, cfg RunConfig) (summary.Summary, error) {
 		results = append(results, res)
 	}
 	s := summary.New(cfg.Scenario, cfg.Mode, cfg.Traffic, runs)
+	s.Congestion = cfg.congestion()
 	if err := s.Write(filepath.Join(cfg.Out, "summary.json")); err != nil {
 		return s, err
 	}
@@ -156,6 +163,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		return res, err
 	}
 	tr := Traffics[cfg.Traffic]
+	tr.Congestion = cfg.congestion()
 	prof := cfg.Profile
 	tty := isTerminal(cfg.Progress)
 	progress := func(format string, a ...any) {
@@ -184,7 +192,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
-		Rendezvous: rendezvous}
+		Rendezvous: rendezvous, Congestion: tr.Congestion}
 	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
@@ -207,6 +215,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			return res, err
 		}
 	}
+	stopCC, err := startCongestion(tr.Congestion, dir)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, stopCC()) }()
 
 	progress("measuring RTT via L2")
 	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err != nil {

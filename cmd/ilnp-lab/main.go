@@ -1,9 +1,9 @@
 // Command ilnp-lab runs the thesis's handoff experiments in network namespaces.
 //
-//	ilnp-lab run --scenario S --mode M --traffic T [--profile thesis|quick] [--reps N]
+//	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
 //	             [--rendezvous hosts|dns] --out DIR
-//	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..]
+//	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
@@ -84,10 +84,10 @@ func main() {
 
 func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
-  ilnp-lab run --scenario %s --mode %s --traffic %s
+  ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
                [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] --out DIR
-  ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...]
+  ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
@@ -167,13 +167,14 @@ func cmdRun(ctx context.Context, args []string) error {
 	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
+	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
 		return err
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
-		Access: c.access, Out: c.out, Progress: os.Stderr}
+		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -203,6 +204,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	modes := fs.String("modes", "ilnp-soft,ilnp-hard,ipv6", "modes")
 	traffics := fs.String("traffics", "udp-voip,udp-hd,tcp", "traffic kinds")
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
+	congestions := fs.String("congestions", "", "TCP congestion controls as an extra axis for tcp (e.g. cubic,hybla,veno): cells go to SCENARIO/MODE/tcp-NAME and the report gains the seed's figs. 17-19")
 	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
 	_ = fs.Parse(args)
 	if c.out == "" {
@@ -213,7 +215,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 		return err
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
-		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr}
+		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions)}
 	if *withSignalling {
 		sc := lab.DefaultSignalling("", "")
 		m.Signalling = &sc

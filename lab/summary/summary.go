@@ -6,7 +6,8 @@
 // throughput_window_bps, offered_bps, interruption_ms, tcp_bytes, tcp_retransmissions, tcp_lost,
 // session_survived. Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
-// fraction of runs that survived.
+// fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
+// the runs used.
 package summary
 
 import (
@@ -62,6 +63,10 @@ type Summary struct {
 	Runs     []Run  `json:"runs"`
 	Mean     Agg    `json:"mean"`
 	CI95     Agg    `json:"ci95"`
+
+	// Congestion is the TCP congestion control the runs used (absent for UDP traffic and in
+	// summaries written before it was recorded).
+	Congestion string `json:"congestion,omitempty"`
 }
 
 // Field describes one metric for tables.
@@ -254,6 +259,13 @@ func Validate(data []byte) error {
 	var top map[string]json.RawMessage
 	if err := strictUnmarshal(data, &top); err != nil {
 		return fmt.Errorf("summary: %w", err)
+	}
+	if raw, ok := top["congestion"]; ok {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil || s == "" {
+			return fmt.Errorf("summary: congestion must be a non-empty string")
+		}
+		delete(top, "congestion")
 	}
 	if err := exactKeys("summary", top, []string{"scenario", "mode", "traffic", "reps", "runs", "mean", "ci95"}); err != nil {
 		return err

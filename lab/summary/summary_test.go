@@ -73,6 +73,17 @@ func TestWriteReadValidates(t *testing.T) {
 	if !strings.Contains(string(raw), `"handoff_delay_ms": null`) {
 		t.Error("a field that does not apply must be written as null")
 	}
+	if strings.Contains(string(raw), `"congestion"`) {
+		t.Error("a summary without a congestion control must not write the key")
+	}
+	tcp := sample()
+	tcp.Congestion = "veno"
+	if err := tcp.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Read(path); err != nil || s.Congestion != "veno" {
+		t.Errorf("congestion round trip: %q, %v", s.Congestion, err)
+	}
 }
 
 // mutate decodes the sample, applies fn, and returns the JSON.
@@ -106,6 +117,8 @@ func TestValidateRejects(t *testing.T) {
 		"fractional reps":     func(m map[string]any) { m["reps"] = 1.5 },
 		"ci95 not an object":  func(m map[string]any) { m["ci95"] = nil },
 		"scenario not string": func(m map[string]any) { m["scenario"] = 4 },
+		"empty congestion":    func(m map[string]any) { m["congestion"] = "" },
+		"congestion a number": func(m map[string]any) { m["congestion"] = 1 },
 	}
 	for name, fn := range cases {
 		if err := Validate(mutate(t, fn)); err == nil {
@@ -116,6 +129,9 @@ func TestValidateRejects(t *testing.T) {
 	}
 	if err := Validate(mutate(t, func(map[string]any) {})); err != nil {
 		t.Errorf("unchanged sample rejected: %v", err)
+	}
+	if err := Validate(mutate(t, func(m map[string]any) { m["congestion"] = "hybla" })); err != nil {
+		t.Errorf("sample with a congestion control rejected: %v", err)
 	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")

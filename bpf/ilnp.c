@@ -321,12 +321,17 @@ int ilnp_ingress(struct __sk_buff *skb)
 		ilnp_emit(ILNP_EV_NONCE_LEARNED, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 	}
 
-	/* Locator Updates keep their wire addresses: the daemon reads them from a raw ICMPv6
-	 * socket and needs the locator they came from; their nonce is verified here. */
+	/* Locator Updates keep their wire addresses and their (now verified) nonce: the daemon
+	 * reads them from a raw ICMPv6 socket and needs the locator they came from. */
 	__be64 pseudo_old[2], pseudo_new[2];
+	int err;
 
 	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
-	if (ilnp_decap(skb, &pkt, is_lu, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
+	if (is_lu)
+		err = ilnp_mark_nonce_verified(skb, &pkt);
+	else
+		err = ilnp_decap(skb, &pkt, sess->remote_view, sess->local_view, pseudo_old, pseudo_new);
+	if (err < 0) {
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}

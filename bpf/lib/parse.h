@@ -28,6 +28,10 @@
 #define ILNP_OPT_PAD1 0x00
 #define ILNP_OPT_PADN 0x01
 #define ILNP_OPT_NONCE 0x8B /* RFC 6744 s.2 */
+/* A Locator Update's nonce after this host's ingress checked it (wire.VerifiedNonceOptionType):
+ * RFC 4727 experimental type, act bits 00, so the kernel delivers the LU and the daemon reads
+ * the nonce the packet carried. */
+#define ILNP_OPT_VERIFIED_NONCE 0x1E
 
 #define ILNP_ICMPV6_PARAM_PROBLEM 4
 #define ILNP_ICMPV6_LOCATOR_UPDATE 156 /* RFC 6743 */

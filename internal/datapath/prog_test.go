@@ -630,34 +630,50 @@ func TestLocatorChecks(t *testing.T) {
 	}
 }
 
-// Locator Updates: nonce verified and stripped, addresses and ICMPv6 checksum left as on the
-// wire for the daemon's raw socket, even from a locator the session does not know yet. Without
-// a nonce they are dropped.
+// Locator Updates: nonce verified and kept, its option type turned into the verified-nonce
+// marker (wire.VerifiedNonceOptionType) so the daemon reads the nonce the LU carried; addresses
+// and ICMPv6 checksum left as on the wire for the daemon's raw socket, even from a locator the
+// session does not know yet. Without a nonce, with a wrong one, or arriving already "marked"
+// they are dropped.
 func TestLocatorUpdateIngress(t *testing.T) {
-	d := newDatapath(t, Options{})
-	h := hostA(t, 4)
-	h.setup(t, d, true)
-	from, to := addr(lX, nidB), addr(lA2, nidA)
-	lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Preference: 1, Lifetime: 30}}}.Marshal(from, to)
-	must(t, err)
-	in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, h.peerNonce, wire.ProtoICMPv6, lu))
-	ret, out := d.ingress(t, in)
-	if ret != verdictNext {
-		t.Fatalf("verdict %d", ret)
-	}
-	want := frame(ipv6Packet(from, to, wire.ProtoICMPv6, lu))
-	if !bytes.Equal(out, want) {
-		t.Fatalf("LU after ingress\n got % x\nwant % x", out, want)
-	}
-	if c := counter(t, d, "ingress_locator_updates"); c != 1 {
-		t.Fatalf("ingress_locator_updates = %d", c)
-	}
-	if ret, _ := d.ingress(t, want); ret != verdictDrop {
-		t.Fatalf("LU without nonce: verdict %d, want drop", ret)
-	}
-	bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, mustNonce(t, 0, 0, 0, 1), wire.ProtoICMPv6, lu))
-	if ret, _ := d.ingress(t, bad); ret != verdictDrop {
-		t.Fatalf("LU with a wrong nonce: verdict %d, want drop", ret)
+	for _, size := range []int{4, 12} {
+		d := newDatapath(t, Options{NonceSize: size})
+		h := hostA(t, size)
+		h.setup(t, d, true)
+		from, to := addr(lX, nidB), addr(lA2, nidA)
+		lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Preference: 1, Lifetime: 30}}}.Marshal(from, to)
+		must(t, err)
+		in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, h.peerNonce, wire.ProtoICMPv6, lu))
+		ret, out := d.ingress(t, in)
+		if ret != verdictNext {
+			t.Fatalf("%d-byte nonce: verdict %d", size, ret)
+		}
+		want := append([]byte(nil), in...)
+		want[14+wire.IPv6HeaderLen+2] = wire.VerifiedNonceOptionType
+		if !bytes.Equal(out, want) {
+			t.Fatalf("%d-byte nonce: LU after ingress\n got % x\nwant % x", size, out, want)
+		}
+		n, err := wire.LocallyVerifiedNonce(out[14+wire.IPv6HeaderLen:])
+		if err != nil || n != h.peerNonce {
+			t.Fatalf("%d-byte nonce: daemon would read %v, %v; want %v", size, n, err, h.peerNonce)
+		}
+		if c := counter(t, d, "ingress_locator_updates"); c != 1 {
+			t.Fatalf("ingress_locator_updates = %d", c)
+		}
+		if ret, _ := d.ingress(t, want); ret != verdictDrop {
+			t.Fatalf("LU arriving with a verified-nonce marker: verdict %d, want drop", ret)
+		}
+		if ret, _ := d.ingress(t, frame(ipv6Packet(from, to, wire.ProtoICMPv6, lu))); ret != verdictDrop {
+			t.Fatalf("LU without nonce: verdict %d, want drop", ret)
+		}
+		wrong := mustNonce(t, 0, 0, 0, 1)
+		if size == 12 {
+			wrong = mustNonce(t, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1)
+		}
+		bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, wrong, wire.ProtoICMPv6, lu))
+		if ret, _ := d.ingress(t, bad); ret != verdictDrop {
+			t.Fatalf("LU with a wrong nonce: verdict %d, want drop", ret)
+		}
 	}
 }
 
@@ -754,3 +770,4 @@ func TestNonceFirstN(t *testing.T) {
 	}
 	checkViewChecksum(t, p, pkt)
 }
+

@@ -1,0 +1,229 @@
+package node_test
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/ipv6"
+
+	"ilnp/internal/nstest"
+	"ilnp/internal/wire"
+)
+
+// verifiedNonceOption is the option type the CN's ingress program gives a Locator Update's
+// nonce once it has checked it (wire.VerifiedNonceOptionType): an attacker who writes it himself
+// must gain nothing.
+const verifiedNonceOption = 0x1E
+
+// attacker is a namespace wired straight to an interface of the CN (cn-bad) and of the MN
+// (mn-bad) that are not in their daemons' `interfaces`: no ILNP datapath sees what arrives there.
+type attacker struct {
+	ns *nstest.NS
+}
+
+func newAttacker(n *testNet) *attacker {
+	t := n.t
+	t.Helper()
+	a := &attacker{ns: nstest.New(t, "ita")}
+	a.ns.Run("sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	n.MN.Run("sysctl", "-qw", "net.ipv6.conf.default.accept_ra=0")
+	nstest.Link(t, n.CN, "cn-bad", a.ns, "a-cn")
+	nstest.Link(t, n.MN, "mn-bad", a.ns, "a-mn")
+	// Straight to the victims' addresses over the side links (the victims answer Neighbor
+	// Solicitations only for addresses of the interface asked, so the neighbours are static).
+	for _, h := range []struct {
+		ns        *nstest.NS
+		dev, via  string
+		addr, net string
+	}{
+		{n.CN, "cn-bad", "a-cn", ilv(l1, cnNID).String(), l1.Prefix().String()},
+		{n.MN, "mn-bad", "a-mn", ilv(l2, mnNID).String(), l2.Prefix().String()},
+		{n.MN, "mn-bad", "a-mn", ilv(l3, mnNID).String(), l3.Prefix().String()},
+	} {
+		mac := strings.TrimSpace(h.ns.Run("cat", "/sys/class/net/"+h.dev+"/address"))
+		a.ns.Run("ip", "-6", "route", "replace", h.net, "dev", h.via)
+		a.ns.Run("ip", "-6", "neigh", "replace", h.addr, "lladdr", mac, "dev", h.via, "nud", "permanent")
+	}
+	return a
+}
+
+// forgedLU builds an LU (or LU-ACK) from src to dst: without a Destination Options header
+// (opt 0), or with the nonce in an option of type opt.
+func forgedLU(t *testing.T, src, dst wire.ILV, lu wire.LocatorUpdate, opt byte, nonce wire.Nonce) []byte {
+	t.Helper()
+	msg, err := lu.Marshal(src.Addr(), dst.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt == 0 {
+		pkt := wire.IPv6Header{PayloadLen: uint16(len(msg)), NextHeader: wire.ProtoICMPv6, HopLimit: 64,
+			Src: src.Addr(), Dst: dst.Addr()}.Append(nil)
+		return append(pkt, msg...)
+	}
+	pkt := wire.AppendILNPPacket(nil, src, dst, nonce, wire.ProtoICMPv6, msg)
+	pkt[wire.IPv6HeaderLen+2] = opt
+	return pkt
+}
+
+func mustNonce(t *testing.T, s string) wire.Nonce {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := wire.NonceFromBytes(b)
+	if err != nil {
+		t.Fatalf("nonce %q: %v", s, err)
+	}
+	return n
+}
+
+func statDelta(t *testing.T, d *daemon, before map[string]uint64, name string) uint64 {
+	t.Helper()
+	s, err := d.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s[name] - before[name]
+}
+
+// TestForgedLocatorUpdates: LUs and LU-ACKs that reach a node through an interface without the
+// ILNP datapath are never believed, whether they carry no nonce, the nonce option (the kernel
+// discards it there) or the option the datapath uses for a verified nonce, and even when the
+// nonce in them is the session's real one. A forged ACK does not stop the MN retransmitting
+// its LU; the CN's real ACK still ends it.
+func TestForgedLocatorUpdates(t *testing.T) {
+	n := newTestNet(t, "soft")
+	a := newAttacker(n)
+	mnAddr := ilv(l2, mnNID)
+	if _, err := ping(n.CN, mnAddr, 3, 100*time.Millisecond, 2*time.Second); err != nil {
+		t.Fatalf("session CN -> MN: %v", err)
+	}
+	before := n.cn.session(t, mnNID)
+	mnSession := n.mn.session(t, cnNID)
+	stats0, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The CN: 3 LUs of each kind claiming the MN moved to 2001:db8:bad::.
+	bad := mustL64("2001:db8:bad::")
+	lu := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: bad, Lifetime: 600}}}
+	src, dst := wire.ILV{Locator: bad, NID: mnNID}, wire.ILV{Locator: l1, NID: cnNID}
+	realNonce := mustNonce(t, before.RemoteNonce)
+	const each = 3
+	for i := 0; i < each; i++ {
+		for _, opt := range []byte{0, wire.NonceOptionType, verifiedNonceOption} {
+			if err := sendRaw(a.ns, forgedLU(t, src, dst, lu, opt, realNonce)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // give a (wrongly) accepted LU time to take effect
+	after := n.cn.session(t, mnNID)
+	if after.ActiveRemote != before.ActiveRemote || after.RemoteLocators != before.RemoteLocators {
+		t.Errorf("forged LUs on a non-ILNP interface changed the CN's session:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// Those without the nonce option reach the socket and are counted; the kernel itself
+	// discards those with it (unknown option, act bits 10).
+	if d := statDelta(t, n.cn, stats0, "lu_foreign_interface"); d != 2*each {
+		t.Errorf("CN counted %d LUs from a non-ILNP interface, sent %d that reach its socket", d, 2*each)
+	}
+	for _, c := range []string{"lu_received", "lu_ack_sent"} {
+		if d := statDelta(t, n.cn, stats0, c); d != 0 {
+			t.Errorf("forged LUs reached the CN's ILCC: %s +%d", c, d)
+		}
+	}
+
+	// The MN moves while every real LU-ACK is dropped on R; forged ACKs matching its LU
+	// exactly arrive on its side link. It must go on retransmitting until the real ACK.
+	n.R.Run("nft", "add table ip6 trust; add chain ip6 trust relay { type filter hook forward priority 0; }; "+
+		"add rule ip6 trust relay oifname \"r-mn*\" icmpv6 type 156 counter drop")
+	t.Cleanup(func() { _, _ = n.R.Try("nft", "delete table ip6 trust") })
+	luSeen := n.listenLUs(t, n.CN)
+	mnStats0, err := n.mn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.MN.Run("ip", "link", "set", "mn2", "up")
+	var real wire.LocatorUpdate
+	select {
+	case real = <-luSeen:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the MN sent no LU to the CN within 15 s of entering L3")
+	}
+	ack := real.Ack()
+	ackNonce := mustNonce(t, mnSession.RemoteNonce)
+	for _, to := range []wire.L64{l2, l3} {
+		for _, opt := range []byte{0, verifiedNonceOption} {
+			pkt := forgedLU(t, wire.ILV{Locator: l1, NID: cnNID}, wire.ILV{Locator: to, NID: mnNID}, ack, opt, ackNonce)
+			if err := sendRaw(a.ns, pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sent := statDelta(t, n.mn, mnStats0, "lu_sent")
+	n.waitFor(10*time.Second, "MN retransmits its LU after the forged ACKs", func() (bool, string) {
+		d := statDelta(t, n.mn, mnStats0, "lu_sent")
+		return d > sent, fmt.Sprintf("lu_sent +%d", d)
+	})
+	if d := statDelta(t, n.mn, mnStats0, "lu_ack_acked"); d != 0 {
+		t.Errorf("a forged LU-ACK ended the MN's LU (lu_ack_acked +%d)", d)
+	}
+	if d := statDelta(t, n.mn, mnStats0, "lu_foreign_interface"); d != 4 {
+		t.Errorf("MN counted %d LU-ACKs from a non-ILNP interface, sent 4", d)
+	}
+	n.R.Run("nft", "delete table ip6 trust")
+	n.waitFor(20*time.Second, "the CN's real ACK ends the MN's LU", func() (bool, string) {
+		d := statDelta(t, n.mn, mnStats0, "lu_ack_acked")
+		return d >= 1, fmt.Sprintf("lu_ack_acked +%d", d)
+	})
+}
+
+// listenLUs reads the Locator Updates (advertisements) that reach ns's raw ICMPv6 sockets, as
+// the daemon there sees them, and hands each one over.
+func (n *testNet) listenLUs(t *testing.T, ns *nstest.NS) <-chan wire.LocatorUpdate {
+	t.Helper()
+	conn := ns.ListenPacket("ip6:ipv6-icmp", "::")
+	t.Cleanup(func() { conn.Close() })
+	pc := ipv6.NewPacketConn(conn)
+	var f ipv6.ICMPFilter
+	f.SetAll(true)
+	f.Accept(ipv6.ICMPType(wire.ICMPv6TypeLocatorUpdate))
+	if err := pc.SetICMPFilter(&f); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.SetControlMessage(ipv6.FlagDst, true); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan wire.LocatorUpdate, 16)
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			k, cm, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			ip, ok := from.(*net.IPAddr)
+			if !ok || cm == nil {
+				continue
+			}
+			s, _ := netip.AddrFromSlice(ip.IP)
+			d, _ := netip.AddrFromSlice(cm.Dst)
+			lu, err := wire.ParseLocatorUpdate(buf[:k], s.Unmap(), d.Unmap(), wire.LUParseOptions{})
+			if err != nil || lu.Op != wire.OpAdvertisement {
+				continue
+			}
+			select {
+			case out <- lu:
+			default:
+			}
+		}
+	}()
+	return out
+}

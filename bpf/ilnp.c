@@ -306,6 +306,14 @@ int ilnp_ingress(struct __sk_buff *skb)
 
 	is_lu = pkt.l4_proto == ILNP_NH_ICMPV6 && pkt.l4_off &&
 		pkt.icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+	if (learn && is_lu) {
+		/* Nothing proves a nonce before it is learned, so only the locators the initiator
+		 * itself chose (the responder's from name resolution) can vouch for the first
+		 * one; an LU may come from anywhere and so never teaches it. */
+		ilnp_count(ILNP_C_IN_LEARN_REFUSED);
+		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		return TCX_DROP;
+	}
 	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
 	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
 		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);

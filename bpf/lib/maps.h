@@ -190,6 +190,7 @@ enum ilnp_counter {
 	ILNP_C_NONCE_POOL_EMPTY,
 	ILNP_C_EVENTS_LOST,
 	ILNP_C_IN_SESSIONS_LIMITED, /* new session refused: over new_sessions_per_s */
+	ILNP_C_IN_LEARN_REFUSED,    /* LU while the session waits for the responder's nonce */
 	ILNP_C_MAX,
 };
 

@@ -771,3 +771,58 @@ func TestNonceFirstN(t *testing.T) {
 	checkViewChecksum(t, p, pkt)
 }
 
+// While an initiator session waits for the responder's first nonce, only a packet from a
+// locator the session already knows may teach it; a Locator Update never may (it announces
+// locators, so it would teach an off-path attacker's nonce from anywhere), from an unknown
+// locator or a known one, whatever AcceptUnknownLocator says.
+func TestNonceLearningOnlyFromKnownLocators(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		d := newDatapath(t, Options{AcceptUnknownLocator: accept})
+		h := hostA(t, 4)
+		h.setup(t, d, false)
+		must(t, d.PutPeer(Peer{Addr: addr(lB1, nidB), Active: lB2,
+			Locators: []RemoteLocator{{Locator: lB1, State: LocatorValid}, {Locator: lB2, State: LocatorActive}}}))
+		out := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoTCP, tcpSegment(h.viewSrc(), h.viewDst(), payload)))
+		if ret, _ := d.egress(t, out); ret != verdictRedirect {
+			t.Fatalf("accept=%v: first packet verdict %d", accept, ret)
+		}
+		to := addr(lA2, nidA)
+		attacker := mustNonce(t, 6, 6, 6, 6)
+		lu := func(from wire.L64) []byte {
+			src := addr(from, nidB)
+			msg, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Lifetime: 30}}}.Marshal(src, to)
+			must(t, err)
+			return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: from, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, attacker, wire.ProtoICMPv6, msg))
+		}
+		data := func(from wire.L64, n wire.Nonce) []byte {
+			src := addr(from, nidB)
+			return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: from, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, n, wire.ProtoTCP,
+				tcpSegment(zeroLocator(src), zeroLocator(to), payload)))
+		}
+		for _, c := range []struct {
+			name string
+			pkt  []byte
+		}{
+			{"LU from an unknown locator", lu(lX)},
+			{"LU from a known locator", lu(lB2)},
+			{"data from an unknown locator", data(lX, attacker)},
+		} {
+			if ret, _ := d.ingress(t, c.pkt); ret != verdictDrop {
+				t.Errorf("accept=%v: %s while learning: verdict %d, want drop", accept, c.name, ret)
+			}
+			if s, _ := d.GetSession(nidA, nidB); !s.RemoteNonce.IsZero() {
+				t.Fatalf("accept=%v: %s taught the session nonce %v", accept, c.name, s.RemoteNonce)
+			}
+		}
+		if c := counter(t, d, "ingress_learn_refused"); c != 2 {
+			t.Errorf("accept=%v: ingress_learn_refused = %d, want the 2 LUs", accept, c)
+		}
+		theirs := mustNonce(t, 1, 2, 3, 4)
+		if ret, _ := d.ingress(t, data(lB1, theirs)); ret != verdictNext {
+			t.Fatalf("accept=%v: reply from a known locator: verdict %d", accept, ret)
+		}
+		if s, _ := d.GetSession(nidA, nidB); s.RemoteNonce != theirs {
+			t.Fatalf("accept=%v: reply from a known locator did not teach the nonce: %v", accept, s.RemoteNonce)
+		}
+	}
+}

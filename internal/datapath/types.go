@@ -229,6 +229,7 @@ var counterNames = []string{
 	"nonce_pool_empty",
 	"events_lost",
 	"ingress_sessions_limited",
+	"ingress_learn_refused",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -82,6 +82,8 @@ int ilnp_egress(struct __sk_buff *skb)
 	key.local_nid = pkt.ip6.src_nid;
 	key.remote_nid = pkt.ip6.dst_nid;
 	sess = bpf_map_lookup_elem(&sessions, &key);
+	if (!sess)
+		sess = ilnp_promote_embryo(skb, &key, &pkt);
 	/* Only the session view is translated: the same hosts may talk plain IPv6 between other
 	 * addresses (dual stack). */
 	if (sess && (sess->local_view != pkt.ip6.src_l64 || sess->remote_view != pkt.ip6.dst_l64)) {
@@ -292,6 +294,16 @@ int ilnp_ingress(struct __sk_buff *skb)
 		if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
 		} else {
+			int bad;
+
+			sess = ilnp_embryo_match(&key, &pkt, &bad);
+			if (bad) {
+				ilnp_count(ILNP_C_IN_BAD_NONCE);
+				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+				return TCX_DROP;
+			}
+		}
+		if (!sess) {
 			if (!ilnp_session_budget_take(cfg)) {
 				ilnp_count(ILNP_C_IN_SESSIONS_LIMITED);
 				return TCX_DROP;

@@ -34,6 +34,7 @@ lu-max-timeout 4s
 lu-max-attempts 5
 session-idle-timeout 2m
 new-sessions-per-second 50
+session-table-size 4096
 nonce-size 12
 nonce first 10
 echo-nonce on
@@ -71,6 +72,7 @@ func TestParseFull(t *testing.T) {
 		LUMaxAttempts:        5,
 		SessionIdleTimeout:   2 * time.Minute,
 		NewSessionsPerSecond: 50,
+		SessionTableSize:     4096,
 		NonceSize:            12,
 		NonceMode:            NonceFirst,
 		NonceFirstN:          10,
@@ -188,6 +190,7 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nlu-max-attempts 0\n", "lu-max-attempts: 0 is out of range [1, 100]"},
 		{"interfaces a\nlu-max-attempts seven\n", "want an integer"},
 		{"interfaces a\nnew-sessions-per-second -1\n", "new-sessions-per-second: -1 is out of range [0, 1000000]"},
+		{"interfaces a\nsession-table-size 100\n", "session-table-size: 100 is out of range [256, 1048576]"},
 		{"interfaces a\nsession-idle-timeout 10ms\n", "out of range"},
 		{"interfaces a\nnonce-size 8\n", "nonce-size: want 4 or 12"},
 		{"interfaces a\nnonce first\n", "nonce: want \"every\" or \"first N\""},

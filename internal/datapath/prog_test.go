@@ -467,16 +467,18 @@ func TestResponderSessionCreated(t *testing.T) {
 		t.Fatalf("view %v -> %v", p.IPv6.Src, p.IPv6.Dst)
 	}
 	checkViewChecksum(t, p, pkt)
-	e := nextEvent(t, ev, EventSessionResponder)
-	if e.RemoteNID != nidB || e.LocalNID != nidA {
-		t.Fatalf("event %+v", e)
-	}
+	// An embryo until this host answers: no event, not in the session table.
 	s, err := d.GetSession(nidA, nidB)
 	must(t, err)
-	if s.RemoteNonce != theirs || s.LocalNonce.Len() != 4 || s.LocalNonce == theirs || s.Flags&SessionResponder == 0 || s.Flags&SessionWeakNonce != 0 {
+	if s.RemoteNonce != theirs || s.LocalNonce.Len() != 4 || s.LocalNonce == theirs || s.Flags&SessionResponder == 0 ||
+		s.Flags&SessionWeakNonce != 0 || s.Flags&SessionEmbryonic == 0 {
 		t.Fatalf("session %+v", s)
 	}
-	// Reply from the socket (session view) carries our own nonce to where B is.
+	if all, err := d.Sessions(); err != nil || len(all) != 0 {
+		t.Fatalf("embryo in the session table: %+v %v", all, err)
+	}
+	// Reply from the socket (session view) carries our own nonce to where B is, and makes
+	// the session a real one.
 	reply := frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoTCP, tcpSegment(addr(lA1, nidA), from, payload)))
 	_, out = d.egress(t, reply)
 	p, pkt = parseFrame(t, out)
@@ -484,6 +486,16 @@ func TestResponderSessionCreated(t *testing.T) {
 		t.Fatalf("reply nonce %v from %v to %v", n, p.IPv6.Src, p.IPv6.Dst)
 	}
 	checkWireChecksum(t, p, pkt)
+	e := nextEvent(t, ev, EventSessionResponder)
+	if e.RemoteNID != nidB || e.LocalNID != nidA {
+		t.Fatalf("event %+v", e)
+	}
+	if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&SessionEmbryonic != 0 {
+		t.Fatalf("after the reply: %+v %v", s, err)
+	}
+	if all, err := d.Sessions(); err != nil || len(all) != 1 {
+		t.Fatalf("session table after the reply: %+v %v", all, err)
+	}
 	// The next packet with B's nonce is accepted through the <NID, nonce> index.
 	if ret, _ := d.ingress(t, in); ret != verdictNext {
 		t.Fatalf("second packet verdict %d", ret)
@@ -824,5 +836,84 @@ func TestNonceLearningOnlyFromKnownLocators(t *testing.T) {
 		if s, _ := d.GetSession(nidA, nidB); s.RemoteNonce != theirs {
 			t.Fatalf("accept=%v: reply from a known locator did not teach the nonce: %v", accept, s.RemoteNonce)
 		}
+	}
+}
+
+// Embryonic responder sessions: a flood of first packets from made-up NIDs, far more than the
+// session table holds, only churns the embryos LRU map; the stack's mechanical answers
+// (SYN-ACK, RST, ICMPv6 errors) go out through the embryo without promoting it; a
+// legitimate peer's session is promoted by the first real reply and works; a wrong nonce for
+// an embryo is dropped.
+func TestEmbryonicSessions(t *testing.T) {
+	const size = 256
+	d := newDatapath(t, Options{SessionTableSize: size})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	to := addr(lA2, nidA)
+	first := func(peer wire.NID, n wire.Nonce) []byte {
+		from := addr(lB2, peer)
+		return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: peer}, wire.ILV{Locator: lA2, NID: nidA},
+			n, wire.ProtoTCP, tcpSegment(zeroLocator(from), zeroLocator(to), payload)))
+	}
+	nonceOf := func(i int) wire.Nonce { return mustNonce(t, 0xee, byte(i>>16), byte(i>>8), byte(i)) }
+	answer := func(peer wire.NID, seg []byte, proto uint8) []byte {
+		return frame(ipv6Packet(addr(lA1, nidA), addr(lB2, peer), proto, seg))
+	}
+	// Mechanical answers to a spoofed first packet.
+	victimSrc, victimDst := addr(lA1, nidA), addr(lB2, 0x200)
+	synack := tcpSegment(victimSrc, victimDst, nil)
+	synack[13] = 0x12
+	rst := tcpSegment(victimSrc, victimDst, nil)
+	rst[13] = 0x04
+	unreach := []byte{1, 4, 0, 0, 0, 0, 0, 0}
+	for i, a := range []struct {
+		seg   []byte
+		proto uint8
+	}{{synack, wire.ProtoTCP}, {rst, wire.ProtoTCP}, {unreach, wire.ProtoICMPv6}} {
+		peer := wire.NID(0x200 + i)
+		if ret, _ := d.ingress(t, first(peer, nonceOf(i))); ret != verdictNext {
+			t.Fatalf("spoofed first packet %d: verdict %d", i, ret)
+		}
+		ret, out := d.egress(t, answer(peer, a.seg, a.proto))
+		if ret == verdictDrop {
+			t.Fatalf("mechanical answer %d dropped", i)
+		}
+		if p, _ := parseFrame(t, out); p.IPv6.Dst != addr(lB2, peer) {
+			t.Fatalf("mechanical answer %d not translated: to %v", i, p.IPv6.Dst)
+		}
+		if s, err := d.GetSession(nidA, peer); err != nil || s.Flags&SessionEmbryonic == 0 {
+			t.Fatalf("mechanical answer %d promoted the session: %+v %v", i, s, err)
+		}
+	}
+	// A flood of 4x the table.
+	for i := 0; i < 4*size; i++ {
+		if ret, _ := d.ingress(t, first(wire.NID(0x10000+i), nonceOf(i))); ret != verdictNext {
+			t.Fatalf("flood packet %d: verdict %d", i, ret)
+		}
+	}
+	if all, err := d.Sessions(); err != nil || len(all) != 0 {
+		t.Fatalf("the flood reached the session table: %d sessions, %v", len(all), err)
+	}
+	// The legitimate peer: first packet, a wrong-nonce packet for its embryo, a real reply.
+	theirs := mustNonce(t, 1, 2, 3, 4)
+	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
+		t.Fatalf("legitimate first packet: verdict %d", ret)
+	}
+	if ret, _ := d.ingress(t, first(nidB, mustNonce(t, 4, 3, 2, 1))); ret != verdictDrop {
+		t.Fatalf("wrong nonce for an embryo: verdict %d, want drop", ret)
+	}
+	reply := answer(nidB, tcpSegment(addr(lA1, nidA), addr(lB2, nidB), payload), wire.ProtoTCP)
+	if ret, _ := d.egress(t, reply); ret == verdictDrop {
+		t.Fatalf("reply dropped")
+	}
+	s, err := d.GetSession(nidA, nidB)
+	if err != nil || s.Flags&SessionEmbryonic != 0 || s.RemoteNonce != theirs {
+		t.Fatalf("legitimate session after its reply: %+v %v", s, err)
+	}
+	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
+		t.Fatalf("legitimate session's next packet: verdict %d", ret)
+	}
+	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+4 || p != 1 {
+		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+4)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 
 	"ilnp/internal/nstest"
 	"ilnp/internal/wire"
@@ -227,3 +228,115 @@ func (n *testNet) listenLUs(t *testing.T, ns *nstest.NS) <-chan wire.LocatorUpda
 	}()
 	return out
 }
+
+// TestSessionTableFlood: spoofed first packets with made-up NIDs and nonces, at the configured
+// new-session rate for longer than the idle timeout (both scaled down with the table, so that
+// rate x idle timeout is more than the table holds), do not keep a new legitimate
+// correspondent out: the MN's UDP datagrams to the CN are answered throughout, the flood
+// leaves no ILCC session and no host route on the CN, and every flood packet is counted.
+func TestSessionTableFlood(t *testing.T) {
+	const (
+		table = 1024
+		rate  = 300 // per second: 300 x 5 s idle = 1500 > 1024
+		secs  = 8
+	)
+	n := newTestNetConf(t, "soft", map[string]string{"cn": fmt.Sprintf(
+		"session-table-size %d\nnew-sessions-per-second %d\nsession-idle-timeout 5s\n", table, rate)})
+	echo := n.CN.ListenPacket("udp6", "[::]:7007")
+	t.Cleanup(func() { echo.Close() })
+	go nstest.EchoUDP(echo)
+	stats0, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The flood, from X through R: ICMPv6 Echo Replies (which draw no answer) from random
+	// NIDs on X's prefix with random nonces.
+	floodDone := make(chan error, 1)
+	var sent int
+	go func() {
+		floodDone <- n.X.Do(func() error {
+			fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_RAW)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			dst := wire.ILV{Locator: l1, NID: cnNID}
+			tick := time.NewTicker(time.Second / rate)
+			defer tick.Stop()
+			for i := 0; i < rate*secs; i++ {
+				<-tick.C
+				nid, err := wire.RandomNID()
+				if err != nil {
+					return err
+				}
+				nonce, err := wire.RandomNonce(4)
+				if err != nil {
+					return err
+				}
+				msg := []byte{129, 0, 0, 0, 0, 1, byte(i >> 8), byte(i)}
+				pkt := wire.AppendILNPPacket(nil, wire.ILV{Locator: l4, NID: nid}, dst, nonce, wire.ProtoICMPv6, msg)
+				if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet6{Addr: dst.Addr().As16()}); err != nil {
+					return fmt.Errorf("flood packet %d: %w", i, err)
+				}
+				sent++
+			}
+			return nil
+		})
+	}()
+
+	// The legitimate newcomer, after the flood has run longer than the idle timeout.
+	time.Sleep(6 * time.Second)
+	cnAddr, err := resolve(n.MN, "cn")
+	if err != nil {
+		t.Fatalf("resolve cn on the MN: %v", err)
+	}
+	conn := n.MN.Dial("udp6", netip.AddrPortFrom(cnAddr, 7007).String())
+	defer conn.Close()
+	answered := 0
+	buf := make([]byte, 64)
+	for i := 0; i < 10; i++ {
+		if _, err := conn.Write([]byte(fmt.Sprintf("legit %d", i))); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if k, err := conn.Read(buf); err == nil && string(buf[:k]) == fmt.Sprintf("legit %d", i) {
+			answered++
+		}
+	}
+	if err := <-floodDone; err != nil {
+		t.Fatal(err)
+	}
+	if answered < 9 {
+		t.Errorf("a new correspondent during a session-table flood got %d of 10 datagrams answered", answered)
+	}
+	stats, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := func(name string) uint64 { return stats[name] - stats0[name] }
+	// Every flood packet either made an embryo or was refused by the rate bound; the
+	// newcomer made one more and was promoted.
+	if got := d("dp_embryos_created") + d("dp_ingress_sessions_limited"); got != uint64(sent)+1 {
+		t.Errorf("embryos_created %d + sessions_limited %d = %d, want the %d flood packets + 1",
+			d("dp_embryos_created"), d("dp_ingress_sessions_limited"), got, sent)
+	}
+	if p := d("dp_embryos_promoted"); p != 1 {
+		t.Errorf("embryos_promoted %d, want 1 (the newcomer)", p)
+	}
+	rows, err := n.cn.sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].PeerNID != mnNID.String() {
+		t.Errorf("CN's ILCC after the flood: %d sessions %+v, want only the MN", len(rows), rows)
+	}
+	routes := strings.Count(strings.TrimSpace(n.CN.Run("ip", "-6", "route", "show", "proto", "static")), "\n") + 1
+	if routes > 3 {
+		t.Errorf("CN has %d static routes after the flood, want no more than the MN's:\n%s", routes,
+			n.CN.Run("ip", "-6", "route", "show", "proto", "static"))
+	}
+	t.Logf("flood: %d packets at %d/s for %d s; embryos_created %d, sessions_limited %d; newcomer %d/10 answered",
+		sent, rate, secs, d("dp_embryos_created"), d("dp_ingress_sessions_limited"), answered)
+}
+

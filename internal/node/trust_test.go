@@ -340,3 +340,30 @@ func TestSessionTableFlood(t *testing.T) {
 		sent, rate, secs, d("dp_embryos_created"), d("dp_ingress_sessions_limited"), answered)
 }
 
+// TestTwelveByteNonces: with `nonce-size 12` on both nodes (RFC 6744 s.2's 96-bit nonce) the
+// session's nonces are 12 bytes, the MN's move under TCP and UDP flows loses no UDP datagram,
+// and the LU and its ACK carry the 12-byte nonce option (a 16-byte Destination Options header)
+// on the wire.
+func TestTwelveByteNonces(t *testing.T) {
+	n := newTestNetConf(t, "soft", map[string]string{"cn": "nonce-size 12\n", "mn": "nonce-size 12\n"})
+	// LUs behind a 16-byte Destination Options header (Hdr Ext Len 1): ICMPv6 type at 40+16.
+	cap := n.capture("r-cn", "ip6[6] == 60 and ip6[40] == 58 and ip6[41] == 1 and ip6[56] == 156")
+	res := n.runMove(t, "soft", false)
+	res.checkSurvived(t)
+	if res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000 {
+		t.Errorf("12-byte nonces: UDP lost %d of %d (CN->MN) and %d of %d (MN->CN)",
+			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
+	}
+	for _, s := range []sessionRow{n.cn.session(t, mnNID), n.mn.session(t, cnNID)} {
+		if len(s.LocalNonce) != 24 || len(s.RemoteNonce) != 24 {
+			t.Errorf("session %s: nonces %q/%q, want 12 bytes each", s.PeerNID, s.LocalNonce, s.RemoteNonce)
+		}
+	}
+	lus := cap.packets(t)
+	for _, p := range lus {
+		if len(strings.ReplaceAll(p.Nonce, ":", "")) != 24 {
+			t.Errorf("LU %s -> %s carries nonce %q, want 12 bytes", p.Src, p.Dst, p.Nonce)
+		}
+	}
+	checkLUsOnWire(t, n, lus)
+}

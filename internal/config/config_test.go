@@ -35,6 +35,7 @@ lu-max-attempts 5
 session-idle-timeout 2m
 new-sessions-per-second 50
 session-table-size 4096
+session-unproven-timeout 3s
 nonce-size 12
 nonce first 10
 echo-nonce on
@@ -48,37 +49,38 @@ func TestParseFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Node:                 "mn",
-		Interfaces:           []string{"mn-r2", "mn-r3"},
-		NID:                  0x02144fff_fe20ee64,
-		HasNID:               true,
-		NIDMode:              NIDStable,
-		Handoff:              HandoffHard,
-		Policy:               "newest",
-		StateDir:             "/run/ilnpd-mn",
-		EventsFile:           "/tmp/lab/mn/events.jsonl",
-		HostsFile:            "/tmp/lab/hosts",
-		DNSListen:            netip.MustParseAddrPort("[::1]:5353"),
-		DNSUpstream:          netip.MustParseAddrPort("[2001:db8::53]:53"),
-		DNSLookupServer:      netip.MustParseAddrPort("[2001:db8:53::1]:5353"),
-		DNSPublishName:       "mn.ilnp.test",
-		DNSPublishZone:       "ilnp.test",
-		DNSPublishServer:     netip.MustParseAddrPort("[2001:db8:53::1]:53"),
-		DNSPublishKeyFile:    "/etc/ilnp/mn.key",
-		DNSPublishKeyName:    "mn-key.ilnp.test",
-		DNSPublishTTL:        5 * time.Second,
-		LUInitialTimeout:     200 * time.Millisecond,
-		LUMaxTimeout:         4 * time.Second,
-		LUMaxAttempts:        5,
-		SessionIdleTimeout:   2 * time.Minute,
-		NewSessionsPerSecond: 50,
-		SessionTableSize:     4096,
-		NonceSize:            12,
-		NonceMode:            NonceFirst,
-		NonceFirstN:          10,
-		EchoNonce:            true,
-		MTUHeadroom:          24,
-		LogLevel:             slog.LevelDebug,
+		Node:                   "mn",
+		Interfaces:             []string{"mn-r2", "mn-r3"},
+		NID:                    0x02144fff_fe20ee64,
+		HasNID:                 true,
+		NIDMode:                NIDStable,
+		Handoff:                HandoffHard,
+		Policy:                 "newest",
+		StateDir:               "/run/ilnpd-mn",
+		EventsFile:             "/tmp/lab/mn/events.jsonl",
+		HostsFile:              "/tmp/lab/hosts",
+		DNSListen:              netip.MustParseAddrPort("[::1]:5353"),
+		DNSUpstream:            netip.MustParseAddrPort("[2001:db8::53]:53"),
+		DNSLookupServer:        netip.MustParseAddrPort("[2001:db8:53::1]:5353"),
+		DNSPublishName:         "mn.ilnp.test",
+		DNSPublishZone:         "ilnp.test",
+		DNSPublishServer:       netip.MustParseAddrPort("[2001:db8:53::1]:53"),
+		DNSPublishKeyFile:      "/etc/ilnp/mn.key",
+		DNSPublishKeyName:      "mn-key.ilnp.test",
+		DNSPublishTTL:          5 * time.Second,
+		LUInitialTimeout:       200 * time.Millisecond,
+		LUMaxTimeout:           4 * time.Second,
+		LUMaxAttempts:          5,
+		SessionIdleTimeout:     2 * time.Minute,
+		NewSessionsPerSecond:   50,
+		SessionTableSize:       4096,
+		SessionUnprovenTimeout: 3 * time.Second,
+		NonceSize:              12,
+		NonceMode:              NonceFirst,
+		NonceFirstN:            10,
+		EchoNonce:              true,
+		MTUHeadroom:            24,
+		LogLevel:               slog.LevelDebug,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got\n%+v\nwant\n%+v", cfg, want)

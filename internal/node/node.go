@@ -487,6 +487,9 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
 			n.log.Warn("delete session", "peer", peer, "err", err)
 		}
+		if err := n.host.unroutePeer(peer); err != nil {
+			n.log.Warn("peer route", "peer", peer, "err", err)
+		}
 		n.engine.Forget(peer)
 	}
 	for _, ack := range eff.Acks {
@@ -783,6 +786,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
+	n.expireUnproven(sessions, now)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -230,18 +231,37 @@ func (n *testNet) listenLUs(t *testing.T, ns *nstest.NS) <-chan wire.LocatorUpda
 }
 
 // TestSessionTableFlood: spoofed first packets with made-up NIDs and nonces, at the configured
-// new-session rate for longer than the idle timeout (both scaled down with the table, so that
-// rate x idle timeout is more than the table holds), do not keep a new legitimate
-// correspondent out: the MN's UDP datagrams to the CN are answered throughout, the flood
-// leaves no ILCC session and no host route on the CN, and every flood packet is counted.
+// new-session rate for longer than the timeouts (scaled down with the table, so that rate x
+// timeout is more than the table holds), do not keep a new legitimate correspondent out: the
+// MN's UDP datagrams to the CN are answered throughout and its session is a full one (in the
+// CN's ILCC), and every flood packet is counted.
+//   - "silent": ICMPv6 Echo Replies, which draw no answer: they stay embryos, leaving no ILCC
+//     session and no host route on the CN.
+//   - "ping": Echo Requests: the CN's kernel answers, which promotes each session; they are
+//     closed after session-unproven-timeout instead of session-idle-timeout.
 func TestSessionTableFlood(t *testing.T) {
-	const (
-		table = 1024
-		rate  = 300 // per second: 300 x 5 s idle = 1500 > 1024
-		secs  = 8
-	)
+	for _, c := range []struct {
+		name     string
+		icmpType byte
+		rate     int
+		secs     int
+		conf     string
+		promoted bool
+	}{
+		// 300/s x 5 s idle = 1500 > 1024.
+		{"silent", 129, 300, 8, "session-idle-timeout 5s\n", false},
+		// 100/s x 14 s = 1400 > 1024 without the unproven timeout; with it, at most
+		// 100/s x (2 s + 5 s touch interval) = 700.
+		{"ping", 128, 100, 14, "session-unproven-timeout 2s\n", true},
+	} {
+		t.Run(c.name, func(t *testing.T) { sessionTableFlood(t, c.icmpType, c.rate, c.secs, c.conf, c.promoted) })
+	}
+}
+
+func sessionTableFlood(t *testing.T, icmpType byte, rate, secs int, conf string, promoted bool) {
+	const table = 1024
 	n := newTestNetConf(t, "soft", map[string]string{"cn": fmt.Sprintf(
-		"session-table-size %d\nnew-sessions-per-second %d\nsession-idle-timeout 5s\n", table, rate)})
+		"session-table-size %d\nnew-sessions-per-second %d\n%s", table, rate, conf)})
 	echo := n.CN.ListenPacket("udp6", "[::]:7007")
 	t.Cleanup(func() { echo.Close() })
 	go nstest.EchoUDP(echo)
@@ -250,8 +270,7 @@ func TestSessionTableFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The flood, from X through R: ICMPv6 Echo Replies (which draw no answer) from random
-	// NIDs on X's prefix with random nonces.
+	// The flood, from X through R, from random NIDs on X's prefix with random nonces.
 	floodDone := make(chan error, 1)
 	var sent int
 	go func() {
@@ -262,7 +281,7 @@ func TestSessionTableFlood(t *testing.T) {
 			}
 			defer unix.Close(fd)
 			dst := wire.ILV{Locator: l1, NID: cnNID}
-			tick := time.NewTicker(time.Second / rate)
+			tick := time.NewTicker(time.Second / time.Duration(rate))
 			defer tick.Stop()
 			for i := 0; i < rate*secs; i++ {
 				<-tick.C
@@ -274,8 +293,10 @@ func TestSessionTableFlood(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				msg := []byte{129, 0, 0, 0, 0, 1, byte(i >> 8), byte(i)}
-				pkt := wire.AppendILNPPacket(nil, wire.ILV{Locator: l4, NID: nid}, dst, nonce, wire.ProtoICMPv6, msg)
+				src := wire.ILV{Locator: l4, NID: nid}
+				msg := []byte{icmpType, 0, 0, 0, 0, 1, byte(i >> 8), byte(i)}
+				binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src.Addr(), dst.Addr(), wire.ProtoICMPv6, msg))
+				pkt := wire.AppendILNPPacket(nil, src, dst, nonce, wire.ProtoICMPv6, msg)
 				if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet6{Addr: dst.Addr().As16()}); err != nil {
 					return fmt.Errorf("flood packet %d: %w", i, err)
 				}
@@ -285,8 +306,9 @@ func TestSessionTableFlood(t *testing.T) {
 		})
 	}()
 
-	// The legitimate newcomer, after the flood has run longer than the idle timeout.
-	time.Sleep(6 * time.Second)
+	// The legitimate newcomer, once the flood has run longer than it takes to fill the
+	// table without the defences.
+	time.Sleep(time.Duration(secs-2) * time.Second)
 	cnAddr, err := resolve(n.MN, "cn")
 	if err != nil {
 		t.Fatalf("resolve cn on the MN: %v", err)
@@ -304,6 +326,11 @@ func TestSessionTableFlood(t *testing.T) {
 			answered++
 		}
 	}
+	// The ILCC right away: in "silent" its idle timeout is short.
+	rows, err := n.cn.sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := <-floodDone; err != nil {
 		t.Fatal(err)
 	}
@@ -316,28 +343,33 @@ func TestSessionTableFlood(t *testing.T) {
 	}
 	d := func(name string) uint64 { return stats[name] - stats0[name] }
 	// Every flood packet either made an embryo or was refused by the rate bound; the
-	// newcomer made one more and was promoted.
+	// newcomer made one more.
 	if got := d("dp_embryos_created") + d("dp_ingress_sessions_limited"); got != uint64(sent)+1 {
 		t.Errorf("embryos_created %d + sessions_limited %d = %d, want the %d flood packets + 1",
 			d("dp_embryos_created"), d("dp_ingress_sessions_limited"), got, sent)
 	}
-	if p := d("dp_embryos_promoted"); p != 1 {
-		t.Errorf("embryos_promoted %d, want 1 (the newcomer)", p)
+	if d("dp_sessions_full") != 0 {
+		t.Errorf("session table full %d times", d("dp_sessions_full"))
 	}
-	rows, err := n.cn.sessions()
-	if err != nil {
-		t.Fatal(err)
+	found := false
+	for _, r := range rows {
+		found = found || r.PeerNID == mnNID.String()
 	}
-	if len(rows) != 1 || rows[0].PeerNID != mnNID.String() {
-		t.Errorf("CN's ILCC after the flood: %d sessions %+v, want only the MN", len(rows), rows)
+	if !found {
+		t.Errorf("the newcomer has no session in the CN's ILCC (%d sessions there)", len(rows))
 	}
-	routes := strings.Count(strings.TrimSpace(n.CN.Run("ip", "-6", "route", "show", "proto", "static")), "\n") + 1
-	if routes > 3 {
-		t.Errorf("CN has %d static routes after the flood, want no more than the MN's:\n%s", routes,
-			n.CN.Run("ip", "-6", "route", "show", "proto", "static"))
+	if !promoted {
+		if p := d("dp_embryos_promoted"); p != 1 || len(rows) != 1 {
+			t.Errorf("embryos_promoted %d, ILCC sessions %d: want only the newcomer", p, len(rows))
+		}
+		routes := n.CN.Run("ip", "-6", "route", "show", "proto", "static")
+		if k := strings.Count(strings.TrimSpace(routes), "\n") + 1; k > 3 {
+			t.Errorf("CN has %d static routes after the flood, want no more than the MN's:\n%s", k, routes)
+		}
 	}
-	t.Logf("flood: %d packets at %d/s for %d s; embryos_created %d, sessions_limited %d; newcomer %d/10 answered",
-		sent, rate, secs, d("dp_embryos_created"), d("dp_ingress_sessions_limited"), answered)
+	t.Logf("flood: %d packets at %d/s for %d s; embryos_created %d, promoted %d, sessions_limited %d, unproven expired %d; ILCC sessions at the end %d; newcomer %d/10 answered",
+		sent, rate, secs, d("dp_embryos_created"), d("dp_embryos_promoted"), d("dp_ingress_sessions_limited"),
+		d("sessions_unproven_expired"), len(rows), answered)
 }
 
 // TestTwelveByteNonces: with `nonce-size 12` on both nodes (RFC 6744 s.2's 96-bit nonce) the

@@ -35,7 +35,7 @@
 //	session-table-size N         sessions, and embryonic responder   default: 65536
 //	                             sessions (LRU), 256..1048576; needs a restart
 //	session-unproven-timeout DURATION  idle timeout of responder     default: 10s (0s: off)
-//	                             sessions that received <= 2 packets
+//	                             sessions that received one packet
 //	nonce-size 4|12              bytes                               default: 4
 //	nonce every|first N          RFC 6744 s.6: nonce on every packet,
 //	                             or only on the first N of a session default: every
@@ -133,7 +133,7 @@ type Config struct {
 	// embryonic responder sessions (those this host has not answered yet, an LRU map).
 	SessionTableSize int
 	// SessionUnprovenTimeout is the idle timeout of responder sessions whose correspondent
-	// sent at most two packets: what a spoofed ping leaves behind (0: SessionIdleTimeout).
+	// sent only the packet that opened them: what a spoofed ping leaves behind (0: SessionIdleTimeout).
 	SessionUnprovenTimeout time.Duration
 	NonceSize              int
 	NonceMode              NonceMode

@@ -6,13 +6,14 @@ import (
 	"ilnp/internal/datapath"
 )
 
-// unprovenPackets: a responder session whose correspondent sent no more than this is what a
-// spoofed packet that drew an answer from an application (a ping) leaves in the session table.
+// unprovenPackets: a responder session whose correspondent sent no more than this (only the
+// packet that opened it) is what a spoofed packet that drew an answer from an application (a
+// ping) leaves in the session table.
 // The datapath promotes it on that answer; nothing shows the correspondent is really at its
 // locator, so it gets the short session-unproven-timeout instead of session-idle-timeout.
 // Together with new-sessions-per-second that bounds the table: rate x (timeout + touchInterval)
 // sessions at most (1000/s x 15 s = 15,000 of 65,536 by default).
-const unprovenPackets = 2
+const unprovenPackets = 1
 
 // expireUnproven closes responder sessions that stayed unproven longer than the configured
 // timeout (sessions: the datapath's session table, read once by touchSessions).
@@ -32,7 +33,7 @@ func (n *Node) expireUnproven(sessions []datapath.Session, now time.Time) {
 		}
 		logged := n.securityEvent("sessions_unproven_expired", "unproven session closed", "peer", s.RemoteNID,
 			"rx_packets", s.RxPackets)
-		eff := n.cache.CloseSession(s.RemoteNID, "unproven: no more than 2 packets from the correspondent")
+		eff := n.cache.CloseSession(s.RemoteNID, "unproven: the correspondent sent nothing after its first packet")
 		if !logged {
 			eff.Events = nil // a flood's worth of expiries is summarised, not put on the timeline
 		}

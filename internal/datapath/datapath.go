@@ -44,6 +44,9 @@ type Options struct {
 	// one second's worth of burst); packets over it are dropped and counted as
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
+	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
+	// map of embryonic responder sessions (bpf/lib/maps.h embryos); 0: 65536.
+	SessionTableSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close.
 	KeepPinned bool
 }
@@ -77,6 +80,11 @@ func Load(opts Options) (*Datapath, error) {
 	spec, err := loadIlnpBPF()
 	if err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
+	}
+	if opts.SessionTableSize != 0 {
+		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
+			spec.Maps[name].MaxEntries = opts.SessionTableSize
+		}
 	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
 	if err != nil {
@@ -161,7 +169,7 @@ func (d *Datapath) Close() error {
 
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
-	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Events, m.LocalLocators, m.LocalNids,
+	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
 		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions}
 }
 
@@ -445,7 +453,11 @@ func (d *Datapath) PutSession(s Session) error {
 func (d *Datapath) GetSession(local, remote wire.NID) (Session, error) {
 	k := sessionKey(local, remote)
 	var v ilnpBPFIlnpSession
-	if err := d.objs.Sessions.Lookup(k, &v); err != nil {
+	err := d.objs.Sessions.Lookup(k, &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = d.objs.Embryos.Lookup(k, &v)
+	}
+	if err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, ErrNotFound)
 		}
@@ -461,6 +473,9 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	s, err := d.GetSession(local, remote)
 	if err != nil {
 		return err
+	}
+	if s.Flags&SessionEmbryonic != 0 {
+		return wrapDelete(d.objs.Embryos.Delete(sessionKey(local, remote)), "embryonic session %v-%v", local, remote)
 	}
 	if !s.RemoteNonce.IsZero() {
 		_ = d.objs.NonceIndex.Delete(nonceKey(remote, s.RemoteNonce))

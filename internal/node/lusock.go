@@ -2,13 +2,14 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 
-	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 
 	"ilnp/internal/wire"
 )
@@ -19,10 +20,12 @@ import (
 // datapath's egress rewrites them to the active locators, inserts the session's nonce and fixes
 // the checksum, so the daemon never builds a nonce option itself and an LU takes exactly the
 // path (and interface) the session's data takes. On receipt the datapath has already checked
-// the nonce (an LU without the session's nonce is dropped and counted there) and stripped it;
-// it keeps the LU's wire addresses so the daemon sees where it came from.
+// the nonce (an LU without the session's nonce is dropped and counted there) and marked it
+// (wire.VerifiedNonceOptionType); it keeps the LU's wire addresses so the daemon sees where it
+// came from. The daemon trusts none of that blindly: it reads the interface the LU arrived on
+// (IPV6_PKTINFO) and the nonce it carried (IPV6_RECVDSTOPTS) and checks both itself (onLU).
 type luSocket struct {
-	conn *icmp.PacketConn
+	conn *net.IPConn
 	pc   *ipv6.PacketConn
 }
 
@@ -32,14 +35,19 @@ type receivedLU struct {
 	ifindex  int
 	update   wire.LocatorUpdate
 	err      error
+	// nonce is the nonce the datapath verified and marked in the packet; nonceErr says why
+	// there is none (no Destination Options header, an unchecked nonce option, ...).
+	nonce    wire.Nonce
+	nonceErr error
 }
 
 func openLUSocket() (*luSocket, error) {
-	conn, err := icmp.ListenPacket("ip6:ipv6-icmp", "::")
+	c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
 	if err != nil {
 		return nil, fmt.Errorf("raw ICMPv6 socket for Locator Updates: %w", err)
 	}
-	pc := conn.IPv6PacketConn()
+	conn := c.(*net.IPConn)
+	pc := ipv6.NewPacketConn(conn)
 	var filter ipv6.ICMPFilter
 	filter.SetAll(true)
 	filter.Accept(ipv6.ICMPType(wire.ICMPv6TypeLocatorUpdate))
@@ -50,6 +58,10 @@ func openLUSocket() (*luSocket, error) {
 	if err := pc.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("ICMPv6 control messages: %w", err)
+	}
+	if err := setSockoptInt(conn, unix.IPPROTO_IPV6, unix.IPV6_RECVDSTOPTS, 1); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("IPV6_RECVDSTOPTS: %w", err)
 	}
 	return &luSocket{conn: conn, pc: pc}, nil
 }
@@ -93,21 +105,18 @@ func (s *luSocket) send(src, dst netip.Addr, lu wire.LocatorUpdate) error {
 // read delivers received LUs until ctx ends or the socket is closed.
 func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<- receivedLU) {
 	buf := make([]byte, 1500)
+	oob := make([]byte, 512)
 	for {
-		n, cm, from, err := s.pc.ReadFrom(buf)
+		n, oobn, _, from, err := s.conn.ReadMsgIP(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
 			}
 			continue
 		}
-		ipAddr, ok := from.(*net.IPAddr)
-		if !ok || cm == nil {
-			continue
-		}
-		src, _ := netip.AddrFromSlice(ipAddr.IP)
-		dst, _ := netip.AddrFromSlice(cm.Dst)
-		r := receivedLU{src: src.Unmap(), dst: dst.Unmap(), ifindex: cm.IfIndex}
+		src, _ := netip.AddrFromSlice(from.IP)
+		r := parseLUControl(oob[:oobn])
+		r.src = src.Unmap()
 		r.update, r.err = wire.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
 		select {
 		case out <- r:
@@ -115,4 +124,42 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 			return
 		}
 	}
+}
+
+// parseLUControl reads the destination address and arrival interface (IPV6_PKTINFO) and the
+// datapath-verified nonce (IPV6_DSTOPTS) from a received LU's control messages.
+func parseLUControl(oob []byte) receivedLU {
+	r := receivedLU{nonceErr: errors.New("no Destination Options header")}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		r.nonceErr = fmt.Errorf("control messages: %w", err)
+		return r
+	}
+	for _, m := range msgs {
+		if m.Header.Level != unix.IPPROTO_IPV6 {
+			continue
+		}
+		switch m.Header.Type {
+		case unix.IPV6_PKTINFO:
+			if len(m.Data) >= unix.SizeofInet6Pktinfo {
+				r.dst = netip.AddrFrom16([16]byte(m.Data[:16]))
+				r.ifindex = int(binary.NativeEndian.Uint32(m.Data[16:20]))
+			}
+		case unix.IPV6_DSTOPTS:
+			r.nonce, r.nonceErr = wire.LocallyVerifiedNonce(m.Data)
+		}
+	}
+	return r
+}
+
+func setSockoptInt(conn *net.IPConn, level, opt, value int) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, value) }); err != nil {
+		return err
+	}
+	return serr
 }

@@ -22,6 +22,7 @@ import (
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
 	"ilnp/internal/lu"
+	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
@@ -58,7 +59,8 @@ type Node struct {
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
 
-	cmds chan func()
+	cmds   chan func()
+	seclog *ratelog.Limiter // loop-owned (security.go)
 
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV
@@ -110,6 +112,7 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		locals:   map[wire.L64]ilcc.Local{},
 		formed:   map[netip.Addr]int{},
 		cmds:     make(chan func()),
+		seclog:   newSecurityLog(),
 		peers:    map[string][]wire.RankedILV{},
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
@@ -224,6 +227,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.onTimer()
 		case <-touch.C:
 			n.touchSessions()
+			n.securitySummary()
 		}
 	}
 }
@@ -244,6 +248,7 @@ func (n *Node) setup() error {
 		NonceFirstN:          uint32(n.cfg.NonceFirstN),
 		EchoNonce:            n.cfg.EchoNonce,
 		NewSessionsPerSecond: uint32(n.cfg.NewSessionsPerSecond),
+		SessionTableSize:     uint32(n.cfg.SessionTableSize),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft
@@ -482,6 +487,9 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
 			n.log.Warn("delete session", "peer", peer, "err", err)
 		}
+		if err := n.host.unroutePeer(peer); err != nil {
+			n.log.Warn("peer route", "peer", peer, "err", err)
+		}
 		n.engine.Forget(peer)
 	}
 	for _, ack := range eff.Acks {
@@ -638,18 +646,29 @@ func (n *Node) sendAck(ack ilcc.Ack) {
 		Detail: fmt.Sprintf("locators=%d", len(ack.Update.Locators))})
 }
 
-// onLU handles a Locator Update or LU-ACK read from the raw socket. The datapath has checked
-// its nonce against the session; the ILCC checks that the session exists.
+// onLU handles a Locator Update or LU-ACK read from the raw socket. It believes nothing it has
+// not checked itself: the message must have arrived on an ILNP interface (elsewhere no datapath
+// checked it) and carry the nonce the datapath verified and marked, and that nonce must be the
+// session's (the ILCC compares it; an ACK must also match the outstanding LU, lu.Engine.Ack).
 func (n *Node) onLU(r receivedLU) {
 	now := time.Now()
+	if _, ok := n.ifaces[r.ifindex]; !ok {
+		n.securityEvent("lu_foreign_interface", "Locator Update from an interface without the ILNP datapath ignored",
+			"src", r.src, "ifindex", r.ifindex)
+		return
+	}
 	if r.err != nil {
-		n.count("lu_malformed")
-		n.log.Warn("malformed Locator Update dropped", "src", r.src, "err", r.err)
+		n.securityEvent("lu_malformed", "malformed Locator Update dropped", "src", r.src, "err", r.err)
 		return
 	}
 	src, err := wire.ILVFromAddr(r.src)
 	if err != nil {
-		n.count("lu_malformed")
+		n.securityEvent("lu_malformed", "Locator Update from a non-ILNP address dropped", "src", r.src)
+		return
+	}
+	if r.nonceErr != nil {
+		n.securityEvent("lu_unverified", "Locator Update without a datapath-verified nonce dropped",
+			"src", r.src, "err", r.nonceErr)
 		return
 	}
 	peer := src.NID
@@ -658,18 +677,12 @@ func (n *Node) onLU(r receivedLU) {
 		n.count("lu_received")
 		n.emit(timeline.Event{Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
-		nonce := wire.Nonce{}
-		if s, err := n.dp.GetSession(n.nid, peer); err == nil {
-			nonce = s.RemoteNonce
-		}
-		eff, err := n.cache.ApplyLU(peer, nonce, r.update, now)
+		eff, err := n.cache.ApplyLU(peer, r.nonce, r.update, now)
 		if err != nil {
-			if ilcc.IsSecurityEvent(err) {
-				n.count("lu_rejected")
-				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
-				n.log.Warn("security: Locator Update rejected", "src", r.src, "err", err)
-			} else {
+			if !ilcc.IsSecurityEvent(err) {
 				n.log.Warn("Locator Update not applied", "src", r.src, "err", err)
+			} else if n.securityEvent("lu_rejected", "Locator Update rejected", "src", r.src, "err", err) {
+				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
 			}
 			return
 		}
@@ -678,6 +691,12 @@ func (n *Node) onLU(r receivedLU) {
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.apply(eff, now)
 	case wire.OpAcknowledgement:
+		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {
+			if n.securityEvent("lu_ack_rejected", "LU-ACK rejected", "src", r.src, "err", err) && ilcc.IsSecurityEvent(err) {
+				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
+			}
+			return
+		}
 		res, actions := n.engine.Ack(peer, r.update, now)
 		n.count("lu_ack_" + res.Outcome.String())
 		ev := timeline.Event{Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
@@ -738,9 +757,10 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		}
 		n.apply(eff, now)
 	case datapath.EventBadNonce, datapath.EventMissingNonce, datapath.EventMultipleNonces:
-		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.BadNonce, Peer: ev.RemoteNID.String(),
-			Detail: fmt.Sprintf("%s from %s", ev.Type, ev.Src)})
-		n.log.Warn("security: packet dropped", "reason", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
+		if n.securityEvent("security_"+ev.Type.String(), "packet dropped", "src", ev.Src, "dst", ev.Dst) {
+			n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.BadNonce, Peer: ev.RemoteNID.String(),
+				Detail: fmt.Sprintf("%s from %s", ev.Type, ev.Src)})
+		}
 	case datapath.EventParamProblem:
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.ParameterProblem, Peer: ev.RemoteNID.String(),
 			Detail: "peer does not understand the nonce option (RFC 6744 s.6)"})
@@ -766,6 +786,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
+	n.expireUnproven(sessions, now)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the

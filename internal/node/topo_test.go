@@ -165,6 +165,8 @@ type testNet struct {
 	radvd             *proc
 	radvdLog, hostsFn string
 	captures          []*capture
+	// extraConf is appended to a daemon's configuration, by daemon name ("cn", "mn").
+	extraConf map[string]string
 }
 
 // daemon is one running ilnpd.
@@ -181,9 +183,15 @@ type daemon struct {
 // configuration) and returns once the MN has its first locator and the CN resolves "mn".
 func newTestNet(t *testing.T, handoff string) *testNet {
 	t.Helper()
+	return newTestNetConf(t, handoff, nil)
+}
+
+// newTestNetConf is newTestNet with extra configuration lines per daemon name.
+func newTestNetConf(t *testing.T, handoff string, extra map[string]string) *testNet {
+	t.Helper()
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "radvd", "iperf3", "tcpdump", "tshark", "ethtool", "ss", "getent")
-	n := &testNet{t: t, dir: t.TempDir(), bin: binaries(t)}
+	n := &testNet{t: t, dir: t.TempDir(), bin: binaries(t), extraConf: extra}
 	// autoconf=0: the MN's kernel must not form SLAAC addresses of its own on mn1 before
 	// ilnpd starts (ilnpd turns it off, but an address formed earlier stays and a UDP server
 	// may answer from it, outside ILNP: iperf3's UDP handshake then hangs).
@@ -340,8 +348,8 @@ events %s
 hosts %s
 dns-listen [::1]:53
 log-level debug
-`, t.Name(), name, strings.Join(ifaces, " "), nid, handoff, state,
-		filepath.Join(n.dir, name+"-events.jsonl"), n.hostsFn))
+%s`, t.Name(), name, strings.Join(ifaces, " "), nid, handoff, state,
+		filepath.Join(n.dir, name+"-events.jsonl"), n.hostsFn, n.extraConf[name]))
 	if out, err := exec.Command(n.ilnpd(), "-check", "-config", conf).CombinedOutput(); err != nil {
 		t.Fatalf("ilnpd -check %s: %v: %s", conf, err, out)
 	}

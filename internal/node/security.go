@@ -1,0 +1,44 @@
+package node
+
+import (
+	"time"
+
+	"ilnp/internal/ratelog"
+)
+
+// Security events (forged or unverifiable messages) are all counted (ilnpctl show stats) but
+// logged at a bounded rate: secLogBurst lines per kind per secLogInterval, and one summary line
+// per kind for the rest, so a nonce-guessing flood cannot fill the log or hide what came first.
+const (
+	secLogInterval = 10 * time.Second
+	secLogBurst    = 5
+)
+
+func newSecurityLog() *ratelog.Limiter {
+	l, err := ratelog.New(secLogInterval, secLogBurst)
+	if err != nil {
+		panic(err) // constants
+	}
+	return l
+}
+
+// securityEvent counts one event of kind (a stats counter of that name) and logs it unless
+// the kind's log budget is spent; it reports whether it logged, so that callers put only
+// logged events on the timeline too (the events file must not grow with a flood either).
+func (n *Node) securityEvent(kind, msg string, args ...any) bool {
+	n.count(kind)
+	if !n.seclog.Allow(kind, time.Now()) {
+		return false
+	}
+	n.log.Warn("security: "+msg, append([]any{"event", kind}, args...)...)
+	return true
+}
+
+// securitySummary logs one line per kind of security event that was counted but not logged
+// since the last summary.
+func (n *Node) securitySummary() {
+	for _, s := range n.seclog.Summary() {
+		n.log.Warn("security: events not logged individually", "event", s.Kind, "suppressed", s.Count,
+			"total", s.Total, "limit", secLogBurst, "per", secLogInterval)
+	}
+}

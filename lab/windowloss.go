@@ -14,9 +14,8 @@ import (
 
 // DropKinds are the MN timeline's kinds for a CN -> MN packet the MN's datapath dropped after
 // the capture point, with the datapath's kernel time stamp: bad_nonce (bad, missing or
-// repeated nonce) today; "datapath_drop" is the kind for every other drop reason once ilnpd
-// writes it (readers ignore kinds they do not know, so it can be added at any time).
-var DropKinds = map[timeline.Kind]bool{timeline.BadNonce: true, "datapath_drop": true}
+// repeated nonce) and datapath_drop (a packet for a local locator that is no longer usable).
+var DropKinds = map[timeline.Kind]bool{timeline.BadNonce: true, timeline.DatapathDrop: true}
 
 // datapathDrop says whether a timeline event is a packet drop the datapath reported (ilnpd
 // writes those bad_nonce events as "<event type> from <source>"; its other bad_nonce events

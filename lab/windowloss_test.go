@@ -42,7 +42,7 @@ func TestHostDropsFrom(t *testing.T) {
 	evs := []timeline.Event{
 		{MonoNS: 5, Kind: timeline.BadNonce, Peer: CNNID, Detail: "bad-nonce from 2001:db8:1::5"},
 		{MonoNS: 5, Kind: timeline.BadNonce, Peer: CNNID, Detail: "ilcc: Locator Update without the session's nonce"},
-		{MonoNS: 6, Kind: "datapath_drop", Peer: CNNID},
+		{MonoNS: 6, Kind: timeline.DatapathDrop, Peer: CNNID},
 		{MonoNS: 7, Kind: timeline.BadNonce, Peer: "0000:0000:0000:0009"},
 		{MonoNS: 8, Kind: timeline.LUSent, Peer: CNNID},
 		{Kind: timeline.BadNonce, Peer: CNNID},

@@ -682,6 +682,13 @@ func (n *testNet) logFigures(t *testing.T, r *moveResult) {
 		if sent != nil && acked != nil {
 			line += fmt.Sprintf("; handoff delay LU sent -> ACK %.2f ms (attempt %d, engine says %.2f ms; %s)",
 				float64(acked.MonoNS-sent.MonoNS)/1e6, acked.Attempt, float64(acked.Duration)/1e6, acked.Detail)
+			// lu_ack_received carries the kernel's arrival stamp (SO_TIMESTAMPNS): after the
+			// LU left, and no later than the engine saw the ACK in user space (its Duration runs
+			// from just before the send); 1 ms covers the realtime -> monotonic conversion.
+			if d := acked.MonoNS - sent.MonoNS; d <= 0 || d > acked.Duration+int64(time.Millisecond) {
+				t.Errorf("%s: LU-ACK arrival stamp %d ns after the LU, engine's elapsed %d ns: not a kernel arrival stamp",
+					m.name, d, acked.Duration)
+			}
 		}
 		t.Log(line)
 	}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
 
@@ -39,6 +41,10 @@ type receivedLU struct {
 	// there is none (no Destination Options header, an unchecked nonce option, ...).
 	nonce    wire.Nonce
 	nonceErr error
+	// at is the kernel's arrival stamp (SO_TIMESTAMPNS) on CLOCK_MONOTONIC, the timeline's
+	// clock; 0 when the kernel gave none. LUs and LU-ACKs are timed at arrival, as the MIPv6
+	// baseline's Binding Acks are, not after this daemon's queue and processing.
+	at int64
 }
 
 func openLUSocket() (*luSocket, error) {
@@ -62,6 +68,10 @@ func openLUSocket() (*luSocket, error) {
 	if err := setSockoptInt(conn, unix.IPPROTO_IPV6, unix.IPV6_RECVDSTOPTS, 1); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("IPV6_RECVDSTOPTS: %w", err)
+	}
+	if err := setSockoptInt(conn, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
 	return &luSocket{conn: conn, pc: pc}, nil
 }
@@ -114,8 +124,11 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 			}
 			continue
 		}
+		// The kernel stamps CLOCK_REALTIME; the offset to CLOCK_MONOTONIC is read now, once
+		// per packet, so a clock step between two LUs moves neither.
+		offset := time.Now().UnixNano() - timeline.Now()
 		src, _ := netip.AddrFromSlice(from.IP)
-		r := parseLUControl(oob[:oobn])
+		r := parseLUControl(oob[:oobn], offset)
 		r.src = src.Unmap()
 		r.update, r.err = wire.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
 		select {
@@ -126,9 +139,10 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 	}
 }
 
-// parseLUControl reads the destination address and arrival interface (IPV6_PKTINFO) and the
-// datapath-verified nonce (IPV6_DSTOPTS) from a received LU's control messages.
-func parseLUControl(oob []byte) receivedLU {
+// parseLUControl reads the destination address and arrival interface (IPV6_PKTINFO), the
+// datapath-verified nonce (IPV6_DSTOPTS) and the arrival stamp (SCM_TIMESTAMPNS, CLOCK_REALTIME,
+// moved onto CLOCK_MONOTONIC by subtracting realMinusMono) from a received LU's control messages.
+func parseLUControl(oob []byte, realMinusMono int64) receivedLU {
 	r := receivedLU{nonceErr: errors.New("no Destination Options header")}
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
@@ -136,6 +150,15 @@ func parseLUControl(oob []byte) receivedLU {
 		return r
 	}
 	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS &&
+			len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+			if at := sec*1e9 + nsec - realMinusMono; at > 0 {
+				r.at = at
+			}
+			continue
+		}
 		if m.Header.Level != unix.IPPROTO_IPV6 {
 			continue
 		}

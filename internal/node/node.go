@@ -61,6 +61,7 @@ type Node struct {
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
+	drops  *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
 
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV
@@ -113,6 +114,7 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		formed:   map[netip.Addr]int{},
 		cmds:     make(chan func()),
 		seclog:   newSecurityLog(),
+		drops:    newDropLog(),
 		peers:    map[string][]wire.RankedILV{},
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
@@ -613,6 +615,9 @@ func (n *Node) perform(actions []lu.Action) {
 			if !ok {
 				continue
 			}
+			// Stamped as it is handed to the socket: its ACK, stamped at kernel arrival, can
+			// come back over a LAN before the write call has returned.
+			sentAt := timeline.Now()
 			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
 			if err != nil {
@@ -621,7 +626,7 @@ func (n *Node) perform(actions []lu.Action) {
 				n.log.Warn("LU send", "peer", a.Message.Peer, "err", err)
 			}
 			n.count("lu_sent")
-			n.emit(timeline.Event{Kind: timeline.LUSent, Peer: a.Message.Peer.String(),
+			n.emit(timeline.Event{MonoNS: sentAt, Kind: timeline.LUSent, Peer: a.Message.Peer.String(),
 				Locator: a.Message.Source.Locator.String(), Attempt: a.Attempt, Detail: detail})
 		case lu.GiveUp:
 			n.count("lu_gave_up")
@@ -675,7 +680,7 @@ func (n *Node) onLU(r receivedLU) {
 	switch r.update.Op {
 	case wire.OpAdvertisement:
 		n.count("lu_received")
-		n.emit(timeline.Event{Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
+		n.emit(timeline.Event{MonoNS: r.at, Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
 		eff, err := n.cache.ApplyLU(peer, r.nonce, r.update, now)
 		if err != nil {
@@ -699,7 +704,7 @@ func (n *Node) onLU(r receivedLU) {
 		}
 		res, actions := n.engine.Ack(peer, r.update, now)
 		n.count("lu_ack_" + res.Outcome.String())
-		ev := timeline.Event{Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
+		ev := timeline.Event{MonoNS: r.at, Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Attempt: res.Attempts, Detail: "outcome=" + res.Outcome.String()}
 		if res.Outcome == lu.Acked {
 			ev.Duration = res.Elapsed.Nanoseconds()
@@ -765,6 +770,8 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.ParameterProblem, Peer: ev.RemoteNID.String(),
 			Detail: "peer does not understand the nonce option (RFC 6744 s.6)"})
 		n.log.Warn("peer rejected the nonce option; it is not an ILNP node", "src", ev.Src)
+	case datapath.EventInvalidLocalLocator:
+		n.datapathDrop(ev)
 	default:
 		n.log.Debug("datapath event", "type", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
 	}

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
+	"ilnp/internal/datapath"
 	"ilnp/internal/ratelog"
+	"ilnp/internal/timeline"
 )
 
 // Security events (forged or unverifiable messages) are all counted (ilnpctl show stats) but
@@ -13,6 +16,31 @@ const (
 	secLogInterval = 10 * time.Second
 	secLogBurst    = 5
 )
+
+// Drops that are no attack (packets still arriving on a locator a hard handoff aged) go on the
+// timeline with the datapath's kernel stamp, so the lab can count losses inside the host; a
+// hard handoff drops hundreds, so their budget is larger, and still bounded.
+const dropEventBurst = 2000
+
+func newDropLog() *ratelog.Limiter {
+	l, err := ratelog.New(secLogInterval, dropEventBurst)
+	if err != nil {
+		panic(err) // constants
+	}
+	return l
+}
+
+// datapathDrop records one packet the datapath dropped on an unusable local locator: counted
+// always (stats), on the timeline within the budget.
+func (n *Node) datapathDrop(ev datapath.Event) {
+	kind := "drop_" + ev.Type.String()
+	n.count(kind)
+	if !n.drops.Allow(kind, time.Now()) {
+		return
+	}
+	n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.DatapathDrop, Peer: ev.RemoteNID.String(),
+		Detail: fmt.Sprintf("%s from %s to %s", ev.Type, ev.Src, ev.Dst)})
+}
 
 func newSecurityLog() *ratelog.Limiter {
 	l, err := ratelog.New(secLogInterval, secLogBurst)

@@ -44,7 +44,9 @@ type Options struct {
 	// one second's worth of burst); packets over it are dropped and counted as
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
-	// KeepPinned leaves the pinned maps in PinDir on Close.
+	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
+	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
+	// the same PinDir take both over (pin.go). Flush removes them.
 	KeepPinned bool
 }
 
@@ -57,6 +59,7 @@ type Datapath struct {
 	events bpfring.Reader // the running Events stream, if any
 	// openedPinned: maps only (OpenPinned), no programs.
 	openedPinned bool
+	adoptedLinks int // TCX links taken over from a previous process (pin.go)
 }
 
 const (
@@ -83,6 +86,13 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	d := &Datapath{opts: opts}
+	layout := layoutOf(spec)
+	fresh := false
+	if opts.PinDir != "" {
+		if fresh, err = checkLayout(spec, opts.PinDir, layout); err != nil {
+			return nil, err
+		}
+	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -116,6 +126,12 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if fresh {
+		if err := writeLayout(opts.PinDir, layout); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -132,6 +148,9 @@ func (d *Datapath) config() (ilnpBPFIlnpConfig, error) {
 func (d *Datapath) Attach(ifindex int) error {
 	if d.openedPinned {
 		return errPinnedOnly
+	}
+	if d.opts.KeepPinned && d.opts.PinDir != "" {
+		return d.attachPinned(ifindex)
 	}
 	if err := d.links.Attach(ifindex, d.objs.IlnpIngress, d.objs.IlnpEgress); err != nil {
 		return fmt.Errorf("datapath: %w", err)
@@ -153,7 +172,7 @@ func (d *Datapath) Detach(ifindex int) error {
 func (d *Datapath) Close() error {
 	errs := []error{d.links.Close(), d.events.Close()} // the latter ends the Events goroutine
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
-		errs = append(errs, bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
+		errs = append(errs, unpinLayout(d.opts.PinDir), bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)

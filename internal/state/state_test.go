@@ -18,7 +18,7 @@ func sample() File {
 		Formed:     []Address{{Addr: netip.MustParseAddr("2001:db8:3::214:4fff:fe20:ee64"), IfIndex: 3}},
 		Identities: []netip.Addr{netip.MustParseAddr("2001:db8:2::214:4fff:fe20:ee64")},
 		PeerRoutes: []netip.Addr{netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01")},
-		Peers: []Peer{{Name: "cn", ILVs: []RankedIL{{Addr: netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01"), Preference: 10}}}},
+		Peers:      []Peer{{Name: "cn", ILVs: []RankedIL{{Addr: netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01"), Preference: 10}}}},
 		Correspondents: []Correspondent{{NID: 0x02144ffffe20cc01, Acked: true,
 			Advertised: []Advertised{{Locator: 0x20010db800030000}, {Locator: 0x20010db800020000, Preference: 1}}}},
 	}

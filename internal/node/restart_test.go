@@ -81,7 +81,9 @@ func (n *testNet) startFlows(t *testing.T) *flows {
 	}()
 	f.tcp = n.CN.Dial("tcp", net.JoinHostPort(addr.String(), "7000"))
 	t.Cleanup(func() { f.tcp.Close() })
-	go func() { f.writeErr <- nstest.WritePattern(ctx, countingWriter{f.tcp, &f.written}, 1000, 2*time.Millisecond) }()
+	go func() {
+		f.writeErr <- nstest.WritePattern(ctx, countingWriter{f.tcp, &f.written}, 1000, 2*time.Millisecond)
+	}()
 
 	// The echo server is bound to the session-view address, kept on lo across moves.
 	echo := n.MN.ListenPacket("udp", net.JoinHostPort(addr.String(), "7001"))

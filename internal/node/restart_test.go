@@ -238,7 +238,12 @@ func runRestart(t *testing.T, c restartCase) {
 	}
 	time.Sleep(time.Second) // RAs come and go; nobody acts on them
 	nd := n.restart(t, d)
-	t.Logf("%s's ilnpd down for %v (%v, until its control socket answered)", c.who, time.Since(down).Round(time.Millisecond), c.sig)
+	f.mu.Lock()
+	gap := f.maxGap
+	f.mu.Unlock()
+	t.Logf("%s's ilnpd down for %v (%v, until its control socket answered and it adopted the session); "+
+		"longest gap between UDP echoes (every %v) up to then: %v", c.who, time.Since(down).Round(time.Millisecond), c.sig,
+		udpEvery, gap.Round(time.Millisecond))
 	if c.who == "cn" {
 		n.cn = nd
 	} else {

@@ -112,3 +112,14 @@ func TestLayoutMismatch(t *testing.T) {
 	must(t, err)
 	must(t, d.Close())
 }
+
+func TestEntries(t *testing.T) {
+	nstest.RequireRoot(t)
+	d := newDatapath(t, Options{})
+	must(t, d.PutSession(Session{LocalNID: nidA, RemoteNID: nidB, LocalView: lA1, RemoteView: lB1, RemoteNonce: mustNonce(t, 1, 2, 3, 4)}))
+	got, err := d.Entries()
+	must(t, err)
+	if got["sessions"] != 1 || got["nonce_index"] != 1 || got["peers"] != 0 {
+		t.Fatalf("Entries() = %v, want one session indexed by its nonce", got)
+	}
+}

@@ -6,6 +6,7 @@
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
+//	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
 // ilnp-lab LINK...), started by the lab itself.
@@ -60,6 +61,8 @@ func main() {
 		err = cmdAnalyze(os.Args[2:])
 	case "signalling":
 		err = cmdSignalling(ctx, os.Args[2:])
+	case "soak":
+		err = cmdSoak(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -91,6 +94,8 @@ func usage() {
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
+  ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+                  (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }
 

@@ -146,6 +146,23 @@ func (d *Datapath) attachPinned(ifindex int) error {
 	return nil
 }
 
+// DetachOthers detaches the pinned programs of a previous process from interfaces this one
+// did not attach to (taken out of the configuration), and returns how many links went.
+func (d *Datapath) DetachOthers(attached []int) (int, error) {
+	if d.opts.PinDir == "" || !d.opts.KeepPinned {
+		return 0, nil
+	}
+	keep := map[int]bool{}
+	for _, i := range attached {
+		keep[i] = true
+	}
+	n, err := tcx.UnpinOthers(d.opts.PinDir, keep)
+	if err != nil {
+		return n, fmt.Errorf("datapath: %w", err)
+	}
+	return n, nil
+}
+
 // Flush detaches the programs, removes every pin (maps, links, the layout record) and frees
 // everything: what a deliberate full stop does, as opposed to Close with KeepPinned.
 func (d *Datapath) Flush() error {

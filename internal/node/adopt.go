@@ -75,6 +75,19 @@ func (n *Node) adopt() error {
 		n.peers[p.Name] = ilvs
 		n.mu.Unlock()
 	}
+	var attached []int
+	for idx := range n.ifaces {
+		attached = append(attached, idx)
+	}
+	if gone, err := n.dp.DetachOthers(attached); err != nil || gone > 0 {
+		n.log.Info("detached from interfaces no longer configured", "links", gone, "err", err)
+	}
+	// Identity addresses the last daemon kept on lo: pruned below unless still in use.
+	for _, a := range st.Identities {
+		if ilv, err := wire.ILVFromAddr(a); err == nil && ilv.NID == n.nid {
+			n.host.identities[a] = true
+		}
+	}
 	now := time.Now()
 	nLocals := n.adoptLocals(st, now)
 	sessions, err := n.dp.Sessions()
@@ -129,6 +142,7 @@ func (n *Node) adopt() error {
 	}
 	// Correspondents that do not know where the node is now hear it.
 	n.apply(n.cache.Resync(now), now)
+	n.pruneIdentities()
 	n.continuity.adopted = true
 	if nLocals > 0 || adopted > 0 || n.dp.Adopted() > 0 {
 		n.log.Info("adopted the running datapath", "links", n.dp.Adopted(), "locators", nLocals, "sessions", adopted)

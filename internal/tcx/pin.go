@@ -133,3 +133,27 @@ func UnpinDir(pinDir string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// UnpinOthers removes the pins of links in pinDir on interfaces not in keep (an interface
+// taken out of the configuration while the daemon was down): their programs are detached.
+func UnpinOthers(pinDir string, keep map[int]bool) (int, error) {
+	ents, err := os.ReadDir(pinDir)
+	if err != nil {
+		return 0, fmt.Errorf("tcx: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range ents {
+		var ifindex int
+		var dir string
+		if _, err := fmt.Sscanf(strings.ReplaceAll(e.Name(), "_", " "), "tcx %d %s", &ifindex, &dir); err != nil || keep[ifindex] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(pinDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("tcx: unpin %s: %w", e.Name(), err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}

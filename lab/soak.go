@@ -74,19 +74,23 @@ func (r SoakResources) String() string {
 
 // SoakReport is the whole outcome: the contract's figures and the rest (DIR/soak-detail.json).
 type SoakReport struct {
-	Result       SoakResult    `json:"result"`
-	Start        SoakResources `json:"start"`
-	End          SoakResources `json:"end"`
-	WarmupMoves  int           `json:"warmup_moves"`
-	SoftMoves    int           `json:"soft_moves"`
-	HardMoves    int           `json:"hard_moves"`
-	TCPWritten   int64         `json:"tcp_written"`
-	TCPReceived  int64         `json:"tcp_received"`
-	TCPError     string        `json:"tcp_error,omitempty"`
-	UDPSent      int64         `json:"udp_sent"`
-	MaxUDPGapMs  float64       `json:"max_udp_gap_ms"`
-	Unacked      []string      `json:"unacked,omitempty"`
-	DurationSecs float64       `json:"duration_s"`
+	Result      SoakResult    `json:"result"`
+	Start       SoakResources `json:"start"`
+	End         SoakResources `json:"end"`
+	WarmupMoves int           `json:"warmup_moves"`
+	SoftMoves   int           `json:"soft_moves"`
+	HardMoves   int           `json:"hard_moves"`
+	TCPWritten  int64         `json:"tcp_written"`
+	TCPReceived int64         `json:"tcp_received"`
+	TCPError    string        `json:"tcp_error,omitempty"`
+	UDPSent     int64         `json:"udp_sent"`
+	// UDPLostSoft and UDPLostHard split udp_lost by the handoff mode of the move during
+	// which the datagram was sent.
+	UDPLostSoft  int64    `json:"udp_lost_soft"`
+	UDPLostHard  int64    `json:"udp_lost_hard"`
+	MaxUDPGapMs  float64  `json:"max_udp_gap_ms"`
+	Unacked      []string `json:"unacked,omitempty"`
+	DurationSecs float64  `json:"duration_s"`
 }
 
 func (c SoakConfig) progress(format string, a ...any) {
@@ -182,6 +186,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 			}
 			handoff = want
 		}
+		f.markPhase(handoff == "hard")
 		if handoff == "soft" {
 			rep.SoftMoves++
 		} else {
@@ -239,6 +244,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		res.SessionsBroken++
 	}
 	res.UDPLost = fr.udpSent - fr.udpGot
+	rep.UDPLostSoft, rep.UDPLostHard = fr.lostSoft, fr.lostHard
 	res.RSSStartKB, res.RSSEndKB = rep.Start.RSSKB, rep.End.RSSKB
 	res.FDsStart, res.FDsEnd = rep.Start.FDs, rep.End.FDs
 	res.MapEntriesStart, res.MapEntriesEnd = rep.Start.MapEntries, rep.End.MapEntries
@@ -382,6 +388,8 @@ type soakFlows struct {
 	udpGot   atomic.Int64
 	mu       sync.Mutex
 	seen     map[uint64]bool
+	phases   []soakPhase // from which sequence number on the moves were hard or soft
+	nextSeq  atomic.Uint64
 	lastRx   time.Time
 	maxGap   time.Duration
 	wg       sync.WaitGroup
@@ -389,12 +397,28 @@ type soakFlows struct {
 
 const soakUDPEvery = 5 * time.Millisecond
 
+type soakPhase struct {
+	from uint64
+	hard bool
+}
+
+// markPhase records that datagrams sent from now on belong to a soft or a hard move.
+func (f *soakFlows) markPhase(hard bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.phases); n > 0 && f.phases[n-1].hard == hard {
+		return
+	}
+	f.phases = append(f.phases, soakPhase{from: f.nextSeq.Load(), hard: hard})
+}
+
 type soakFlowResult struct {
-	written, received int64
-	tcpErr            error
-	udpSent, udpGot   int64
-	maxGap            time.Duration
-	udpAliveAtEnd     bool
+	written, received  int64
+	tcpErr             error
+	udpSent, udpGot    int64
+	maxGap             time.Duration
+	udpAliveAtEnd      bool
+	lostSoft, lostHard int64
 }
 
 type countingWriter struct {
@@ -465,6 +489,7 @@ func startSoakFlows(topo *Topology) (*soakFlows, error) {
 		buf := make([]byte, 200)
 		for seq := uint64(1); ctx.Err() == nil; seq++ {
 			binary.BigEndian.PutUint64(buf, seq)
+			f.nextSeq.Store(seq + 1)
 			if _, err := f.udp.WriteTo(buf, dst); err == nil {
 				f.udpSent.Add(1)
 			}
@@ -533,6 +558,22 @@ func (f *soakFlows) stop() soakFlowResult {
 	r.udpSent, r.udpGot = f.udpSent.Load(), f.udpGot.Load()
 	f.mu.Lock()
 	r.maxGap = f.maxGap
+	for seq := uint64(1); seq < f.nextSeq.Load(); seq++ {
+		if f.seen[seq] {
+			continue
+		}
+		hard := false
+		for _, p := range f.phases {
+			if seq >= p.from {
+				hard = p.hard
+			}
+		}
+		if hard {
+			r.lostHard++
+		} else {
+			r.lostSoft++
+		}
+	}
 	f.mu.Unlock()
 	return r
 }

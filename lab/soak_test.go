@@ -26,8 +26,9 @@ const (
 )
 
 // TestSoakShort runs 50 moves L2 <-> L3 (soft and hard alternating every 10) under a TCP byte
-// stream and a UDP echo flow: every move acknowledged, no session broken, and the MN daemon's
-// resources, map entries, routes and addresses flat within the tolerances above.
+// stream and a UDP echo flow: every move acknowledged, no session broken, no UDP datagram lost
+// in soft moves, and the MN daemon's resources, map entries, routes and addresses flat within
+// the tolerances above.
 func TestSoakShort(t *testing.T) {
 	requireLab(t)
 	out := t.TempDir()
@@ -35,8 +36,12 @@ func TestSoakShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d moves (soft %d, hard %d) in %.0f s; UDP lost %d of %d, longest gap %.0f ms\nstart: %s\nend:   %s",
-		rep.Result.Moves, rep.SoftMoves, rep.HardMoves, rep.DurationSecs, rep.Result.UDPLost, rep.UDPSent, rep.MaxUDPGapMs, rep.Start, rep.End)
+	t.Logf("%d moves (soft %d, hard %d) in %.0f s; UDP lost %d of %d (soft %d, hard %d), longest gap %.0f ms\nstart: %s\nend:   %s",
+		rep.Result.Moves, rep.SoftMoves, rep.HardMoves, rep.DurationSecs, rep.Result.UDPLost, rep.UDPSent,
+		rep.UDPLostSoft, rep.UDPLostHard, rep.MaxUDPGapMs, rep.Start, rep.End)
+	if rep.UDPLostSoft+rep.UDPLostHard != rep.Result.UDPLost {
+		t.Errorf("UDP lost %d in soft and %d in hard moves, %d in all", rep.UDPLostSoft, rep.UDPLostHard, rep.Result.UDPLost)
+	}
 	b, err := os.ReadFile(filepath.Join(out, "soak.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +68,9 @@ func TestSoakShort(t *testing.T) {
 	}
 	if r.SessionsBroken != 0 {
 		t.Errorf("%d sessions broken (TCP: %s)", r.SessionsBroken, rep.TCPError)
+	}
+	if rep.UDPLostSoft != 0 {
+		t.Errorf("soft handoff lost %d UDP datagrams", rep.UDPLostSoft)
 	}
 	if rep.HardMoves == 0 || rep.SoftMoves == 0 {
 		t.Errorf("soft %d, hard %d moves: want both", rep.SoftMoves, rep.HardMoves)

@@ -30,8 +30,9 @@ func cmdSoak(ctx context.Context, args []string) error {
 		return err
 	}
 	r := rep.Result
-	fmt.Printf("moves %d (soft %d, hard %d), acked %d, sessions broken %d, UDP lost %d of %d, longest UDP gap %.0f ms, %.0f s\n",
-		r.Moves, rep.SoftMoves, rep.HardMoves, r.Acked, r.SessionsBroken, r.UDPLost, rep.UDPSent, rep.MaxUDPGapMs, rep.DurationSecs)
+	fmt.Printf("moves %d (soft %d, hard %d), acked %d, sessions broken %d, UDP lost %d of %d (soft %d, hard %d), longest UDP gap %.0f ms, %.0f s\n",
+		r.Moves, rep.SoftMoves, rep.HardMoves, r.Acked, r.SessionsBroken, r.UDPLost, rep.UDPSent, rep.UDPLostSoft, rep.UDPLostHard,
+		rep.MaxUDPGapMs, rep.DurationSecs)
 	fmt.Printf("start (after %d warm-up moves): %s\nend: %s\n", rep.WarmupMoves, rep.Start, rep.End)
 	return nil
 }

@@ -47,7 +47,9 @@ type Options struct {
 	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
 	// map of embryonic responder sessions (bpf/lib/maps.h embryos); 0: 65536.
 	SessionTableSize uint32
-	// KeepPinned leaves the pinned maps in PinDir on Close.
+	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
+	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
+	// the same PinDir take both over (pin.go). Flush removes them.
 	KeepPinned bool
 }
 
@@ -60,6 +62,7 @@ type Datapath struct {
 	events bpfring.Reader // the running Events stream, if any
 	// openedPinned: maps only (OpenPinned), no programs.
 	openedPinned bool
+	adoptedLinks int // TCX links taken over from a previous process (pin.go)
 }
 
 const (
@@ -91,6 +94,13 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	d := &Datapath{opts: opts}
+	layout := layoutOf(spec)
+	fresh := false
+	if opts.PinDir != "" {
+		if fresh, err = checkLayout(spec, opts.PinDir, layout); err != nil {
+			return nil, err
+		}
+	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -124,6 +134,12 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if fresh {
+		if err := writeLayout(opts.PinDir, layout); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -140,6 +156,9 @@ func (d *Datapath) config() (ilnpBPFIlnpConfig, error) {
 func (d *Datapath) Attach(ifindex int) error {
 	if d.openedPinned {
 		return errPinnedOnly
+	}
+	if d.opts.KeepPinned && d.opts.PinDir != "" {
+		return d.attachPinned(ifindex)
 	}
 	if err := d.links.Attach(ifindex, d.objs.IlnpIngress, d.objs.IlnpEgress); err != nil {
 		return fmt.Errorf("datapath: %w", err)
@@ -161,7 +180,7 @@ func (d *Datapath) Detach(ifindex int) error {
 func (d *Datapath) Close() error {
 	errs := []error{d.links.Close(), d.events.Close()} // the latter ends the Events goroutine
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
-		errs = append(errs, bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
+		errs = append(errs, unpinLayout(d.opts.PinDir), bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)

@@ -633,17 +633,17 @@ func checkSetHandoff(t *testing.T, n *testNet) {
 	}
 }
 
-// checkShutdown: SIGTERM ends both daemons with status 0, and the identity addresses they kept
-// on lo are gone.
+// checkShutdown: SIGTERM ends both daemons with status 0 and leaves what the sessions need
+// (identity addresses on lo, the pinned datapath); `ilnpd -flush` then removes all of it.
 func checkShutdown(t *testing.T, n *testNet) {
 	for _, d := range []*daemon{n.mn, n.cn} {
 		if err := d.stop(10 * time.Second); err != nil {
 			t.Errorf("ilnpd %s: %v\n%s", d.name, err, tailFile(d.log, 20))
 		}
-		out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global")
-		if strings.TrimSpace(out) != "" {
-			t.Errorf("ilnpd %s left addresses on lo:\n%s", d.name, out)
+		if out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global"); strings.TrimSpace(out) == "" {
+			t.Errorf("ilnpd %s: SIGTERM removed the identity addresses on lo", d.name)
 		}
+		d.checkFlush(t)
 	}
 }
 

@@ -66,6 +66,8 @@ type Node struct {
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV
 	counters map[string]uint64
+
+	continuity // restart, crash and flush (adopt.go)
 }
 
 // New prepares a node from its configuration: identity, the ILCC and the LU engine. Nothing
@@ -164,6 +166,7 @@ func (n *Node) count(name string) {
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	n.setStop(cancel)
 	defer func() { err = errors.Join(err, n.shutdown()) }()
 
 	if err := n.setup(); err != nil {
@@ -190,8 +193,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			// The node forms [prefix:NID] itself; a kernel EUI-64 address beside it could
 			// become an application's source address and escape ILNP.
 			DisableKernelAutoconf: true,
-			RemoveOnExit:          true,
-			Logger:                n.log,
+			// The addresses outlive the daemon (adopt.go); a flush removes them.
+			RemoveOnExit: false,
+			Logger:       n.log,
 		}, locEvents); err != nil {
 			errc <- fmt.Errorf("locator discovery: %w", err)
 		}
@@ -208,6 +212,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	touch := time.NewTicker(touchInterval)
 	defer touch.Stop()
 	for {
+		n.persist()
 		n.armTimer(timer)
 		select {
 		case <-ctx.Done():
@@ -241,7 +246,7 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.host = h
-	if err := mountBPFFS(n.cfg.BPFDir()); err != nil {
+	if err := n.mountPins(); err != nil {
 		return err
 	}
 	n.dp, err = datapath.Load(datapath.Options{
@@ -257,6 +262,8 @@ func (n *Node) setup() error {
 		// handoff. The nonce already proves they belong to the session, and the locator they
 		// came from changes nothing we send until an LU with that nonce says so.
 		AcceptUnknownLocator: true,
+		// Maps and TCX links outlive the daemon; the next one adopts them (adopt.go).
+		KeepPinned: true,
 	})
 	if err != nil {
 		return fmt.Errorf("load datapath: %w", err)
@@ -282,22 +289,15 @@ func (n *Node) setup() error {
 			n.log.Warn("new locators may be unreachable for a second after they appear", "err", err)
 		}
 	}
-	return nil
+	return n.adopt()
 }
 
+// shutdown leaves the datapath running for the next ilnpd, unless a flush was asked for.
 func (n *Node) shutdown() error {
-	var errs []error
-	if n.lusock != nil {
-		errs = append(errs, n.lusock.Close())
+	if n.flushing.Load() {
+		return n.flushAll()
 	}
-	if n.dp != nil {
-		errs = append(errs, n.dp.Close())
-	}
-	if n.host != nil {
-		errs = append(errs, n.host.close())
-	}
-	errs = append(errs, unmountBPFFS(n.cfg.BPFDir()))
-	return errors.Join(errs...)
+	return n.keep()
 }
 
 // do runs fn on the loop and waits for it (commands from the control socket and the

@@ -9,7 +9,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # with a bare "context deadline exceeded" at the deadline (go.dev/issue/75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: all deps generate build test unit fuzz bench lint demo clean
+.PHONY: all deps generate build test unit fuzz bench lint demo package clean
 
 all: build
 
@@ -51,6 +51,11 @@ bench: generate
 
 demo: build
 	$(GO) run ./cmd/ilnp-lab demo
+
+# The Debian package out/ilnp_VERSION_ARCH.deb: nfpm (as a library) packs dist/nfpm.yaml's
+# files; the version comes from git describe (tools/package says how).
+package: generate
+	$(GO) run ./tools/package -out out
 
 clean:
 	rm -rf bin bench/out lab/out

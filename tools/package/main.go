@@ -1,6 +1,6 @@
 // Command package builds the ilnp Debian package with nfpm (used as a library):
 // OUT/ilnp_VERSION_ARCH.deb from dist/nfpm.yaml, the binaries it builds (static, CGO_ENABLED=0)
-// and the man pages in dist/man.
+// and the man pages in dist/man. Older ilnp_*.deb files in OUT are removed.
 //
 //	go run ./tools/package [-out out] [-version VERSION] [-arch GOARCH]
 //
@@ -153,6 +153,18 @@ func build(ctx context.Context, opt options) (string, error) {
 	}
 	if err := os.Rename(f.Name(), target); err != nil {
 		return "", err
+	}
+	// Older builds go, so `apt install ./out/ilnp_*.deb` names one package.
+	old, err := filepath.Glob(filepath.Join(opt.OutDir, info.Name+"_*_*.deb"))
+	if err != nil {
+		return "", err
+	}
+	for _, p := range old {
+		if p != target {
+			if err := os.Remove(p); err != nil {
+				return "", fmt.Errorf("remove an older package: %w", err)
+			}
+		}
 	}
 	return target, nil
 }

@@ -236,6 +236,9 @@ func TestPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(v1); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("building 1.1.0 left 1.0.0 beside it: %v", err)
+	}
 	dpkg("-i", v2)
 	if got := status(); !strings.HasPrefix(got, "install ok installed|1.1.0|") {
 		t.Fatalf("after upgrade: %q", got)

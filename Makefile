@@ -9,7 +9,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # with a bare "context deadline exceeded" at the deadline (go.dev/issue/75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: all deps generate build test unit fuzz bench lint demo results clean
+.PHONY: all deps generate build test unit fuzz bench lint demo results package clean
 
 all: build
 
@@ -57,6 +57,11 @@ demo: build
 # signalling exchanges under loss). RESULTS_ARGS narrows it, e.g. RESULTS_ARGS="--rows lan-udp --reps 1".
 results: build
 	$(GO) run ./cmd/ilnp-lab results --out out $(RESULTS_ARGS)
+
+# The Debian package out/ilnp_VERSION_ARCH.deb: nfpm (as a library) packs dist/nfpm.yaml's
+# files; the version comes from git describe (tools/package says how).
+package: generate
+	$(GO) run ./tools/package -out out
 
 clean:
 	rm -rf bin bench/out lab/out

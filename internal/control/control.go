@@ -280,10 +280,13 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 		return send(Response{OK: true})
 
 	case OpFlush:
-		if err := handleFlush(ctx, h); err != nil {
+		stop, err := handleFlush(ctx, h)
+		if err != nil {
 			return fail("flush: %v", err)
 		}
-		return send(Response{OK: true})
+		err = send(Response{OK: true})
+		stop()
+		return err
 
 	case "events":
 		past, live, stop, err := h.Events(ctx, req.Follow)

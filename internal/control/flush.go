@@ -9,17 +9,19 @@ import (
 
 // Flusher is a Handler that can stop for good: remove the datapath, its pins, routes,
 // addresses and state, then exit (`ilnpctl flush`). A handler without it refuses the op.
+// Flush accepts the request and returns what ends the daemon; the server calls it only after
+// the reply is written, or the daemon could close the connection before the client hears yes.
 type Flusher interface {
-	Flush(ctx context.Context) error
+	Flush(ctx context.Context) (stop func(), err error)
 }
 
 // OpFlush asks the daemon to remove everything it set up and exit.
 const OpFlush = "flush"
 
-func handleFlush(ctx context.Context, h Handler) error {
+func handleFlush(ctx context.Context, h Handler) (stop func(), err error) {
 	f, ok := h.(Flusher)
 	if !ok {
-		return errors.New("this daemon cannot flush")
+		return nil, errors.New("this daemon cannot flush")
 	}
 	return f.Flush(ctx)
 }

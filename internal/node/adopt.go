@@ -379,17 +379,17 @@ func (n *Node) flushAll() error {
 	return errors.Join(errs...)
 }
 
-// Flush makes the running node remove everything it set up and end (`ilnpctl flush`).
-func (n *Node) Flush(ctx context.Context) error {
-	n.flushing.Store(true)
+// Flush makes the running node remove everything it set up and end (`ilnpctl flush`) once
+// the caller runs stop (after it has answered the client).
+func (n *Node) Flush(ctx context.Context) (stop func(), err error) {
 	n.stopMu.Lock()
-	stop := n.stop
+	stop = n.stop
 	n.stopMu.Unlock()
 	if stop == nil {
-		return errors.New("not running")
+		return nil, errors.New("not running")
 	}
-	stop()
-	return nil
+	n.flushing.Store(true)
+	return stop, nil
 }
 
 // FlushStopped removes what an ilnpd with cfg left behind when none is running (`ilnpd

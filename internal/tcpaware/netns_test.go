@@ -217,3 +217,67 @@ func TestReactionOnPeerSocketsOnly(t *testing.T) {
 		t.Errorf("A's TCP_RTO_MAX_MS = %d after the move, want 120000 restored", got)
 	}
 }
+
+// A/B: two identical flows lose their path for 3.2 s (a hard handoff whose LU-ACK comes late);
+// the "on" flow's correspondent is signalled at the move's start and end, the "off" flow is
+// left to TCP. Recovery (the move's end to the first new byte delivered) and the bytes
+// delivered in the 2 s after it must both be better with the reactions.
+func TestHardHandoffRecoveryAB(t *testing.T) {
+	const on, off = "fd00:aa::2", "fd00:bb::2"
+	p := newPair(t, on, off)
+	l := load(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fon, foff := p.flow(ctx, on), p.flow(ctx, off)
+	time.Sleep(300 * time.Millisecond)
+	pol := NewPolicy(true)
+	p.cut(on)
+	p.cut(off)
+	u, ok := pol.MoveStarted(netip.MustParseAddr(on))
+	if !ok {
+		t.Fatal("policy did not start the move")
+	}
+	if err := l.SetPeer(u.Peer, u.Entry); err != nil {
+		t.Fatal(err)
+	}
+	p.run(l)
+	time.Sleep(3200 * time.Millisecond)
+
+	p.heal()
+	healed := time.Now()
+	u, ok = pol.MoveEnded(netip.MustParseAddr(on), 0, healed)
+	if !ok || !u.Revert {
+		t.Fatalf("policy at the move's end: %+v %v", u, ok)
+	}
+	if err := l.SetPeer(u.Peer, u.Entry); err != nil {
+		t.Fatal(err)
+	}
+	ron, roff := fon.received.Load(), foff.received.Load()
+	p.revert(p.run(l))
+	var recOn, recOff time.Duration
+	won, woff := int64(-1), int64(-1)
+	for recOn == 0 || recOff == 0 || won < 0 {
+		el := time.Since(healed)
+		if el > 8*time.Second {
+			t.Fatalf("no recovery within 8 s: on %v off %v", recOn, recOff)
+		}
+		if recOn == 0 && fon.received.Load() > ron {
+			recOn = el
+		}
+		if recOff == 0 && foff.received.Load() > roff {
+			recOff = el
+		}
+		// Bytes in the 2 s window after the move's end (the flows are paced at ~128 Mbit/s).
+		if won < 0 && el >= 2*time.Second {
+			won, woff = fon.received.Load()-ron, foff.received.Load()-roff
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("recovery: on %v, off %v; bytes in the 2 s after the move: on %d, off %d", recOn, recOff, won, woff)
+	if recOn > 300*time.Millisecond || 2*recOn > recOff {
+		t.Errorf("recovery on %v, off %v: want on < 300 ms and under half of off", recOn, recOff)
+	}
+	if won <= woff {
+		t.Errorf("bytes after the move: on %d <= off %d", won, woff)
+	}
+}

@@ -1,0 +1,139 @@
+package tcpaware
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Kernel values the policy restores or respects.
+const (
+	// RTOCapMs is TCP_RTO_MAX_MS while a correspondent moves: the smallest the kernel accepts,
+	// so a socket backing off across the disconnection probes the path at least once a second.
+	RTOCapMs = 1000
+	// DefaultRTOMaxMs is net.ipv4.tcp_rto_max_ms's default (TCP_RTO_MAX), restored after a move.
+	DefaultRTOMaxMs = 120000
+	// DefaultRTOMinUs is TCP_RTO_MIN, restored when a seeded RTO floor expires.
+	DefaultRTOMinUs = 200000
+	// maxSeedUs bounds a seeded RTO floor (a hostile or broken RTT sample cannot stall a
+	// socket's loss recovery for longer).
+	maxSeedUs = 3000000
+	// seedHold is how long a seeded RTO floor stays (the socket's own estimator has then seen
+	// the new path for many RTTs); at least seedRTTs new-path RTTs.
+	seedHold = 2 * time.Second
+	seedRTTs = 16
+)
+
+// Policy decides, per correspondent, what the iterator applies to its TCP sockets when a move
+// starts and ends. It is pure: the node's loop owns it and carries out its results.
+type Policy struct {
+	enabled bool
+	peers   map[netip.Addr]*peerState
+}
+
+type peerState struct {
+	epoch     uint32
+	moving    bool
+	seeded    bool
+	seedUntil time.Time
+}
+
+// Update is one entry to write and whether the sockets' retransmission timers are to be
+// reverted after the run (RFC 6069).
+type Update struct {
+	Peer   netip.Addr
+	Entry  Peer
+	Revert bool
+}
+
+// NewPolicy returns a policy, switched on or off.
+func NewPolicy(enabled bool) *Policy {
+	return &Policy{enabled: enabled, peers: map[netip.Addr]*peerState{}}
+}
+
+// Enabled says whether reactions are on.
+func (p *Policy) Enabled() bool { return p.enabled }
+
+// SetEnabled switches the reactions; switching off returns the updates that undo what is
+// still applied (moving correspondents' RTO caps, seeded floors).
+func (p *Policy) SetEnabled(on bool) []Update {
+	if on == p.enabled {
+		return nil
+	}
+	p.enabled = on
+	if on {
+		return nil
+	}
+	var out []Update
+	for addr, s := range p.peers {
+		if s.moving || s.seeded {
+			e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs}
+			if s.seeded {
+				e.RtoMinUs = DefaultRTOMinUs
+			}
+			out = append(out, Update{Peer: addr, Entry: e})
+		}
+	}
+	clear(p.peers)
+	return out
+}
+
+func (p *Policy) state(peer netip.Addr) *peerState {
+	s := p.peers[peer]
+	if s == nil {
+		s = &peerState{}
+		p.peers[peer] = s
+	}
+	return s
+}
+
+// MoveStarted: the path to peer broke (the MN's active locator died or changed). Its sockets'
+// RTO is capped so that backoff does not grow across the disconnection.
+func (p *Policy) MoveStarted(peer netip.Addr) (Update, bool) {
+	if !p.enabled || !peer.IsValid() {
+		return Update{}, false
+	}
+	s := p.state(peer)
+	if s.moving {
+		return Update{}, false
+	}
+	s.epoch++
+	s.moving = true
+	return Update{Peer: peer, Entry: Peer{Epoch: s.epoch, Moving: 1, RtoMaxMs: RTOCapMs}}, true
+}
+
+// MoveEnded: the path to peer works again (LU-ACK on the MN, LU applied on the CN). The RTO
+// cap is lifted, the timers are reverted, and when the LU exchange measured the new path's
+// RTT (rtt > 0) the sockets' RTO floor is raised to it for a while, so that the first
+// segments on a slower path do not time out before the estimator has seen it.
+func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration, now time.Time) (Update, bool) {
+	if !p.enabled || !peer.IsValid() {
+		return Update{}, false
+	}
+	s := p.state(peer)
+	if !s.moving {
+		s.epoch++ // the CN learns of a move only at its end
+	}
+	s.moving = false
+	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs}
+	if rtt > 0 {
+		e.RtoMinUs = uint32(min(DefaultRTOMinUs+rtt.Microseconds(), maxSeedUs))
+		s.seeded = true
+		s.seedUntil = now.Add(max(seedHold, seedRTTs*rtt))
+	}
+	return Update{Peer: peer, Entry: e, Revert: true}, true
+}
+
+// Due returns the updates whose seeded RTO floor has expired by now.
+func (p *Policy) Due(now time.Time) []Update {
+	var out []Update
+	for addr, s := range p.peers {
+		if s.seeded && !now.Before(s.seedUntil) {
+			s.seeded = false
+			out = append(out, Update{Peer: addr, Entry: Peer{Epoch: s.epoch, RtoMinUs: DefaultRTOMinUs}})
+		}
+	}
+	return out
+}
+
+// Forget drops a correspondent whose session ended.
+func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }

@@ -52,6 +52,7 @@ type Node struct {
 	lusock *luSocket
 	rdv    *rendezvousState      // DNS publisher and stub counters (rendezvous.go)
 	hosts  *resolver.HostsSource // the hosts file's names, re-read on reload; nil: none
+	tcpa   *tcpAware             // mobility-aware TCP (tcpaware.go); loop-owned
 
 	// Loop-owned state.
 	locals    map[wire.L64]ilcc.Local
@@ -286,6 +287,7 @@ func (n *Node) shutdown() error {
 	if n.dp != nil {
 		errs = append(errs, n.dp.Close())
 	}
+	errs = append(errs, n.tcpClose())
 	if n.host != nil {
 		errs = append(errs, n.host.close())
 	}
@@ -474,6 +476,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 	}
 	if eff.LocalChanged {
 		n.syncLocals()
+		n.tcpActiveChanged()
 	}
 	for _, b := range eff.Bindings {
 		n.syncBinding(b)
@@ -677,6 +680,7 @@ func (n *Node) onLU(r receivedLU) {
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.apply(eff, now)
+		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
 		res, actions := n.engine.Ack(peer, r.update, now)
 		n.count("lu_ack_" + res.Outcome.String())
@@ -689,6 +693,9 @@ func (n *Node) onLU(r receivedLU) {
 			}
 		}
 		n.emit(ev)
+		if res.Outcome == lu.Acked {
+			n.tcpMoveEnded(peer, sampledRTT(res))
+		}
 		n.perform(actions)
 	}
 }
@@ -752,6 +759,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.
 func (n *Node) touchSessions() {
+	n.tcpTick(time.Now())
 	sessions, err := n.dp.Sessions()
 	if err != nil {
 		return

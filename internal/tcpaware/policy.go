@@ -1,7 +1,9 @@
 package tcpaware
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -137,3 +139,31 @@ func (p *Policy) Due(now time.Time) []Update {
 
 // Forget drops a correspondent whose session ended.
 func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }
+
+// Describe summarises one update and the run that carried it out, for the event timeline.
+func Describe(u Update, socks []Socket, reverts int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "peer=%s epoch=%d", u.Peer, u.Entry.Epoch)
+	if u.Entry.Moving != 0 {
+		b.WriteString(" moving")
+	} else {
+		b.WriteString(" settled")
+	}
+	if u.Entry.RtoMaxMs != 0 {
+		fmt.Fprintf(&b, " rto_max=%dms", u.Entry.RtoMaxMs)
+	}
+	if u.Entry.RtoMinUs != 0 {
+		fmt.Fprintf(&b, " rto_min=%dus", u.Entry.RtoMinUs)
+	}
+	n := 0
+	for _, s := range socks {
+		if s.Remote.Addr() == u.Peer {
+			n++
+		}
+	}
+	fmt.Fprintf(&b, " sockets=%d", n)
+	if u.Revert {
+		fmt.Fprintf(&b, " reverts=%d", reverts)
+	}
+	return b.String()
+}

@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"ilnp/internal/lu"
+	"ilnp/internal/tcpaware"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// tcpAwareEvent is the timeline event of one signal (what was applied to how many sockets).
+const tcpAwareEvent timeline.Kind = "tcp_aware"
+
+// tcpAware is the node's side of issue 15: it turns the ILCC's and the LU engine's view of a
+// move into the per-correspondent signal internal/tcpaware delivers to TCP sockets. Loop-owned.
+type tcpAware struct {
+	policy     *tcpaware.Policy
+	it         *tcpaware.Loaded // loaded on first use; nil while off or unavailable
+	loadErr    error
+	lastActive wire.L64
+}
+
+func (n *Node) tcp() *tcpAware {
+	if n.tcpa == nil {
+		n.tcpa = &tcpAware{policy: tcpaware.NewPolicy(n.cfg.TCPAware)}
+	}
+	return n.tcpa
+}
+
+// tcpActiveChanged: the ILCC changed the local locators. When the active one changed (or
+// died), every correspondent is moving until its LU-ACK arrives.
+func (n *Node) tcpActiveChanged() {
+	t := n.tcp()
+	var loc wire.L64
+	if a, ok := n.cache.Active(); ok {
+		loc = a.Locator
+	}
+	if loc == t.lastActive {
+		return
+	}
+	t.lastActive = loc
+	for _, b := range n.cache.Bindings() {
+		if u, ok := t.policy.MoveStarted(b.SessionRemote.Addr()); ok {
+			n.tcpApply([]tcpaware.Update{u})
+		}
+	}
+}
+
+// tcpMoveEnded: the path to peer works again (the LU-ACK on the MN with the exchange's RTT,
+// an applied LU on the CN with rtt 0).
+func (n *Node) tcpMoveEnded(peer wire.NID, rtt time.Duration) {
+	b, ok := n.cache.Binding(peer)
+	if !ok {
+		return
+	}
+	if u, ok := n.tcp().policy.MoveEnded(b.SessionRemote.Addr(), rtt, time.Now()); ok {
+		n.tcpApply([]tcpaware.Update{u})
+	}
+}
+
+// tcpTick lifts expired RTO floors (called with the loop's housekeeping).
+func (n *Node) tcpTick(now time.Time) {
+	if n.tcpa == nil {
+		return
+	}
+	n.tcpApply(n.tcpa.policy.Due(now))
+}
+
+// SetTCPAware switches the reactions at run time (ilnpctl set tcp-aware on|off).
+func (n *Node) SetTCPAware(ctx context.Context, on bool) error {
+	return n.do(ctx, func() error {
+		n.setTCPAware(on)
+		return nil
+	})
+}
+
+func (n *Node) setTCPAware(on bool) {
+	n.cfg.TCPAware = on
+	n.tcpApply(n.tcp().policy.SetEnabled(on))
+}
+
+// tcpApply writes the updates and runs the iterator once; reverts follow for the sockets of
+// correspondents whose move ended.
+func (n *Node) tcpApply(us []tcpaware.Update) {
+	if len(us) == 0 {
+		return
+	}
+	t := n.tcp()
+	if t.it == nil && t.loadErr == nil {
+		t.it, t.loadErr = tcpaware.Load()
+		if t.loadErr != nil {
+			n.log.Warn("mobility-aware TCP unavailable", "err", t.loadErr)
+		}
+	}
+	if t.it == nil {
+		n.count("tcpaware_unavailable")
+		return
+	}
+	revert := map[netip.Addr]bool{}
+	for _, u := range us {
+		if err := t.it.SetPeer(u.Peer, u.Entry); err != nil {
+			n.count("tcpaware_errors")
+			n.log.Warn("mobility-aware TCP", "peer", u.Peer, "err", err)
+			continue
+		}
+		if u.Revert {
+			revert[u.Peer] = true
+		}
+	}
+	socks, err := t.it.Run()
+	n.count("tcpaware_runs")
+	if err != nil {
+		n.count("tcpaware_errors")
+		n.log.Warn("mobility-aware TCP iterator", "err", err)
+		return
+	}
+	var rev []tcpaware.Socket
+	for _, s := range socks {
+		if s.Failed != 0 {
+			n.count("tcpaware_setsockopt_errors")
+		}
+		if revert[s.Remote.Addr()] {
+			rev = append(rev, s)
+		}
+	}
+	sent, err := tcpaware.Revert(rev)
+	if err != nil {
+		n.count("tcpaware_errors")
+		n.log.Warn("mobility-aware TCP revert", "err", err)
+	}
+	for range sent {
+		n.count("tcpaware_reverts")
+	}
+	for _, u := range us {
+		n.emit(timeline.Event{Kind: tcpAwareEvent, Detail: tcpaware.Describe(u, socks, sent)})
+	}
+}
+
+func (n *Node) tcpClose() error {
+	if n.tcpa == nil || n.tcpa.it == nil {
+		return nil
+	}
+	err := n.tcpa.it.Close()
+	n.tcpa.it = nil
+	return err
+}
+
+// sampledRTT is the LU exchange's RTT when the ACK gave a sample (Karn: not after a
+// retransmission), else 0.
+func sampledRTT(res lu.Result) time.Duration {
+	if !res.RTTSampled {
+		return 0
+	}
+	return res.RTT
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,11 +21,12 @@ import (
 type pair struct {
 	t        *testing.T
 	snd, rcv *nstest.NS
+	cc       string // TCP_CONGESTION of the flows ("": the namespace's default)
 }
 
 func newPair(t *testing.T, views ...string) *pair {
 	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "nft")
+	nstest.RequireTool(t, "nft", "tc")
 	p := &pair{t: t, snd: nstest.New(t, "ta-snd"), rcv: nstest.New(t, "ta-rcv")}
 	nstest.Link(t, p.snd, "v0", p.rcv, "v1")
 	p.snd.Run("ip", "addr", "add", "fd00:7a::1/64", "dev", "v0", "nodad")
@@ -66,7 +68,23 @@ func (p *pair) flow(ctx context.Context, view string) *flow {
 		defer c.Close()
 		_ = nstest.ReadPattern(ctx, c, &f.received)
 	}()
-	f.conn = p.snd.Dial("tcp6", "["+view+"]:5001").(*net.TCPConn)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if p.cc != "" {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, p.cc)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	var c net.Conn
+	if err := p.snd.Do(func() (err error) { c, err = d.DialContext(ctx, "tcp6", "["+view+"]:5001"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	f.conn = c.(*net.TCPConn)
 	t.Cleanup(func() { f.conn.Close() })
 	go func() { _ = nstest.WritePattern(ctx, f.conn, 16<<10, time.Millisecond) }()
 	return f
@@ -279,5 +297,88 @@ func TestHardHandoffRecoveryAB(t *testing.T) {
 	}
 	if won <= woff {
 		t.Errorf("bytes after the move: on %d <= off %d", won, woff)
+	}
+}
+
+func (f *flow) congestion(t *testing.T) string {
+	t.Helper()
+	rc, err := f.conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION) }); err != nil {
+		t.Fatal(err)
+	}
+	if gerr != nil {
+		t.Fatalf("TCP_CONGESTION: %v", gerr)
+	}
+	return v
+}
+
+// The loss window: two cubic flows through a 40 Mbit/s bottleneck (tbf; its queue makes the
+// windows large) lose their path for 1.5 s, long enough for timeouts. At the move's end both
+// get the RTO revert; only A's correspondent also gets the loss window, which moves A's socket
+// to the cubic wrapper and gives it back its window from before the timeout, while B restarts
+// in slow start. Afterwards A's window is near its old size and B's is not.
+func TestLossWindowRestoresCwnd(t *testing.T) {
+	const viewOn, viewOff = "fd00:aa::3", "fd00:bb::3"
+	p := newPair(t, viewOn, viewOff)
+	p.cc = "cubic"
+	p.snd.Run("tc", "qdisc", "add", "dev", "v0", "root", "tbf", "rate", "40mbit", "burst", "16kb", "latency", "100ms")
+	l := load(t)
+	if l.CwndErr != nil {
+		t.Fatalf("cubic wrapper: %v", l.CwndErr)
+	}
+	if reg, err := registered(l.WrapperName()); err != nil || !reg {
+		t.Fatalf("wrapper %q not registered: %v", l.WrapperName(), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := p.flow(ctx, viewOn), p.flow(ctx, viewOff)
+	for _, f := range []*flow{a, b} {
+		if cc := f.congestion(t); cc != "cubic" {
+			t.Fatalf("congestion control %q, want cubic", cc)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	ia0, ib0 := a.info(t), b.info(t)
+	p.cut(viewOn)
+	p.cut(viewOff)
+	time.Sleep(1500 * time.Millisecond)
+	p.heal()
+	for _, v := range []string{viewOn, viewOff} {
+		e := Peer{Epoch: 1, RtoMaxMs: DefaultRTOMaxMs}
+		if v == viewOn {
+			e.LossWindowMs = 2000
+		}
+		if err := l.SetPeer(netip.MustParseAddr(v), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	socks := p.run(l)
+	n := p.revert(socks)
+	time.Sleep(300 * time.Millisecond)
+	ia, ib := a.info(t), b.info(t)
+	c, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before the cut: A cwnd %d ssthresh %d rtt %dus; B cwnd %d ssthresh %d rtt %dus", ia0.Snd_cwnd, ia0.Snd_ssthresh, ia0.Rtt,
+		ib0.Snd_cwnd, ib0.Snd_ssthresh, ib0.Rtt)
+	t.Logf("300 ms after the move's end (%d reverts): A cwnd %d ssthresh %d (%s); B cwnd %d ssthresh %d (%s); counters %v",
+		n, ia.Snd_cwnd, ia.Snd_ssthresh, a.congestion(t), ib.Snd_cwnd, ib.Snd_ssthresh, b.congestion(t), c)
+	if cc := a.congestion(t); cc != l.WrapperName() {
+		t.Errorf("A's congestion control %q, want the wrapper %q", cc, l.WrapperName())
+	}
+	if cc := b.congestion(t); cc != "cubic" {
+		t.Errorf("B's congestion control %q, want cubic (untouched)", cc)
+	}
+	if c["tcpaware_cwnd_restored"] == 0 {
+		t.Errorf("no window restored")
+	}
+	if ia.Snd_cwnd < ia0.Snd_cwnd/2 || ia.Snd_cwnd <= ib.Snd_cwnd {
+		t.Errorf("A's window %d (before the cut %d), B's %d: want A's near its old size and above B's", ia.Snd_cwnd, ia0.Snd_cwnd, ib.Snd_cwnd)
 	}
 }

@@ -32,17 +32,25 @@ const (
 	CounterRTOMinSet
 	CounterSetsockoptErrors
 	CounterNotTCPSock
+	CounterCCSwitched
+	CounterNotCubic
+	CounterSsthreshKept
+	CounterCwndRestored
+	CounterWrapperInit
 	numCounters
 )
 
 // CounterNames name the counters for ilnpctl and JSON.
 var CounterNames = [numCounters]string{"tcpaware_sockets_seen", "tcpaware_sockets_matched",
-	"tcpaware_rto_max_set", "tcpaware_rto_min_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock"}
+	"tcpaware_rto_max_set", "tcpaware_rto_min_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock",
+	"tcpaware_cc_switched", "tcpaware_not_cubic", "tcpaware_ssthresh_kept", "tcpaware_cwnd_restored", "tcpaware_wrapper_init"}
 
 // Applied/failed bits in Socket.
 const (
 	AppliedRTOMax = 1 << 0
 	AppliedRTOMin = 1 << 1
+	AppliedWrapper = 1 << 2 // the socket was moved from cubic to the wrapper
+	AppliedWindow  = 1 << 3 // its loss window was opened
 )
 
 // Socket is one matched socket as the iterator saw it (struct tcpaware_sock), after any
@@ -98,8 +106,13 @@ type Loaded struct {
 		Iter     *ebpf.Program `ebpf:"tcpaware_iter"`
 		Peers    *ebpf.Map     `ebpf:"tcpaware_peers"`
 		Counters *ebpf.Map     `ebpf:"tcpaware_counters"`
+		CCName   *ebpf.Map     `ebpf:"tcpaware_ccname"`
+		Socks    *ebpf.Map     `ebpf:"tcpaware_sks"`
 	}
 	link *link.Iter
+	cc   *wrapper // nil: no cubic wrapper (CwndErr says why)
+	// CwndErr is why the cubic wrapper (the loss-window reactions) is not available.
+	CwndErr error
 }
 
 // Load loads the iterator (only its own maps; the datapath maps the header also declares are
@@ -119,11 +132,26 @@ func Load() (*Loaded, error) {
 		return nil, fmt.Errorf("tcpaware: attach TCP iterator: %w", err)
 	}
 	l.link = it
+	l.cc, l.CwndErr = loadWrapper(spec, l.objs.Counters, l.objs.Socks)
+	if l.CwndErr == nil {
+		if err := l.objs.CCName.Put(uint32(0), ccName(l.cc.name)); err != nil {
+			l.CwndErr = errors.Join(fmt.Errorf("tcpaware: wrapper name: %w", err), l.cc.close())
+			l.cc = nil
+		}
+	}
 	return l, nil
 }
 
+// WrapperName is the registered name of the cubic wrapper ("" when unavailable).
+func (l *Loaded) WrapperName() string {
+	if l.cc == nil {
+		return ""
+	}
+	return l.cc.name
+}
+
 func (l *Loaded) closeObjs() {
-	for _, c := range []io.Closer{l.objs.Iter, l.objs.Peers, l.objs.Counters} {
+	for _, c := range []io.Closer{l.objs.Iter, l.objs.Peers, l.objs.Counters, l.objs.CCName, l.objs.Socks} {
 		if c != nil {
 			c.Close()
 		}
@@ -139,6 +167,10 @@ func (l *Loaded) Close() error {
 	if l.link != nil {
 		err = l.link.Close()
 		l.link = nil
+	}
+	if l.cc != nil {
+		err = errors.Join(err, l.cc.close())
+		l.cc = nil
 	}
 	l.closeObjs()
 	return err

@@ -47,8 +47,8 @@ var CounterNames = [numCounters]string{"tcpaware_sockets_seen", "tcpaware_socket
 
 // Applied/failed bits in Socket.
 const (
-	AppliedRTOMax = 1 << 0
-	AppliedRTOMin = 1 << 1
+	AppliedRTOMax  = 1 << 0
+	AppliedRTOMin  = 1 << 1
 	AppliedWrapper = 1 << 2 // the socket was moved from cubic to the wrapper
 	AppliedWindow  = 1 << 3 // its loss window was opened
 )

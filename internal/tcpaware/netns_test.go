@@ -236,13 +236,14 @@ func TestReactionOnPeerSocketsOnly(t *testing.T) {
 	}
 }
 
-// A/B: two identical flows lose their path for 3.2 s (a hard handoff whose LU-ACK comes late);
-// the "on" flow's correspondent is signalled at the move's start and end, the "off" flow is
-// left to TCP. Recovery (the move's end to the first new byte delivered) and the bytes
+// A/B: two identical cubic flows lose their path for 3.2 s (a hard handoff whose LU-ACK comes
+// late); the "on" flow's correspondent is signalled at the move's start and end (all reactions
+// of the policy), the "off" flow is left to TCP. Recovery (the move's end to the first new byte delivered) and the bytes
 // delivered in the 2 s after it must both be better with the reactions.
 func TestHardHandoffRecoveryAB(t *testing.T) {
 	const on, off = "fd00:aa::2", "fd00:bb::2"
 	p := newPair(t, on, off)
+	p.cc = "cubic"
 	l := load(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

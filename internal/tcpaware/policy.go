@@ -23,7 +23,22 @@ const (
 	// the new path for many RTTs); at least seedRTTs new-path RTTs.
 	seedHold = 2 * time.Second
 	seedRTTs = 16
+	// The loss window: while a correspondent moves (moveWindowMs, renewed at the end) and for
+	// a while after its end (windowRTTs new-path RTTs, at least minWindowMs; windowUnknownMs
+	// without an RTT), a loss on its cubic sockets is the move's, not congestion.
+	moveWindowMs    = 5000
+	minWindowMs     = 1000
+	maxWindowMs     = 5000
+	windowUnknownMs = 2000
+	windowRTTs      = 10
 )
+
+func lossWindowMs(rtt time.Duration) uint32 {
+	if rtt <= 0 {
+		return windowUnknownMs
+	}
+	return uint32(min(max(windowRTTs*rtt.Milliseconds(), minWindowMs), maxWindowMs))
+}
 
 // Policy decides, per correspondent, what the iterator applies to its TCP sockets when a move
 // starts and ends. It is pure: the node's loop owns it and carries out its results.
@@ -89,7 +104,8 @@ func (p *Policy) state(peer netip.Addr) *peerState {
 }
 
 // MoveStarted: the path to peer broke (the MN's active locator died or changed). Its sockets'
-// RTO is capped so that backoff does not grow across the disconnection.
+// RTO is capped so that backoff does not grow across the disconnection, and its cubic sockets
+// get a loss window.
 func (p *Policy) MoveStarted(peer netip.Addr) (Update, bool) {
 	if !p.enabled || !peer.IsValid() {
 		return Update{}, false
@@ -100,11 +116,12 @@ func (p *Policy) MoveStarted(peer netip.Addr) (Update, bool) {
 	}
 	s.epoch++
 	s.moving = true
-	return Update{Peer: peer, Entry: Peer{Epoch: s.epoch, Moving: 1, RtoMaxMs: RTOCapMs}}, true
+	return Update{Peer: peer, Entry: Peer{Epoch: s.epoch, Moving: 1, RtoMaxMs: RTOCapMs, LossWindowMs: moveWindowMs}}, true
 }
 
 // MoveEnded: the path to peer works again (LU-ACK on the MN, LU applied on the CN). The RTO
-// cap is lifted, the timers are reverted, and when the LU exchange measured the new path's
+// cap is lifted, the timers are reverted, a loss window opens (10 new-path RTTs, 1-5 s; 2 s
+// without an RTT), and when the LU exchange measured the new path's
 // RTT (rtt > 0) the sockets' RTO floor is raised to it for a while, so that the first
 // segments on a slower path do not time out before the estimator has seen it.
 func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration, now time.Time) (Update, bool) {
@@ -116,7 +133,7 @@ func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration, now time.Time) (U
 		s.epoch++ // the CN learns of a move only at its end
 	}
 	s.moving = false
-	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs}
+	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs, LossWindowMs: lossWindowMs(rtt)}
 	if rtt > 0 {
 		e.RtoMinUs = uint32(min(DefaultRTOMinUs+rtt.Microseconds(), maxSeedUs))
 		s.seeded = true
@@ -154,6 +171,9 @@ func Describe(u Update, socks []Socket, reverts int) string {
 	}
 	if u.Entry.RtoMinUs != 0 {
 		fmt.Fprintf(&b, " rto_min=%dus", u.Entry.RtoMinUs)
+	}
+	if u.Entry.LossWindowMs != 0 {
+		fmt.Fprintf(&b, " loss_window=%dms", u.Entry.LossWindowMs)
 	}
 	n := 0
 	for _, s := range socks {

@@ -26,24 +26,24 @@ func TestPolicy(t *testing.T) {
 			{op: "start"}, {op: "end", rtt: 50 * time.Millisecond},
 		}},
 		{"MN: start caps, end restores, reverts and seeds the floor", true, []step{
-			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000}}}},
+			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "start"}, // already moving: nothing new
 			{op: "end", rtt: 200 * time.Millisecond, wantOK: true,
-				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, RtoMinUs: 400000}, Revert: true}}},
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, RtoMinUs: 400000, LossWindowMs: 2000}, Revert: true}}},
 			{op: "due", at: 3199 * time.Millisecond},
 			{op: "due", at: 3200 * time.Millisecond, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMinUs: 200000}}}},
 			{op: "due", at: 10 * time.Second},
 		}},
 		{"CN: the move's end alone, no RTT, no seed", true, []step{
-			{op: "end", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000}, Revert: true}}},
-			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 2, Moving: 1, RtoMaxMs: 1000}}}},
+			{op: "end", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
+			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 2, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 		}},
 		{"absurd RTT is bounded", true, []step{
 			{op: "end", rtt: time.Hour, wantOK: true,
-				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, RtoMinUs: 3000000}, Revert: true}}},
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, RtoMinUs: 3000000, LossWindowMs: 5000}, Revert: true}}},
 		}},
 		{"switching off undoes a cap", true, []step{
-			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000}}}},
+			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "off", want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000}}}},
 			{op: "start"},
 		}},
@@ -85,6 +85,17 @@ func TestPolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLossWindowMs(t *testing.T) {
+	for _, tt := range []struct {
+		rtt  time.Duration
+		want uint32
+	}{{0, 2000}, {time.Millisecond, 1000}, {200 * time.Millisecond, 2000}, {450 * time.Millisecond, 4500}, {time.Second, 5000}} {
+		if got := lossWindowMs(tt.rtt); got != tt.want {
+			t.Errorf("lossWindowMs(%v) = %d, want %d", tt.rtt, got, tt.want)
+		}
 	}
 }
 

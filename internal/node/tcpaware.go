@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -133,6 +134,13 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	}
 	for range sent {
 		n.count("tcpaware_reverts")
+	}
+	// The BPF side's counters (sockets matched, settings applied, windows restored) go to
+	// ilnpctl show stats with the daemon's: copied here, on the loop, after each run.
+	if c, err := t.it.Counters(); err == nil {
+		n.mu.Lock()
+		maps.Copy(n.counters, c)
+		n.mu.Unlock()
 	}
 	for _, u := range us {
 		n.emit(timeline.Event{Kind: tcpAwareEvent, Detail: tcpaware.Describe(u, socks, sent)})

@@ -21,7 +21,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define TA_AF_INET6 10
 #define TA_SOL_TCP 6
 #define TA_TCP_RTO_MAX_MS 44 /* linux >= 6.15, range 1000..120000 */
-#define TA_TCP_BPF_RTO_MIN 1004
 #define TA_TCP_ESTABLISHED 1
 #define TA_TCP_CLOSE_WAIT 8
 
@@ -207,16 +206,6 @@ int tcpaware_iter(struct bpf_iter__tcp *ctx)
 				ta_count(TCPAWARE_C_RTO_MAX_SET);
 			} else {
 				rec.failed |= 1;
-				ta_count(TCPAWARE_C_SETSOCKOPT_ERRORS);
-			}
-		}
-		if (peer->rto_min_us) {
-			val = peer->rto_min_us;
-			if (bpf_setsockopt(tp, TA_SOL_TCP, TA_TCP_BPF_RTO_MIN, &val, sizeof(val)) == 0) {
-				rec.applied |= 2;
-				ta_count(TCPAWARE_C_RTO_MIN_SET);
-			} else {
-				rec.failed |= 2;
 				ta_count(TCPAWARE_C_SETSOCKOPT_ERRORS);
 			}
 		}

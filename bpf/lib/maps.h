@@ -298,7 +298,6 @@ struct tcpaware_peer {
 	__u32 epoch;      /* moves signalled so far (reported back per socket) */
 	__u32 moving;     /* 1 between the move's start and its end */
 	__u32 rto_max_ms; /* TCP_RTO_MAX_MS to set (>= 1000, kernel limit) */
-	__u32 rto_min_us; /* TCP_BPF_RTO_MIN to set */
 	__u32 loss_window_ms; /* >0: losses in this window after the run are not congestion */
 };
 
@@ -333,7 +332,7 @@ struct tcpaware_sock {
 	__u32 retrans_out;
 	__u8 backoff;
 	__u8 tcp_state;
-	__u8 applied; /* bits: 1 rto_max set, 2 rto_min set, 4 wrapper chosen, 8 window open */
+	__u8 applied; /* bits: 1 rto_max set, 4 wrapper chosen, 8 window open */
 	__u8 failed;  /* same bits: bpf_setsockopt refused */
 };
 
@@ -341,7 +340,6 @@ enum tcpaware_counter {
 	TCPAWARE_C_SOCKETS_SEEN,
 	TCPAWARE_C_SOCKETS_MATCHED,
 	TCPAWARE_C_RTO_MAX_SET,
-	TCPAWARE_C_RTO_MIN_SET,
 	TCPAWARE_C_SETSOCKOPT_ERRORS,
 	TCPAWARE_C_NOT_TCP_SOCK,
 	TCPAWARE_C_CC_SWITCHED,   /* sockets moved from cubic to the wrapper */

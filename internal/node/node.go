@@ -759,7 +759,6 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.
 func (n *Node) touchSessions() {
-	n.tcpTick(time.Now())
 	sessions, err := n.dp.Sessions()
 	if err != nil {
 		return

@@ -57,17 +57,9 @@ func (n *Node) tcpMoveEnded(peer wire.NID, rtt time.Duration) {
 	if !ok {
 		return
 	}
-	if u, ok := n.tcp().policy.MoveEnded(b.SessionRemote.Addr(), rtt, time.Now()); ok {
+	if u, ok := n.tcp().policy.MoveEnded(b.SessionRemote.Addr(), rtt); ok {
 		n.tcpApply([]tcpaware.Update{u})
 	}
-}
-
-// tcpTick lifts expired RTO floors (called with the loop's housekeeping).
-func (n *Node) tcpTick(now time.Time) {
-	if n.tcpa == nil {
-		return
-	}
-	n.tcpApply(n.tcpa.policy.Due(now))
 }
 
 // SetTCPAware switches the reactions at run time (ilnpctl set tcp-aware on|off).
@@ -120,9 +112,6 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	}
 	var rev []tcpaware.Socket
 	for _, s := range socks {
-		if s.Failed != 0 {
-			n.count("tcpaware_setsockopt_errors")
-		}
 		if revert[s.Remote.Addr()] {
 			rev = append(rev, s)
 		}

@@ -264,7 +264,7 @@ func TestHardHandoffRecoveryAB(t *testing.T) {
 
 	p.heal()
 	healed := time.Now()
-	u, ok = pol.MoveEnded(netip.MustParseAddr(on), 0, healed)
+	u, ok = pol.MoveEnded(netip.MustParseAddr(on), 0)
 	if !ok || !u.Revert {
 		t.Fatalf("policy at the move's end: %+v %v", u, ok)
 	}

@@ -14,15 +14,6 @@ const (
 	RTOCapMs = 1000
 	// DefaultRTOMaxMs is net.ipv4.tcp_rto_max_ms's default (TCP_RTO_MAX), restored after a move.
 	DefaultRTOMaxMs = 120000
-	// DefaultRTOMinUs is TCP_RTO_MIN, restored when a seeded RTO floor expires.
-	DefaultRTOMinUs = 200000
-	// maxSeedUs bounds a seeded RTO floor (a hostile or broken RTT sample cannot stall a
-	// socket's loss recovery for longer).
-	maxSeedUs = 3000000
-	// seedHold is how long a seeded RTO floor stays (the socket's own estimator has then seen
-	// the new path for many RTTs); at least seedRTTs new-path RTTs.
-	seedHold = 2 * time.Second
-	seedRTTs = 16
 	// The loss window: while a correspondent moves (moveWindowMs, renewed at the end) and for
 	// a while after its end (windowRTTs new-path RTTs, at least minWindowMs; windowUnknownMs
 	// without an RTT), a loss on its cubic sockets is the move's, not congestion.
@@ -48,10 +39,8 @@ type Policy struct {
 }
 
 type peerState struct {
-	epoch     uint32
-	moving    bool
-	seeded    bool
-	seedUntil time.Time
+	epoch  uint32
+	moving bool
 }
 
 // Update is one entry to write and whether the sockets' retransmission timers are to be
@@ -71,7 +60,7 @@ func NewPolicy(enabled bool) *Policy {
 func (p *Policy) Enabled() bool { return p.enabled }
 
 // SetEnabled switches the reactions; switching off returns the updates that undo what is
-// still applied (moving correspondents' RTO caps, seeded floors).
+// still applied (moving correspondents' RTO caps).
 func (p *Policy) SetEnabled(on bool) []Update {
 	if on == p.enabled {
 		return nil
@@ -82,12 +71,8 @@ func (p *Policy) SetEnabled(on bool) []Update {
 	}
 	var out []Update
 	for addr, s := range p.peers {
-		if s.moving || s.seeded {
-			e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs}
-			if s.seeded {
-				e.RtoMinUs = DefaultRTOMinUs
-			}
-			out = append(out, Update{Peer: addr, Entry: e})
+		if s.moving {
+			out = append(out, Update{Peer: addr, Entry: Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs}})
 		}
 	}
 	clear(p.peers)
@@ -119,12 +104,10 @@ func (p *Policy) MoveStarted(peer netip.Addr) (Update, bool) {
 	return Update{Peer: peer, Entry: Peer{Epoch: s.epoch, Moving: 1, RtoMaxMs: RTOCapMs, LossWindowMs: moveWindowMs}}, true
 }
 
-// MoveEnded: the path to peer works again (LU-ACK on the MN, LU applied on the CN). The RTO
-// cap is lifted, the timers are reverted, a loss window opens (10 new-path RTTs, 1-5 s; 2 s
-// without an RTT), and when the LU exchange measured the new path's
-// RTT (rtt > 0) the sockets' RTO floor is raised to it for a while, so that the first
-// segments on a slower path do not time out before the estimator has seen it.
-func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration, now time.Time) (Update, bool) {
+// MoveEnded: the path to peer works again (LU-ACK on the MN with the exchange's RTT, LU applied
+// on the CN with rtt 0). The RTO cap is lifted, the timers are reverted, and a loss window
+// opens for 10 new-path RTTs (1-5 s; 2 s without an RTT).
+func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration) (Update, bool) {
 	if !p.enabled || !peer.IsValid() {
 		return Update{}, false
 	}
@@ -134,24 +117,7 @@ func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration, now time.Time) (U
 	}
 	s.moving = false
 	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs, LossWindowMs: lossWindowMs(rtt)}
-	if rtt > 0 {
-		e.RtoMinUs = uint32(min(DefaultRTOMinUs+rtt.Microseconds(), maxSeedUs))
-		s.seeded = true
-		s.seedUntil = now.Add(max(seedHold, seedRTTs*rtt))
-	}
 	return Update{Peer: peer, Entry: e, Revert: true}, true
-}
-
-// Due returns the updates whose seeded RTO floor has expired by now.
-func (p *Policy) Due(now time.Time) []Update {
-	var out []Update
-	for addr, s := range p.peers {
-		if s.seeded && !now.Before(s.seedUntil) {
-			s.seeded = false
-			out = append(out, Update{Peer: addr, Entry: Peer{Epoch: s.epoch, RtoMinUs: DefaultRTOMinUs}})
-		}
-	}
-	return out
 }
 
 // Forget drops a correspondent whose session ended.
@@ -168,9 +134,6 @@ func Describe(u Update, socks []Socket, reverts int) string {
 	}
 	if u.Entry.RtoMaxMs != 0 {
 		fmt.Fprintf(&b, " rto_max=%dms", u.Entry.RtoMaxMs)
-	}
-	if u.Entry.RtoMinUs != 0 {
-		fmt.Fprintf(&b, " rto_min=%dus", u.Entry.RtoMinUs)
 	}
 	if u.Entry.LossWindowMs != 0 {
 		fmt.Fprintf(&b, " loss_window=%dms", u.Entry.LossWindowMs)

@@ -9,11 +9,9 @@ import (
 
 func TestPolicy(t *testing.T) {
 	a := netip.MustParseAddr("fd00:aa::1")
-	t0 := time.Unix(1000, 0)
 	type step struct {
-		op     string // start, end, due, off
+		op     string // start, end, off
 		rtt    time.Duration
-		at     time.Duration
 		want   []Update
 		wantOK bool
 	}
@@ -25,22 +23,19 @@ func TestPolicy(t *testing.T) {
 		{"off does nothing", false, []step{
 			{op: "start"}, {op: "end", rtt: 50 * time.Millisecond},
 		}},
-		{"MN: start caps, end restores, reverts and seeds the floor", true, []step{
+		{"MN: start caps, end restores, reverts, window from the LU RTT", true, []step{
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "start"}, // already moving: nothing new
 			{op: "end", rtt: 200 * time.Millisecond, wantOK: true,
-				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, RtoMinUs: 400000, LossWindowMs: 2000}, Revert: true}}},
-			{op: "due", at: 3199 * time.Millisecond},
-			{op: "due", at: 3200 * time.Millisecond, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMinUs: 200000}}}},
-			{op: "due", at: 10 * time.Second},
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
 		}},
-		{"CN: the move's end alone, no RTT, no seed", true, []step{
+		{"CN: the move's end alone, no RTT", true, []step{
 			{op: "end", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 2, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 		}},
 		{"absurd RTT is bounded", true, []step{
 			{op: "end", rtt: time.Hour, wantOK: true,
-				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, RtoMinUs: 3000000, LossWindowMs: 5000}, Revert: true}}},
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 5000}, Revert: true}}},
 		}},
 		{"switching off undoes a cap", true, []step{
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
@@ -63,12 +58,10 @@ func TestPolicy(t *testing.T) {
 					}
 				case "end":
 					var u Update
-					u, ok = p.MoveEnded(a, s.rtt, t0)
+					u, ok = p.MoveEnded(a, s.rtt)
 					if ok {
 						got = []Update{u}
 					}
-				case "due":
-					got = p.Due(t0.Add(s.at))
 				case "off":
 					got = p.SetEnabled(false)
 				}

@@ -29,7 +29,6 @@ const (
 	CounterSocketsSeen = iota
 	CounterSocketsMatched
 	CounterRTOMaxSet
-	CounterRTOMinSet
 	CounterSetsockoptErrors
 	CounterNotTCPSock
 	CounterCCSwitched
@@ -42,13 +41,12 @@ const (
 
 // CounterNames name the counters for ilnpctl and JSON.
 var CounterNames = [numCounters]string{"tcpaware_sockets_seen", "tcpaware_sockets_matched",
-	"tcpaware_rto_max_set", "tcpaware_rto_min_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock",
+	"tcpaware_rto_max_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock",
 	"tcpaware_cc_switched", "tcpaware_not_cubic", "tcpaware_ssthresh_kept", "tcpaware_cwnd_restored", "tcpaware_wrapper_init"}
 
 // Applied/failed bits in Socket.
 const (
 	AppliedRTOMax  = 1 << 0
-	AppliedRTOMin  = 1 << 1
 	AppliedWrapper = 1 << 2 // the socket was moved from cubic to the wrapper
 	AppliedWindow  = 1 << 3 // its loss window was opened
 )

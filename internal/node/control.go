@@ -128,6 +128,7 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 	}
 	n.mu.Unlock()
 	n.addPublisherStats(stats) // dns_* (rendezvous.go)
+	n.addTCPAwareStats(stats)  // tcpaware_* (tcpaware.go)
 	return stats, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"ilnp/internal/lu"
@@ -19,14 +20,53 @@ const tcpAwareEvent timeline.Kind = "tcp_aware"
 // move into the per-correspondent signal internal/tcpaware delivers to TCP sockets. Loop-owned.
 type tcpAware struct {
 	policy     *tcpaware.Policy
-	it         *tcpaware.Loaded // loaded on first use; nil while off or unavailable
+	it         *tcpaware.Loaded // loaded when first on; nil while off or unavailable
 	loadErr    error
 	lastActive wire.L64
+	// live is it for ilnpctl show stats (read off the loop).
+	live atomic.Pointer[tcpaware.Loaded]
+}
+
+// ensure loads the iterator and the cubic wrapper once reactions are on (ahead of the first
+// move: loading takes tens of milliseconds). A failure is logged once and disables them.
+func (n *Node) tcpEnsure() *tcpaware.Loaded {
+	t := n.tcp()
+	if t.it == nil && t.loadErr == nil && t.policy.Enabled() {
+		t.it, t.loadErr = tcpaware.Load()
+		if t.loadErr != nil {
+			n.log.Warn("mobility-aware TCP unavailable", "err", t.loadErr)
+		} else {
+			if t.it.CwndErr != nil {
+				n.log.Warn("mobility-aware TCP: no cubic wrapper (loss window off)", "err", t.it.CwndErr)
+			}
+			t.live.Store(t.it)
+		}
+	}
+	return t.it
+}
+
+// addTCPAwareStats adds the BPF side's counters (sockets matched, settings applied, windows
+// used) to ilnpctl show stats.
+func (n *Node) addTCPAwareStats(stats map[string]uint64) {
+	n.mu.Lock()
+	t := n.tcpa
+	n.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if it := t.live.Load(); it != nil {
+		if c, err := it.Counters(); err == nil {
+			maps.Copy(stats, c)
+		}
+	}
 }
 
 func (n *Node) tcp() *tcpAware {
 	if n.tcpa == nil {
-		n.tcpa = &tcpAware{policy: tcpaware.NewPolicy(n.cfg.TCPAware)}
+		t := &tcpAware{policy: tcpaware.NewPolicy(n.cfg.TCPAware)}
+		n.mu.Lock() // addTCPAwareStats reads the pointer off the loop
+		n.tcpa = t
+		n.mu.Unlock()
 	}
 	return n.tcpa
 }
@@ -35,6 +75,7 @@ func (n *Node) tcp() *tcpAware {
 // died), every correspondent is moving until its LU-ACK arrives.
 func (n *Node) tcpActiveChanged() {
 	t := n.tcp()
+	n.tcpEnsure()
 	var loc wire.L64
 	if a, ok := n.cache.Active(); ok {
 		loc = a.Locator
@@ -73,6 +114,7 @@ func (n *Node) SetTCPAware(ctx context.Context, on bool) error {
 func (n *Node) setTCPAware(on bool) {
 	n.cfg.TCPAware = on
 	n.tcpApply(n.tcp().policy.SetEnabled(on))
+	n.tcpEnsure()
 }
 
 // tcpApply writes the updates and runs the iterator once; reverts follow for the sockets of
@@ -82,13 +124,7 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 		return
 	}
 	t := n.tcp()
-	if t.it == nil && t.loadErr == nil {
-		t.it, t.loadErr = tcpaware.Load()
-		if t.loadErr != nil {
-			n.log.Warn("mobility-aware TCP unavailable", "err", t.loadErr)
-		}
-	}
-	if t.it == nil {
+	if n.tcpEnsure() == nil {
 		n.count("tcpaware_unavailable")
 		return
 	}
@@ -124,13 +160,7 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	for range sent {
 		n.count("tcpaware_reverts")
 	}
-	// The BPF side's counters (sockets matched, settings applied, windows restored) go to
-	// ilnpctl show stats with the daemon's: copied here, on the loop, after each run.
-	if c, err := t.it.Counters(); err == nil {
-		n.mu.Lock()
-		maps.Copy(n.counters, c)
-		n.mu.Unlock()
-	}
+
 	for _, u := range us {
 		n.emit(timeline.Event{Kind: tcpAwareEvent, Detail: tcpaware.Describe(u, socks, sent)})
 	}
@@ -140,6 +170,7 @@ func (n *Node) tcpClose() error {
 	if n.tcpa == nil || n.tcpa.it == nil {
 		return nil
 	}
+	n.tcpa.live.Store(nil)
 	err := n.tcpa.it.Close()
 	n.tcpa.it = nil
 	return err

@@ -386,6 +386,8 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	in.AppLost = iperfReceiverLost(filepath.Join(dir, "iperf-server.json"))
+	in.AppIntervals = iperfReceiverIntervals(filepath.Join(dir, "iperf-server.json"))
+	in.HostDrops = hostDropsFrom(in.MNEvents, CNNID)
 	in.SenderTimeouts = senderTimeouts
 	if topo.Named != nil {
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)

@@ -92,6 +92,7 @@ enum ilnp_session_flag {
 	ILNP_SESS_RESPONDER = 1 << 3,     /* created by the first incoming packet */
 	ILNP_SESS_INITIATOR = 1 << 4,     /* created by the first outgoing packet to a peer */
 	ILNP_SESS_WEAK_NONCE = 1 << 5,    /* nonce pool was empty: local nonce from prandom */
+	ILNP_SESS_EMBRYONIC = 1 << 6,     /* responder this host has not answered yet (embryos) */
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -190,6 +191,10 @@ enum ilnp_counter {
 	ILNP_C_NONCE_POOL_EMPTY,
 	ILNP_C_EVENTS_LOST,
 	ILNP_C_IN_SESSIONS_LIMITED, /* new session refused: over new_sessions_per_s */
+	ILNP_C_IN_LEARN_REFUSED,    /* LU while the session waits for the responder's nonce */
+	ILNP_C_EMBRYOS_CREATED,     /* responder sessions created by an incoming packet */
+	ILNP_C_EMBRYOS_PROMOTED,    /* ... that this host answered: now in the session table */
+	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
 	ILNP_C_MAX,
 };
 
@@ -224,6 +229,20 @@ struct {
 	__type(value, struct ilnp_session);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sessions SEC(".maps");
+
+/* Responder sessions that only the remote side has spoken in ("embryos"): anyone can create
+ * them with one spoofed packet, so they live apart from the session table, in an LRU map where
+ * a flood only evicts other embryos, with no nonce index, no daemon state and no route. The
+ * first packet this host sends on one promotes it into sessions (ilnp_promote_embryo). The
+ * loader sizes it like sessions (session-table-size): at new_sessions_per_s an embryo survives
+ * at least max_entries / rate seconds of flood. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ilnp_session_key);
+	__type(value, struct ilnp_session);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} embryos SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

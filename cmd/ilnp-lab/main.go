@@ -7,6 +7,8 @@
 //	                [--tcp-aware on|off]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
+//	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
+//	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
 // ilnp-lab LINK...), started by the lab itself.
@@ -61,6 +63,10 @@ func main() {
 		err = cmdAnalyze(os.Args[2:])
 	case "signalling":
 		err = cmdSignalling(ctx, os.Args[2:])
+	case "results":
+		err = cmdResults(ctx, os.Args[2:])
+	case "soak":
+		err = cmdSoak(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -84,7 +90,7 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 1s] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
@@ -92,6 +98,10 @@ func usage() {
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
+  ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success]
+                  (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
+  ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+                  (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }
 
@@ -112,7 +122,7 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
 	fs.StringVar(&c.out, "out", "", "output directory")
 	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "ILNP modes: how the CN finds the MN: hosts (shared hosts file) or dns (real named on R1, the MN publishes NID/L64 by RFC 2136 update)")
-	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA added at the home agent (0: the baseline's own; the thesis's UMIP: 1s)")
+	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA, an extra delay at the home agent on top of its DAD of a new binding (1 s, UMIP's); default 0")
 }
 
 func (c *common) timing() (lab.Profile, error) {
@@ -297,7 +307,7 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
 	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")
-	tha := fs.Duration("mipv6-tha", d.THA, "delay: T_HA at the home agent for mipv6 modes (thesis: 1s)")
+	tha := fs.Duration("mipv6-tha", d.THA, "mipv6 runs of every part: T_HA, an extra delay at the home agent on top of its 1 s DAD (default 0)")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return fmt.Errorf("--out is required")
@@ -342,4 +352,33 @@ func onOff(name, v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("--%s: want on or off, got %q", name, v)
+}
+
+func cmdResults(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("results", flag.ExitOnError)
+	d := lab.DefaultResults("", "")
+	out := fs.String("out", "", "output directory (results.md, results.json, the runs)")
+	bin := fs.String("bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
+	profile := fs.String("profile", d.ProfileName, "movement profile of the runs")
+	reps := fs.Int("reps", d.Reps, "repetitions per run")
+	handoffs := fs.Int("handoffs", d.Handoffs, "signalling exchanges per mode for the success rate")
+	modes := fs.String("modes", strings.Join(d.Modes, ","), "table columns")
+	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success")
+	tha := fs.Duration("mipv6-tha", 0, "mipv6 modes: T_HA on top of the HA's DAD (default 0)")
+	_ = fs.Parse(args)
+	if *out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	cfg := lab.DefaultResults(*out, *bin)
+	cfg.ProfileName, cfg.Reps, cfg.Handoffs, cfg.Modes, cfg.Rows, cfg.THA, cfg.Progress = *profile, *reps, *handoffs, split(*modes), split(*rows), *tha, os.Stderr
+	c := common{out: *out, bin: *bin}
+	var err error
+	if cfg.BinDir, err = c.binaries(append(cfg.Modes, "ilnp-soft")); err != nil {
+		return err
+	}
+	if err := lab.Results(ctx, cfg); err != nil {
+		return err
+	}
+	fmt.Printf("results table: %s\n", filepath.Join(*out, "results.md"))
+	return nil
 }

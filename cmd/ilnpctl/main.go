@@ -32,6 +32,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"ilnp/internal/control"
 	"ilnp/internal/timeline"
@@ -46,6 +47,8 @@ const usage = `usage: ilnpctl [-s SOCKET] [-j] COMMAND
   set tcp-aware on|off                 switch the mobility-aware TCP reactions
   peer add NAME ILV...                 register an ILNP peer; ILV is an IPv6 address,
                                        L64,NID or L64|PREFERENCE,NID
+  flush                                stop ilnpd for good: detach the datapath, remove its
+                                       pins, routes, addresses and state (ends every session)
 options:
   -s SOCKET   control socket (default ` + control.DefaultSocket + `)
   -j          JSON output
@@ -120,7 +123,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usagef("no command")
 	}
-	cmd, ok := match(args[0], "show", "events", "set", "peer", "help")
+	cmd, ok := match(args[0], "show", "events", "set", "peer", "flush", "help")
 	if !ok {
 		return usagef("unknown command %q", args[0])
 	}
@@ -173,6 +176,11 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 			return usagef("set handoff: want soft or hard, got %q", args[1])
 		}
 		return c.client.SetHandoff(ctx, args[1])
+	case "flush":
+		if len(args) != 0 {
+			return usagef("flush: no arguments")
+		}
+		return c.client.Flush(ctx, 15*time.Second)
 	case "peer":
 		if len(args) < 3 {
 			return usagef("peer: want \"peer add NAME ILV...\"")

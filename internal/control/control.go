@@ -291,6 +291,12 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 		}
 		return send(Response{OK: true})
 
+	case OpFlush:
+		if err := handleFlush(ctx, h); err != nil {
+			return fail("flush: %v", err)
+		}
+		return send(Response{OK: true})
+
 	case "events":
 		past, live, stop, err := h.Events(ctx, req.Follow)
 		if err != nil {
@@ -324,7 +330,7 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 			}
 		}
 	}
-	return fail("unknown op %q (want show, events, set-handoff, set-tcp-aware or peer-add)", req.Op)
+	return fail("unknown op %q (want show, events, set-handoff, set-tcp-aware, peer-add or flush)", req.Op)
 }
 
 // decodeRequest reads one request line strictly: unknown fields are errors, so a newer

@@ -640,17 +640,17 @@ func checkSetHandoff(t *testing.T, n *testNet) {
 	}
 }
 
-// checkShutdown: SIGTERM ends both daemons with status 0, and the identity addresses they kept
-// on lo are gone.
+// checkShutdown: SIGTERM ends both daemons with status 0 and leaves what the sessions need
+// (identity addresses on lo, the pinned datapath); `ilnpd -flush` then removes all of it.
 func checkShutdown(t *testing.T, n *testNet) {
 	for _, d := range []*daemon{n.mn, n.cn} {
 		if err := d.stop(10 * time.Second); err != nil {
 			t.Errorf("ilnpd %s: %v\n%s", d.name, err, tailFile(d.log, 20))
 		}
-		out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global")
-		if strings.TrimSpace(out) != "" {
-			t.Errorf("ilnpd %s left addresses on lo:\n%s", d.name, out)
+		if out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global"); strings.TrimSpace(out) == "" {
+			t.Errorf("ilnpd %s: SIGTERM removed the identity addresses on lo", d.name)
 		}
+		d.checkFlush(t)
 	}
 }
 
@@ -689,6 +689,13 @@ func (n *testNet) logFigures(t *testing.T, r *moveResult) {
 		if sent != nil && acked != nil {
 			line += fmt.Sprintf("; handoff delay LU sent -> ACK %.2f ms (attempt %d, engine says %.2f ms; %s)",
 				float64(acked.MonoNS-sent.MonoNS)/1e6, acked.Attempt, float64(acked.Duration)/1e6, acked.Detail)
+			// lu_ack_received carries the kernel's arrival stamp (SO_TIMESTAMPNS): after the
+			// LU left, and no later than the engine saw the ACK in user space (its Duration runs
+			// from just before the send); 1 ms covers the realtime -> monotonic conversion.
+			if d := acked.MonoNS - sent.MonoNS; d <= 0 || d > acked.Duration+int64(time.Millisecond) {
+				t.Errorf("%s: LU-ACK arrival stamp %d ns after the LU, engine's elapsed %d ns: not a kernel arrival stamp",
+					m.name, d, acked.Duration)
+			}
 		}
 		t.Log(line)
 	}

@@ -40,6 +40,47 @@ type Input struct {
 	// SenderTimeouts is the TCP sender's (the CN's) retransmission timeouts during the run
 	// (nstat TcpExtTCPTimeouts of its fresh namespace); nil: unknown.
 	SenderTimeouts *int
+	// AppIntervals are iperf3's per-interval receiver reports (-J "intervals" of the server's
+	// receiving stream), Start/End in seconds since iperf3's test start, which is taken to be
+	// the CN's first datagram (CN capture).
+	AppIntervals []AppInterval
+	// HostDrops are CN -> MN packets the MN's host dropped after its capture point (the
+	// datapath's drop events, kernel time stamps), beyond the stale-locator drops this package
+	// already infers from the timeline.
+	HostDrops []HostDrop
+}
+
+// AppInterval is one iperf3 receiver interval.
+type AppInterval struct {
+	Start, End    float64
+	Packets, Lost int
+}
+
+// HostDrop is one packet dropped inside the MN after the capture saw it.
+type HostDrop struct {
+	MonoNS int64 // CLOCK_MONOTONIC, the datapath's bpf_ktime_get_ns
+	Reason string
+}
+
+// WindowLoss is what each source says about CN -> MN datagrams lost in the window; the
+// result's udp_lost_window is the largest credible one.
+type WindowLoss struct {
+	// Capture: sent in the window (CN capture) and never seen arriving for a usable locator
+	// at the MN's capture.
+	Capture int `json:"capture"`
+	// HostDrops: datagrams of the window dropped inside the MN after its capture point.
+	HostDrops int `json:"host_drops"`
+	// App: iperf3's receiver, lost_packets of its intervals that lie mostly in the window
+	// (AppFrom..AppTo on the flow's axis); nil without intervals.
+	App     *int    `json:"app,omitempty"`
+	AppFrom float64 `json:"app_from,omitempty"`
+	AppTo   float64 `json:"app_to,omitempty"`
+	// AppCredible is false when iperf3 claims more losses than the CN sent in those intervals.
+	AppCredible bool `json:"app_credible"`
+	// Used names the source taken: "capture+drops" or "iperf3".
+	Used string `json:"used"`
+	// Disagree flags a run whose sources differ by more than 2 datagrams and 5 %.
+	Disagree bool `json:"disagree"`
 }
 
 // Point is one sample of a time series (seconds since the flow started).
@@ -57,10 +98,12 @@ type Result struct {
 	WindowStart float64     `json:"window_start"`
 	WindowEnd   float64     `json:"window_end"`
 	HandoffAt   *float64    `json:"handoff_at"` // first LU after entering L3
-	Enter       float64     `json:"enter"`
-	Leave       float64     `json:"leave"`
-	Duration    float64     `json:"duration"`
-	Notes       []string    `json:"notes,omitempty"`
+	// WindowLoss (UDP) is each source's count behind udp_lost_window.
+	WindowLoss *WindowLoss `json:"udp_lost_window_sources,omitempty"`
+	Enter      float64     `json:"enter"`
+	Leave      float64     `json:"leave"`
+	Duration   float64     `json:"duration"`
+	Notes      []string    `json:"notes,omitempty"`
 }
 
 func (in *Input) rel(t time.Time) float64 { return t.Sub(in.T0Wall).Seconds() }
@@ -138,6 +181,39 @@ func (ls locatorStates) usable(dst [16]byte, t float64) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// appWindowLoss sums iperf3's receiver losses over its intervals that lie mostly inside
+// [ws, we) on the flow's axis (interval times offset by the CN's first datagram), and says
+// which span they cover. iperf3 counts a gap when the next datagram arrives, so a loss is
+// counted in the interval that ends it.
+func appWindowLoss(ivs []AppInterval, sentAt map[int64]float64, ws, we float64) (lost int, from, to float64, ok bool) {
+	if len(ivs) == 0 || len(sentAt) == 0 {
+		return 0, 0, 0, false
+	}
+	first := -1.0
+	for _, t := range sentAt {
+		if first < 0 || t < first {
+			first = t
+		}
+	}
+	from, to = -1, -1
+	for _, iv := range ivs {
+		s, e := iv.Start+first, iv.End+first
+		if e <= s || iv.Lost < 0 {
+			continue
+		}
+		if overlap := min(e, we) - max(s, ws); overlap < (e-s)/2 {
+			continue
+		}
+		lost += iv.Lost
+		if from < 0 || s < from {
+			from = s
+		}
+		to = max(to, e)
+		ok = true
+	}
+	return lost, from, to, ok
+}
 
 // Compute derives the metrics.
 func Compute(in Input) Result {
@@ -234,8 +310,12 @@ func Compute(in Input) Result {
 				got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: p.UDPSeq})
 			}
 		}
-		lost, lostWin := 0, 0
+		// The capture's own count first.
+		lost, lostWin, sentWin := 0, 0, 0
 		for seq, t := range sentAt {
+			if inWindow(t) {
+				sentWin++
+			}
 			if !recv[seq] {
 				lost++
 				if inWindow(t) {
@@ -243,6 +323,38 @@ func Compute(in Input) Result {
 				}
 			}
 		}
+		wl := &WindowLoss{Capture: lostWin, Used: "capture+drops"}
+		// Drops inside the host after the capture point, which the capture counted as
+		// delivered: in the window by their kernel stamps.
+		for _, d := range in.HostDrops {
+			lost++
+			if inWindow(in.relMono(d.MonoNS)) {
+				wl.HostDrops++
+			}
+		}
+		lostWin = min(lostWin+wl.HostDrops, sentWin)
+		capWin := lostWin
+		if app, from, to, ok := appWindowLoss(in.AppIntervals, sentAt, ws, we); ok {
+			wl.App, wl.AppFrom, wl.AppTo = ptr(app), from, to
+			sentSpan := 0
+			for _, t := range sentAt {
+				if t >= from && t < to {
+					sentSpan++
+				}
+			}
+			wl.AppCredible = app <= sentSpan
+			if !wl.AppCredible {
+				res.Notes = append(res.Notes, fmt.Sprintf("iperf3 claims %d datagrams lost in %.1f-%.1f s, more than the CN sent (%d): not used", app, from, to, sentSpan))
+			} else if app > lostWin {
+				lostWin, wl.Used = app, "iperf3"
+			}
+			hi, lo := max(app, capWin), min(app, capWin)
+			if wl.Disagree = hi-lo > 2 && float64(hi-lo) > 0.05*float64(hi); wl.Disagree || !wl.AppCredible {
+				wl.Disagree = true
+				res.Notes = append(res.Notes, fmt.Sprintf("UDP lost in the window: sources disagree (capture %d + host drops %d, iperf3 %d): %d used", wl.Capture, wl.HostDrops, app, lostWin))
+			}
+		}
+		res.WindowLoss = wl
 		if in.AppLost != nil && *in.AppLost > lost {
 			res.Notes = append(res.Notes, fmt.Sprintf("iperf3 at the MN lost %d datagrams, the capture %d: the application's count is used", *in.AppLost, lost))
 			lost = *in.AppLost

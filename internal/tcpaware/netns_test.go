@@ -225,8 +225,11 @@ func TestReactionOnPeerSocketsOnly(t *testing.T) {
 	ia, ib = a.info(t), b.info(t)
 	t.Logf("%d revert messages; A delivered again after %s; A rto=%dus backoff=%d; B rto=%dus backoff=%d",
 		n, da, ia.Rto, ia.Backoff, ib.Rto, ib.Backoff)
-	if n == 0 || da > 300*time.Millisecond {
-		t.Errorf("A delivered again %s after the move's end (%d revert messages), want < 300 ms", da, n)
+	// A's capped timer may have fired just before the run (then nothing was in flight and no
+	// revert was needed); otherwise the reverts must have made it deliver at once.
+	if (n == 0 && socks[0].Backoff != 0) || da > 300*time.Millisecond {
+		t.Errorf("A delivered again %s after the move's end (%d revert messages, backoff %d), want < 300 ms",
+			da, n, socks[0].Backoff)
 	}
 	if b.received.Load() != rb || ib.Backoff == 0 {
 		t.Errorf("B was touched: received %d -> %d, backoff %d", rb, b.received.Load(), ib.Backoff)

@@ -2,8 +2,9 @@
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
-//	             [--rendezvous hosts|dns] --out DIR
+//	             [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
+//	                [--tcp-aware on|off]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
@@ -89,9 +90,9 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
-                  [--report-only] [--signalling] [--rendezvous hosts|dns]
+                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
@@ -173,13 +174,18 @@ func cmdRun(ctx context.Context, args []string) error {
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
+	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
 		return err
 	}
+	aware, err := onOff("tcp-aware", *tcpAware)
+	if err != nil {
+		return err
+	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
-		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion}
+		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -211,7 +217,12 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
 	congestions := fs.String("congestions", "", "TCP congestion controls as an extra axis for tcp (e.g. cubic,hybla,veno): cells go to SCENARIO/MODE/tcp-NAME and the report gains the seed's figs. 17-19")
 	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
+	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15)")
 	_ = fs.Parse(args)
+	aware, err := onOff("tcp-aware", *tcpAware)
+	if err != nil {
+		return err
+	}
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
 	}
@@ -220,7 +231,8 @@ func cmdMatrix(ctx context.Context, args []string) error {
 		return err
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
-		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions)}
+		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions),
+		TCPAware: aware}
 	if *withSignalling {
 		sc := lab.DefaultSignalling("", "")
 		m.Signalling = &sc
@@ -329,6 +341,17 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("signalling report: %s\n", filepath.Join(*out, "signalling.md"))
 	return nil
+}
+
+// onOff parses an on|off flag.
+func onOff(name, v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("--%s: want on or off, got %q", name, v)
 }
 
 func cmdResults(ctx context.Context, args []string) error {

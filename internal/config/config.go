@@ -40,6 +40,8 @@
 //	nonce every|first N          RFC 6744 s.6: nonce on every packet,
 //	                             or only on the first N of a session default: every
 //	echo-nonce off|on            thesis Linux code compatibility     default: off
+//	tcp-aware off|on             mobility signal to the TCP sockets  default: off (thesis behaviour)
+//	                             of a moving correspondent (issue 15)
 //	mtu-headroom BYTES           MTU reduction for ILNP peers        default: size of the nonce
 //	                                                                 option (8 for a 4-byte nonce,
 //	                                                                 16 for 12); smaller is an error
@@ -139,6 +141,7 @@ type Config struct {
 	NonceMode              NonceMode
 	NonceFirstN            int // packets per session carrying the nonce when NonceMode is NonceFirst
 	EchoNonce              bool
+	TCPAware               bool // the reactions of internal/tcpaware (issue 15)
 	MTUHeadroom            int
 	LogLevel               slog.Level
 }
@@ -323,6 +326,17 @@ func init() {
 				c.EchoNonce = true
 			case "off":
 				c.EchoNonce = false
+			default:
+				return fmt.Errorf("want on or off, got %q", v)
+			}
+			return nil
+		}),
+		"tcp-aware": one(func(c *Config, v string) error {
+			switch v {
+			case "on":
+				c.TCPAware = true
+			case "off":
+				c.TCPAware = false
 			default:
 				return fmt.Errorf("want on or off, got %q", v)
 			}
@@ -623,6 +637,11 @@ func (c Config) Format() string {
 		kv("echo-nonce", "on")
 	} else {
 		kv("echo-nonce", "off")
+	}
+	if c.TCPAware {
+		kv("tcp-aware", "on")
+	} else {
+		kv("tcp-aware", "off")
 	}
 	kv("mtu-headroom", strconv.Itoa(c.MTUHeadroom))
 	kv("log-level", strings.ToLower(c.LogLevel.String()))

@@ -39,6 +39,7 @@ session-unproven-timeout 3s
 nonce-size 12
 nonce first 10
 echo-nonce on
+tcp-aware on
 mtu-headroom 24
 log-level debug
 `
@@ -79,6 +80,7 @@ func TestParseFull(t *testing.T) {
 		NonceMode:              NonceFirst,
 		NonceFirstN:            10,
 		EchoNonce:              true,
+		TCPAware:               true,
 		MTUHeadroom:            24,
 		LogLevel:               slog.LevelDebug,
 	}
@@ -115,6 +117,7 @@ func TestParseDefaults(t *testing.T) {
 		{"nonce-size", cfg.NonceSize, 4},
 		{"nonce", cfg.NonceMode, NonceEvery},
 		{"echo", cfg.EchoNonce, false},
+		{"tcp-aware", cfg.TCPAware, false},
 		{"headroom", cfg.MTUHeadroom, 8},
 		{"log", cfg.LogLevel, slog.LevelInfo},
 		{"dns off", cfg.DNSListen.IsValid(), false},
@@ -199,6 +202,7 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nnonce first 0\n", "want a packet count"},
 		{"interfaces a\nnonce sometimes\n", "nonce: want \"every\""},
 		{"interfaces a\necho-nonce yes\n", "echo-nonce: want on or off"},
+		{"interfaces a\ntcp-aware maybe\n", "tcp-aware: want on or off"},
 		{"interfaces a\nmtu-headroom 4\n", "f.conf:2: mtu-headroom 4 is less than the 8 bytes"},
 		{"interfaces a\nmtu-headroom 8\nnonce-size 12\n", "f.conf:2: mtu-headroom 8 is less than the 16 bytes a 12-byte nonce"},
 		{"interfaces a\nmtu-headroom 1000\n", "out of range"},

@@ -130,6 +130,7 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 	n.mu.Unlock()
 	n.addPublisherStats(stats) // dns_* (rendezvous.go)
 	stats["goroutines"] = uint64(runtime.NumGoroutine())
+	n.addTCPAwareStats(stats) // tcpaware_* (tcpaware.go)
 	return stats, nil
 }
 

@@ -80,8 +80,15 @@ func TestHardHandoff(t *testing.T) {
 		evs, err := n.mn.events()
 		return err == nil && hasEvent(evs, timeline.HandoffMode, "hard"), fmt.Sprint(err)
 	})
+	// Mobility-aware TCP (issue 15) on at both ends: the move must reach the flows' sockets.
+	for _, d := range []*daemon{n.mn, n.cn} {
+		if out, err := d.ctl("set", "tcp-aware", "on"); err != nil {
+			t.Fatalf("ilnpctl set tcp-aware on (%s): %v %s", d.name, err, out)
+		}
+	}
 	res := n.runMove(t, "hard", false)
 	t.Run("flows survive", func(t *testing.T) { res.checkSurvived(t) })
+	t.Run("tcp-aware signal reached the sockets", func(t *testing.T) { checkTCPAware(t, res) })
 	t.Run("old locator aged at once", func(t *testing.T) {
 		if res.l2StateAfterEnter != "aged" || res.l3StateAfterEnter != "active" {
 			t.Errorf("hard: after entering L3, MN locators L2=%q L3=%q, want aged and active",
@@ -744,3 +751,28 @@ func formatEvents(evs []timeline.Event, since int64) string {
 }
 
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+// checkTCPAware: the MN signalled the move's start and end (LU-ACK) to its sockets of the CN,
+// the CN the move's end (LU) to its sockets of the MN; each run matched at least one socket
+// (the iperf3 flows) and no setsockopt failed.
+func checkTCPAware(t *testing.T, r *moveResult) {
+	for _, c := range []struct {
+		name   string
+		evs    []timeline.Event
+		phases []string
+	}{{"mn", r.mnEvents, []string{" moving", " settled"}}, {"cn", r.cnEvents, []string{" settled"}}} {
+		for _, phase := range c.phases {
+			found := false
+			for _, e := range c.evs {
+				if e.Kind == "tcp_aware" && e.MonoNS >= r.enterMono && strings.Contains(e.Detail, phase) &&
+					!strings.Contains(e.Detail, "sockets=0") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: no tcp_aware%s event matching a socket after the move:\n%s", c.name, phase,
+					formatEvents(c.evs, r.enterMono))
+			}
+		}
+	}
+}

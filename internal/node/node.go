@@ -53,6 +53,7 @@ type Node struct {
 	lusock *luSocket
 	rdv    *rendezvousState      // DNS publisher and stub counters (rendezvous.go)
 	hosts  *resolver.HostsSource // the hosts file's names, re-read on reload; nil: none
+	tcpa   *tcpAware             // mobility-aware TCP (tcpaware.go); loop-owned
 
 	// Loop-owned state.
 	locals    map[wire.L64]ilcc.Local
@@ -294,10 +295,11 @@ func (n *Node) setup() error {
 
 // shutdown leaves the datapath running for the next ilnpd, unless a flush was asked for.
 func (n *Node) shutdown() error {
+	tcpErr := n.tcpClose() // mobility-aware TCP is this daemon's own: nothing to hand over
 	if n.flushing.Load() {
-		return n.flushAll()
+		return errors.Join(n.flushAll(), tcpErr)
 	}
-	return n.keep()
+	return errors.Join(n.keep(), tcpErr)
 }
 
 // do runs fn on the loop and waits for it (commands from the control socket and the
@@ -481,6 +483,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 	}
 	if eff.LocalChanged {
 		n.syncLocals()
+		n.tcpActiveChanged()
 	}
 	for _, b := range eff.Bindings {
 		n.syncBinding(b)
@@ -695,6 +698,7 @@ func (n *Node) onLU(r receivedLU) {
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.apply(eff, now)
+		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
 		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {
 			if n.securityEvent("lu_ack_rejected", "LU-ACK rejected", "src", r.src, "err", err) && ilcc.IsSecurityEvent(err) {
@@ -713,6 +717,9 @@ func (n *Node) onLU(r receivedLU) {
 			}
 		}
 		n.emit(ev)
+		if res.Outcome == lu.Acked {
+			n.tcpMoveEnded(peer, sampledRTT(res))
+		}
 		n.perform(actions)
 	}
 }

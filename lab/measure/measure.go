@@ -37,6 +37,9 @@ type Input struct {
 	// when it reported one: datagrams that reached the MN's interface but not the application
 	// (dropped by the stack, e.g. a stale locator) are lost too (thesis 5.3.4).
 	AppLost *int
+	// SenderTimeouts is the TCP sender's (the CN's) retransmission timeouts during the run
+	// (nstat TcpExtTCPTimeouts of its fresh namespace); nil: unknown.
+	SenderTimeouts *int
 	// AppIntervals are iperf3's per-interval receiver reports (-J "intervals" of the server's
 	// receiving stream), Start/End in seconds since iperf3's test start, which is taken to be
 	// the CN's first datagram (CN capture).
@@ -285,6 +288,7 @@ func Compute(in Input) Result {
 		seqKey uint32
 	}
 	var got []delivery
+	var fresh []timedBytes // TCP: bytes the MN received for the first time (goodput)
 	var windowBytes int64
 
 	if in.UDP {
@@ -424,6 +428,9 @@ func Compute(in Input) Result {
 			}
 			rel := p.TCPSeq - isn
 			recvs[rel]++
+			if recvs[rel] == 1 {
+				fresh = append(fresh, timedBytes{t: in.rel(p.Time), bytes: p.Payload})
+			}
 			end := int64(rel) + int64(p.Payload)
 			maxRecvEnd = max(maxRecvEnd, end)
 			got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: int64(rel)})
@@ -465,6 +472,24 @@ func Compute(in Input) Result {
 	if we > ws {
 		r.ThroughputWindowBps = ptr(float64(windowBytes) * 8 / (we - ws))
 	}
+	if !in.UDP {
+		sort.Slice(fresh, func(i, j int) bool { return fresh[i].t < fresh[j].t })
+		r.TCPRTOEvents = in.SenderTimeouts
+		if we > ws {
+			r.TCPWindowGoodputBps = ptr(float64(bytesIn(fresh, ws, we)) * 8 / (we - ws))
+		}
+		// Recovery is counted from the LU-ACK (the move's end), else from the first LU.
+		from := -1.0
+		switch {
+		case haNS != 0:
+			from = in.relMono(haNS)
+		case handoff != nil:
+			from = *handoff
+		}
+		if from >= 0 {
+			r.TCPRecoveryMs = tcpRecovery(fresh, from, in.Duration.Seconds(), in.RTTms)
+		}
+	}
 	stride := max(1, len(got)/4000)
 	for i := 0; i < len(got); i += stride {
 		res.Seq = append(res.Seq, Point{T: got[i].t, V: float64(got[i].seq)})
@@ -495,4 +520,49 @@ func Compute(in Input) Result {
 	}
 	r.SessionSurvived = ptr(survived)
 	return res
+}
+
+// timedBytes is a number of bytes delivered at a time (seconds since the flow started).
+type timedBytes struct {
+	t     float64
+	bytes int
+}
+
+// bytesIn sums the bytes of ds (sorted by time) delivered in [from, to).
+func bytesIn(ds []timedBytes, from, to float64) int64 {
+	i := sort.Search(len(ds), func(i int) bool { return ds[i].t >= from })
+	var n int64
+	for ; i < len(ds) && ds[i].t < to; i++ {
+		n += int64(ds[i].bytes)
+	}
+	return n
+}
+
+// tcpRecovery is the time from the move's end (from) until the goodput is back within 10 % of
+// the new path's steady rate: the first instant, in 10-ms steps, from which a span of
+// max(300 ms, 3 RTT) delivers at least 90 % of the steady rate, the steady rate being the
+// goodput over [end-3 s, end-0.5 s] (the MN stays on the new path until the flow ends). Nil
+// when the flow is too short after the move or never gets there.
+func tcpRecovery(fresh []timedBytes, from, end float64, rttMs *float64) *float64 {
+	ss, se := end-3, end-0.5
+	span := 0.3
+	if rttMs != nil {
+		span = max(span, 3**rttMs/1000)
+	}
+	if ss < from+span || len(fresh) == 0 {
+		return nil
+	}
+	steady := float64(bytesIn(fresh, ss, se)) / (se - ss)
+	if steady <= 0 {
+		return nil
+	}
+	for step := 0; ; step++ {
+		t := from + float64(step)*0.01
+		if t+span > se {
+			return nil
+		}
+		if float64(bytesIn(fresh, t, t+span))/span >= 0.9*steady {
+			return ptr((t - from) * 1000)
+		}
+	}
 }

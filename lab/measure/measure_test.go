@@ -2,6 +2,7 @@ package measure
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -214,6 +215,67 @@ func TestStaleLocatorIsLoss(t *testing.T) {
 	if len(res.Notes) == 0 {
 		t.Error("no note about stale-locator drops")
 	}
+}
+
+// tcpRecovery: a flow at 1000 B per 10 ms that stops at the move's end (t=3) and resumes at
+// full rate at t=4 recovers in ~1 s; one that resumes at half rate and reaches full rate at t=5
+// recovers in ~2 s; one that stops for good gives nil, and so does a flow too short after the
+// move.
+func TestTCPRecovery(t *testing.T) {
+	flow := func(end float64, rate func(t float64) int) []timedBytes {
+		var ds []timedBytes
+		for i := 0; float64(i)*0.01 < end; i++ {
+			tt := float64(i) * 0.01
+			if b := rate(tt); b > 0 {
+				ds = append(ds, timedBytes{t: tt, bytes: b})
+			}
+		}
+		return ds
+	}
+	for _, tc := range []struct {
+		name string
+		rate func(t float64) int
+		end  float64
+		want float64 // ms; < 0: nil
+	}{
+		{"gap then full", func(t float64) int {
+			if t >= 3 && t < 4 {
+				return 0
+			}
+			return 1000
+		}, 12, 970}, // [3.97, 4.27) holds 90 % of the steady rate
+		{"half then full", func(t float64) int {
+			switch {
+			case t < 3:
+				return 1000
+			case t < 5:
+				return 500
+			}
+			return 1000
+		}, 12, 1940},
+		{"stops for good", func(t float64) int {
+			if t < 3 {
+				return 1000
+			}
+			return 0
+		}, 12, -1},
+		{"too short", func(float64) int { return 1000 }, 4, -1},
+	} {
+		got := tcpRecovery(flow(tc.end, tc.rate), 3, tc.end, nil)
+		switch {
+		case tc.want < 0 && got != nil:
+			t.Errorf("%s: %v ms, want nil", tc.name, *got)
+		case tc.want >= 0 && (got == nil || *got < tc.want-15 || *got > tc.want+15):
+			t.Errorf("%s: %s, want %v ms", tc.name, fmtPtr(got), tc.want)
+		}
+	}
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%.1f ms", *p)
 }
 
 // windowRun: 10 datagrams a second for 30 s that the MN's capture all sees arriving; the

@@ -437,7 +437,7 @@ func TestManPages(t *testing.T) {
 	if usage == nil {
 		t.Fatal("no usage text in cmd/ilnpctl/main.go")
 	}
-	cmds := regexp.MustCompile(`(?m)^  ([a-z]+(?: [a-z]+)?)`).FindAllStringSubmatch(usage[1], -1)
+	cmds := regexp.MustCompile(`(?m)^  ([a-z]+(?: [a-z][a-z-]*)?)`).FindAllStringSubmatch(usage[1], -1)
 	if len(cmds) < 4 {
 		t.Fatalf("found %d commands in ilnpctl's usage", len(cmds))
 	}

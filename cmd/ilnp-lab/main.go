@@ -6,6 +6,7 @@
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
+//	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
@@ -63,6 +64,8 @@ func main() {
 		err = cmdSignalling(ctx, os.Args[2:])
 	case "results":
 		err = cmdResults(ctx, os.Args[2:])
+	case "attack":
+		err = cmdAttack(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -96,6 +99,8 @@ func usage() {
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
   ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success]
                   (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
+  ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
+                  (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }
 

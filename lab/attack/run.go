@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -340,4 +341,97 @@ func (l *labRun) openGhostSession() error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Redirection is the insider attack that locator verification (README, Security: designed, not
+// built) is meant to stop: a peer that holds the session's real nonce announces the attacker
+// network's prefix as its only locator. It runs last, as it takes the flow away from the MN.
+const Redirection = "redirection-valid-nonce"
+
+// redirection sends that one LU (from the MN's own locator, with its nonce) and counts on R1
+// the bytes forwarded towards the announced prefix and received from it over the next 2 s.
+func (l *labRun) redirection(ctx context.Context) (Result, error) {
+	cn := l.t.CN
+	rows, err := l.sessions(cn, l.cnSock)
+	if err != nil {
+		return Result{}, err
+	}
+	s, ok := sessionOf(rows, l.mnAddr.NID.String())
+	if !ok {
+		return Result{}, fmt.Errorf("the CN has no session with the MN")
+	}
+	nonce, err := nonceFromHex(s.RemoteNonce)
+	if err != nil {
+		return Result{}, err
+	}
+	victim, err := wire.ParseL64(atkPrefix)
+	if err != nil {
+		return Result{}, err
+	}
+	const table = "ilnpattack"
+	if _, err := l.t.R1.Run("nft", "add table ip6 "+table+"; add chain ip6 "+table+
+		" relay { type filter hook forward priority 0; }; add rule ip6 "+table+" relay ip6 daddr "+victim.Prefix().String()+
+		" counter; add rule ip6 "+table+" relay ip6 saddr "+victim.Prefix().String()+" counter"); err != nil {
+		return Result{}, fmt.Errorf("byte counters on R1: %w", err)
+	}
+	defer func() { _, _ = l.t.R1.Run("nft", "delete table ip6 "+table) }()
+	stats0, err := l.stats(cn, l.cnSock)
+	if err != nil {
+		return Result{}, err
+	}
+	snd, err := newRawSender(l.atk)
+	if err != nil {
+		return Result{}, err
+	}
+	defer snd.close()
+	sent, err := snd.send(ctx, 1, 100, func(int) ([]byte, error) {
+		return LocatorUpdate(l.mnAddr, l.cnAddr, wire.OpAdvertisement, []wire.L64{victim}, nonce)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	time.Sleep(time.Second)
+	mid := l.flow.received.Load()
+	time.Sleep(time.Second)
+	survived := l.flow.Err() == nil && l.flow.received.Load() > mid
+	out, err := l.t.R1.Run("nft", "list table ip6 "+table)
+	if err != nil {
+		return Result{}, err
+	}
+	counts := nftBytes(out)
+	if len(counts) != 2 {
+		return Result{}, fmt.Errorf("R1's counters: %q", out)
+	}
+	stats, err := l.stats(cn, l.cnSock)
+	if err != nil {
+		return Result{}, err
+	}
+	acc := int(stats["lu_ack_sent"] - stats0["lu_ack_sent"])
+	return Result{Attack: Redirection, Sent: &sent, Accepted: &acc, FlowSurvived: &survived,
+		UnverifiedBytesSent: &counts[0], UnverifiedBytesReceived: &counts[1],
+		From: "atk (behind R1), spoofing the MN with its real nonce (an insider)", Measured: "LUs the CN's ILCC applied (lu_ack_sent)",
+		Counters: []string{"R1 bytes forwarded to / from the announced prefix (not a drop counter)"}}, nil
+}
+
+// nftBytes returns the byte figures of the "counter packets N bytes M" in nft's listing, in order.
+func nftBytes(listing string) []int64 {
+	var out []int64
+	f := strings.Fields(listing)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "bytes" {
+			var v int64
+			if _, err := fmt.Sscan(f[i+1], &v); err == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+func nonceFromHex(s string) (wire.Nonce, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return wire.Nonce{}, fmt.Errorf("nonce %q: %w", s, err)
+	}
+	return wire.NonceFromBytes(b)
 }

@@ -368,8 +368,42 @@ func (l *labRun) daemons(ctx context.Context) error {
 		}
 		*n.sock = filepath.Join(state, "ctl.sock")
 	}
-	// Ready when the CN resolves both peers (which also tells its datapath they speak ILNP).
+	// Ready when both daemons answer on their control sockets (the datapath is attached before
+	// that: a SYN with the nonce option earlier draws a Parameter Problem) and the CN resolves
+	// both peers (which also tells its datapath they speak ILNP).
 	deadline := time.Now().Add(15 * time.Second)
+	for _, d := range []struct {
+		ns   *netns.NS
+		sock string
+	}{{t.CN, l.cnSock}, {t.MN, l.mnSock}} {
+		for {
+			if _, err := l.stats(d.ns, d.sock); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				return fmt.Errorf("ilnpd in %s does not answer on %s within 15 s: %w", d.ns.Name, d.sock, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	// The MN has its L2 locator in use (before that its datapath drops what comes to it).
+	for {
+		out, err := t.MN.Run(filepath.Join(l.cfg.BinDir, "ilnpctl"), "-s", l.mnSock, "-j", "show", "locators")
+		if err == nil && (strings.Contains(out, lab.L64(lab.L2)) || strings.Contains(out, "2001:db8:2::")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the MN's ilnpd has no L2 locator within 15 s: %v %s", err, out)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	for _, name := range []string{"mn", "ghost"} {
 		for {
 			out, err := t.CN.Run("getent", "ahostsv6", name)

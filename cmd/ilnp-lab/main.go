@@ -7,6 +7,7 @@
 //	                [--tcp-aware on|off]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
+//	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
 //
@@ -67,6 +68,8 @@ func main() {
 		err = cmdResults(ctx, os.Args[2:])
 	case "soak":
 		err = cmdSoak(ctx, os.Args[2:])
+	case "attack":
+		err = cmdAttack(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -102,6 +105,8 @@ func usage() {
                   (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
   ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
                   (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
+  ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
+                  (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }
 

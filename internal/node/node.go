@@ -501,7 +501,10 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		n.sendAck(ack)
 	}
 	for _, msg := range eff.Updates {
-		actions, err := n.engine.Send(msg, now)
+		// The engine's clock starts now, as the LU leaves: the event's own time can be up to
+		// receivableTimeout older, which would fire the retransmission early and inflate the
+		// RTT sample by the daemon's own delay.
+		actions, err := n.engine.Send(msg, time.Now())
 		if err != nil {
 			n.log.Warn("LU not sent", "peer", msg.Peer, "err", err)
 			continue

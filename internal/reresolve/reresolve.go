@@ -125,6 +125,7 @@ func (p *Planner) Stats() Stats { return p.stats }
 func (p *Planner) OnAction(a lu.Action, name string, now time.Time) (Lookup, bool) {
 	st := p.peers[a.Message.Peer]
 	if st == nil {
+		p.prune()
 		st = &peer{}
 		p.peers[a.Message.Peer] = st
 	}
@@ -220,6 +221,22 @@ func (p *Planner) Retry(nid wire.NID, name string, now time.Time) (Lookup, bool)
 		return Lookup{}, false
 	}
 	return p.start(nid, st, name, now)
+}
+
+// maxPeers bounds the state kept: correspondents whose sessions ended without Forget are
+// dropped when a new one would exceed it (those with a lookup in flight stay). Dropping one
+// only resets its budget for its current exchange.
+const maxPeers = 4096
+
+func (p *Planner) prune() {
+	if len(p.peers) < maxPeers {
+		return
+	}
+	for nid, st := range p.peers {
+		if !st.busy {
+			delete(p.peers, nid)
+		}
+	}
 }
 
 // Forget drops a correspondent (its session ended). A lookup in flight still ends with Done.

@@ -191,3 +191,25 @@ func TestLocatorsCapAndOrder(t *testing.T) {
 		t.Fatalf("negative After: %v", err)
 	}
 }
+
+// TestStateBounded: the planner never holds more than maxPeers correspondents, and a lookup in
+// flight survives the pruning (its Done still balances the in-flight count).
+func TestStateBounded(t *testing.T) {
+	p, _ := New(Config{MaxInFlight: 1})
+	if _, ok := p.OnAction(act(lu.Transmit, 1, 1, 2), "busy.", t0); !ok {
+		t.Fatal("no lookup")
+	}
+	for i := 2; i < 3*maxPeers; i++ {
+		p.OnAction(act(lu.Transmit, wire.NID(i), uint64(i), 1), "x.", t0)
+		if len(p.peers) > maxPeers {
+			t.Fatalf("%d peers held", len(p.peers))
+		}
+	}
+	if st := p.peers[1]; st == nil || !st.busy {
+		t.Fatal("the busy peer was pruned")
+	}
+	p.Done(1, nil, errors.New("x"), nil, true)
+	if p.inFlight != 0 {
+		t.Fatalf("in flight %d", p.inFlight)
+	}
+}

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -204,6 +205,8 @@ func testDoubleJump(t *testing.T, mode, rendezvous string) {
 	toCN := n.capture("r-cn2", "src net 2001:db8:3::/64 and dst net 2001:db8:22::/64 and "+tcpOnly)
 	srv, srvFile := n.iperfServer(5201)
 	cli, cliFile := n.iperfClient(mnName, 5201, "-t", fmt.Sprint(djFlowSecs), "-b", "10M", "-C", "cubic")
+	udpSrv, udpSrvFile := n.iperfServer(5202)
+	udpCli, udpCliFile := n.iperfClient(mnName, 5202, "-t", fmt.Sprint(djFlowSecs), "-u", "-b", "2M", "-l", "1300", "--bidir")
 	start := time.Now()
 
 	// The jump: both ends change locators at the same instant (well within one RTT).
@@ -240,10 +243,27 @@ func testDoubleJump(t *testing.T, mode, rendezvous string) {
 		stalled.Store(true)
 		_ = cli.Process.Kill()
 		_ = srv.Process.Kill()
+		_ = udpCli.Process.Kill()
+		_ = udpSrv.Process.Kill()
 	})
 	cliErr := cli.Wait()
+	udpErr := udpCli.Wait()
 	_ = srv.Wait()
+	_ = udpSrv.Wait()
 	kill.Stop()
+	udpLost := "n/a (flow did not finish)"
+	if !stalled.Load() && udpErr == nil {
+		// Measured, not asserted: a report iperf3 did not finish says so in the log line.
+		srvRep, err1 := tryIperf(udpSrvFile)
+		cliRep, err2 := tryIperf(udpCliFile)
+		fwd, rev := srvRep.End.SumReceived, cliRep.End.SumReceivedBidirReverse
+		switch {
+		case err1 != nil || err2 != nil:
+			udpLost = fmt.Sprintf("n/a (iperf3 reports: %v %v)", err1, err2)
+		case fwd != nil && rev != nil:
+			udpLost = fmt.Sprintf("%d of %d CN->MN, %d of %d MN->CN", fwd.LostPackets, fwd.Packets, rev.LostPackets, rev.Packets)
+		}
+	}
 	firstToMN, firstToCN := firstPacket(t, toMN), firstPacket(t, toCN)
 	recovery := "none"
 	if !firstToMN.IsZero() && !firstToCN.IsZero() {
@@ -277,8 +297,8 @@ func testDoubleJump(t *testing.T, mode, rendezvous string) {
 		}
 		survived = bytes > 0 && last > 0
 	}
-	t.Logf("MEASURED double jump %s/%s: survived=%v recovery_ms=%s (later move -> first TCP segment on both new locators, each way), moves %v apart; TCP %d bytes after the move, last interval %d; CN reresolve_lookups=%d reresolve_changed=%d lu_gave_up=%d; after the later move: %s",
-		mode, rendezvous, survived, recovery, apart.Round(time.Microsecond), bytes, last,
+	t.Logf("MEASURED double jump %s/%s: survived=%v recovery_ms=%s (later move -> first TCP segment on both new locators, each way), moves %v apart; TCP %d bytes after the move, last interval %d; UDP lost %s; CN reresolve_lookups=%d reresolve_changed=%d lu_gave_up=%d; after the later move: %s",
+		mode, rendezvous, survived, recovery, apart.Round(time.Microsecond), bytes, last, udpLost,
 		st["reresolve_lookups"], st["reresolve_changed"], st["lu_gave_up"], sig)
 	if measureOnly {
 		return
@@ -288,6 +308,9 @@ func testDoubleJump(t *testing.T, mode, rendezvous string) {
 	}
 	if cliErr != nil {
 		t.Fatalf("iperf3 TCP client: %v\n%s", cliErr, tailFile(cliFile, 20))
+	}
+	if udpErr != nil {
+		t.Errorf("iperf3 UDP client: %v\n%s", udpErr, tailFile(udpCliFile, 20))
 	}
 	if !survived {
 		t.Errorf("TCP: %d bytes received after the move, last interval %d bytes: the session died", bytes, last)
@@ -338,4 +361,17 @@ func (n *rdvNet) doubleJumpSignalling(t *testing.T, since int64) string {
 		first(n.mn, timeline.LUSent, ""), first(n.cn, timeline.LUSent, ""),
 		first(n.mn, timeline.DNSUpdateResult, "", l3.String()), first(n.cn, timeline.ActiveLocator, "rendezvous"),
 		first(n.mn, timeline.LUAckReceived, "outcome=acked"), first(n.cn, timeline.LUAckReceived, "outcome=acked"))
+}
+
+// tryIperf reads an iperf3 JSON report, returning the error instead of failing the test.
+func tryIperf(file string) (iperfReport, error) {
+	var r iperfReport
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", filepath.Base(file), err)
+	}
+	return r, nil
 }

@@ -13,8 +13,9 @@
 // have moved, and waiting for the engine's give-up (all attempts, with exponential back-off)
 // would put several seconds between the move and the recovery; one DNS query per unanswered
 // LU is cheap. An answer that has not changed yet (the correspondent's DNS update is still in
-// flight) is asked again after Interval, at most MaxLookups times per exchange, one lookup in
-// flight per correspondent and at most MaxInFlight in all: there is no re-resolution storm.
+// flight) is asked again after Interval, doubling up to MaxInterval, at most MaxLookups times
+// per exchange, one lookup in flight per correspondent and at most MaxInFlight in all: there
+// is no re-resolution storm.
 //
 // The Planner is pure: no I/O, no goroutines, the caller's clock. It is not safe for
 // concurrent use: the daemon drives it from its loop.
@@ -35,6 +36,7 @@ import (
 const (
 	DefaultAfter       = 1
 	DefaultInterval    = 200 * time.Millisecond
+	DefaultMaxInterval = 5 * time.Second
 	DefaultMaxLookups  = 10
 	DefaultMaxInFlight = 16
 )
@@ -44,8 +46,10 @@ type Config struct {
 	// After is the number of unanswered transmissions of one LU exchange before the first
 	// lookup (1: at the first retransmission).
 	After int
-	// Interval is the least time between two lookups of one correspondent.
-	Interval time.Duration
+	// Interval is the least time between two lookups of one correspondent, and the wait
+	// before asking again after an unchanged answer (doubled each time, up to MaxInterval).
+	Interval    time.Duration
+	MaxInterval time.Duration
 	// MaxLookups is the number of lookups one LU exchange may cause.
 	MaxLookups int
 	// MaxInFlight is the number of correspondents being looked up at once.
@@ -58,6 +62,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.After = cmp.Or(c.After, DefaultAfter)
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.MaxInterval = max(cmp.Or(c.MaxInterval, DefaultMaxInterval), c.Interval)
 	c.MaxLookups = cmp.Or(c.MaxLookups, DefaultMaxLookups)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
 	return c
@@ -68,7 +73,7 @@ var ErrBadConfig = errors.New("bad re-resolution config")
 
 // Validate rejects negative bounds.
 func (c Config) Validate() error {
-	if c.After < 0 || c.Interval < 0 || c.MaxLookups < 0 || c.MaxInFlight < 0 || c.MaxLocators < 0 {
+	if c.After < 0 || c.Interval < 0 || c.MaxInterval < 0 || c.MaxLookups < 0 || c.MaxInFlight < 0 || c.MaxLocators < 0 {
 		return fmt.Errorf("%w: %+v", ErrBadConfig, c)
 	}
 	return nil
@@ -207,11 +212,19 @@ func (p *Planner) Done(nid wire.NID, found []wire.RankedILV, err error, current 
 	return Outcome{Locators: locs, Send: msg, HasSend: true}
 }
 
+// again asks for the next lookup after Interval, doubled for each lookup already made this
+// exchange, at most MaxInterval: the first answers come quickly (the correspondent's update is
+// usually a few ms behind its move), and the budget still spans the LU engine's whole
+// retransmission schedule when the update is slow (defaults: 0.2 s ... 5 s, about 30 s in all).
 func (p *Planner) again(st *peer) Outcome {
 	if st.lookups >= p.cfg.MaxLookups {
 		return Outcome{}
 	}
-	return Outcome{Again: true, Retry: p.cfg.Interval}
+	wait := p.cfg.Interval
+	for i := 1; i < st.lookups && wait < p.cfg.MaxInterval; i++ {
+		wait *= 2
+	}
+	return Outcome{Again: true, Retry: min(wait, p.cfg.MaxInterval)}
 }
 
 // Retry is Done's Again: it starts the next lookup of nid if the bounds allow it.

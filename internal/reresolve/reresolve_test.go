@@ -141,16 +141,20 @@ func TestDoneOutcomes(t *testing.T) {
 // TestBoundedPerExchange: a correspondent whose records never change is asked at most
 // MaxLookups times per LU exchange, never twice within Interval; a new exchange has a new budget.
 func TestBoundedPerExchange(t *testing.T) {
-	p, _ := New(Config{MaxLookups: 3, Interval: 100 * time.Millisecond})
+	p, _ := New(Config{MaxLookups: 3, Interval: 100 * time.Millisecond, MaxInterval: 150 * time.Millisecond})
 	now := t0
 	same := []wire.RankedILV{ranked(peerA, oldL, 0)}
 	l, ok := p.OnAction(act(lu.Transmit, peerA, 1, 2), "a.", now)
 	lookups := 0
+	wantRetry := []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} // doubled, capped
 	for ok {
 		lookups++
 		out := p.Done(peerA, same, nil, []wire.L64{oldL}, true)
 		if !out.Again {
 			break
+		}
+		if out.Retry != wantRetry[lookups-1] {
+			t.Fatalf("retry %d after %v, want %v", lookups, out.Retry, wantRetry[lookups-1])
 		}
 		if _, early := p.Retry(peerA, "a.", now.Add(out.Retry/2)); early {
 			t.Fatal("retry inside Interval")
@@ -211,5 +215,31 @@ func TestStateBounded(t *testing.T) {
 	p.Done(1, nil, errors.New("x"), nil, true)
 	if p.inFlight != 0 {
 		t.Fatalf("in flight %d", p.inFlight)
+	}
+}
+
+func TestRetryScheduleDefaults(t *testing.T) {
+	p, _ := New(Config{})
+	var got []time.Duration
+	var total time.Duration
+	now := t0
+	_, ok := p.OnAction(act(lu.Transmit, peerA, 1, 2), "a.", now)
+	for ok {
+		out := p.Done(peerA, nil, errors.New("servfail"), nil, true)
+		if !out.Again {
+			break
+		}
+		got = append(got, out.Retry)
+		total += out.Retry
+		now = now.Add(out.Retry)
+		_, ok = p.Retry(peerA, "a.", now)
+	}
+	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+		1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("retries %v, want %v (%d lookups of %d)", got, want, len(got)+1, DefaultMaxLookups)
+	}
+	if total < 25*time.Second {
+		t.Fatalf("the budget spans only %v", total)
 	}
 }

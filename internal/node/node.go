@@ -639,6 +639,7 @@ func (n *Node) perform(actions []lu.Action) {
 			n.emit(timeline.Event{Kind: timeline.LUGaveUp, Peer: a.Message.Peer.String(), Attempt: a.Attempt})
 			n.cache.LUGaveUp(a.Message.Peer, time.Now())
 		}
+		n.reresolveOn(a)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"ilnp/internal/rendezvous"
+	"ilnp/internal/reresolve"
 	"ilnp/internal/resolver"
 )
 
@@ -35,13 +36,20 @@ type rendezvousState struct {
 	pub  *rendezvous.Publisher
 	last []rendezvous.LocatorEntry // loop-owned: the set last handed to Publish
 	stub atomic.Pointer[resolver.Server]
+
+	// Re-resolution of correspondents whose LUs go unanswered (reresolve.go): set in Run
+	// before the loop starts, then loop-owned.
+	ctx    context.Context
+	wg     *sync.WaitGroup
+	finder *rendezvous.Finder
+	plan   *reresolve.Planner
 }
 
 // startPublisher creates the publisher when dns-publish-name is set and runs it until ctx
 // ends. It runs before the control socket serves (n.rdv and n.rdv.pub are then only read). A key file that cannot be read is a start-up error: publishing unsigned instead would
 // only be refused by the server.
 func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
-	n.rdv = &rendezvousState{}
+	n.rdv = &rendezvousState{ctx: ctx, wg: wg}
 	if n.cfg.DNSPublishName == "" {
 		return nil
 	}
@@ -155,6 +163,7 @@ func (n *Node) ilnpSource() (resolver.Source, error) {
 			return nil, fmt.Errorf("NID/L64 lookups: %w", err)
 		}
 		dnsSource = resolver.DNSSource(f)
+		n.enableReresolve(f)
 		n.log.Info("stub resolver looks up NID/L64 records", "server", server)
 	}
 	if hosts == nil && dnsSource == nil {

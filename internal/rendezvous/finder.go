@@ -344,3 +344,15 @@ func answerRRs(r *dns.Msg, name string, t uint16) ([]dns.RR, uint32) {
 	}
 	return out, neg
 }
+
+// Fresh is Lookup without the cache: name's cached answer is dropped first, so the upstream
+// is asked now (a correspondent's LUs went unanswered and its records may have just changed).
+// The new answer is cached as usual.
+func (f *Finder) Fresh(ctx context.Context, name string) ([]wire.RankedILV, time.Duration, error) {
+	if _, ok := dns.IsDomainName(name); ok && name != "" {
+		f.mu.Lock()
+		delete(f.cache, dns.CanonicalName(name))
+		f.mu.Unlock()
+	}
+	return f.Lookup(ctx, name)
+}

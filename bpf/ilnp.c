@@ -317,7 +317,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
 	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
 		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
-		if (learn || !(cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR)) {
+		if (learn || !((cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR) || ilnp_encap_roaming(rx))) {
 			ilnp_count(ILNP_C_IN_UNKNOWN_LOCATOR);
 			return TCX_DROP;
 		}

@@ -333,6 +333,21 @@ err:
 	return -1;
 }
 
+/* May a nonce-verified packet from a remote locator the session does not list pass? Only a
+ * decapsulated one, from an IPv4 endpoint, with ILNP_ENCAP_ROAM (NAT rebinding). */
+static __always_inline int ilnp_encap_roaming(const struct ilnp_encap_rx *rx)
+{
+	struct ilnp_encap_config *ec;
+
+	if (rx->state != ILNP_ENCAP_RX_DECAP)
+		return 0;
+	ec = ilnp_encap_get_config();
+	if (!ec || !(ec->flags & ILNP_ENCAP_ROAM))
+		return 0;
+	ilnp_encap_count(ILNP_EC_IN_ROAMED);
+	return 1;
+}
+
 /* The verdict of a decapsulated packet: whatever the ILNP checks did not accept goes no
  * further (passing it on would hand an unauthenticated IPv6 packet to the stack). */
 static __always_inline int ilnp_encap_rx_verdict(const struct ilnp_encap_rx *rx, int verdict)

@@ -281,10 +281,18 @@ struct {
 
 /* ---- encap (issue 14): ILNPv6 in UDP/IPv4 across IPv4-only networks and NAT, bpf/lib/encap.h ---- */
 
+/* ilnp_encap_config.flags */
+enum ilnp_encap_flag {
+	/* A nonce-verified encapsulated packet from an IPv4 endpoint the session does not list is
+	 * accepted (NAT rebinding, WireGuard-style roaming) and reported as an unknown locator so
+	 * the daemon makes it the session's; the nonce authenticates it as it does an LU. */
+	ILNP_ENCAP_ROAM = 1 << 0,
+};
+
 struct ilnp_encap_config {
 	__be16 port;      /* UDP port encapsulated packets go to and are accepted on; 0 = off */
 	__u16 pad;
-	__u32 flags;
+	__u32 flags;      /* enum ilnp_encap_flag */
 	__be64 local_l32; /* default IPv4 locator for sessions whose local locator is an L64 */
 };
 
@@ -306,6 +314,7 @@ enum ilnp_encap_counter {
 	ILNP_EC_IN_NOT_ACCEPTED,     /* inner packet not accepted by the ILNP checks */
 	ILNP_EC_IN_LOCATORS_AS_SEEN, /* inner locators replaced by the outer endpoints (NAT) */
 	ILNP_EC_IN_ERRORS,
+	ILNP_EC_IN_ROAMED,           /* accepted from an IPv4 endpoint not (yet) in the set */
 	ILNP_EC_MAX,
 };
 

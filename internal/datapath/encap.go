@@ -20,7 +20,13 @@ type EncapConfig struct {
 	// locator is an L64 (a dual-stack correspondent); 0: none, such packets are dropped and
 	// counted (encap_egress_no_local_l32).
 	LocalL32 wire.L64
+	// Roam accepts a nonce-verified encapsulated packet from an IPv4 endpoint the session does
+	// not list (a NAT rebinding, WireGuard-style) instead of dropping it until the daemon has
+	// learned the endpoint from the unknown-locator event it still gets.
+	Roam bool
 }
+
+const encapFlagRoam = 1 << 0
 
 // encapConfigBPF is struct ilnp_encap_config (bpf/lib/maps.h).
 type encapConfigBPF struct {
@@ -49,6 +55,7 @@ var encapCounterNames = []string{
 	"encap_ingress_not_accepted",
 	"encap_ingress_locators_as_seen",
 	"encap_ingress_errors",
+	"encap_ingress_roamed",
 }
 
 // EncapCounterNames lists the encapsulation counters EncapCounters returns.
@@ -66,6 +73,9 @@ func (d *Datapath) SetEncap(c EncapConfig) error {
 		return fmt.Errorf("datapath: encap local locator %v is not an IPv4 locator", c.LocalL32)
 	}
 	v := encapConfigBPF{Port: htons(c.Port), LocalL32: be64(uint64(c.LocalL32))}
+	if c.Roam {
+		v.Flags |= encapFlagRoam
+	}
 	if err := d.objs.EncapConfig.Put(uint32(0), v); err != nil {
 		return fmt.Errorf("datapath: write encap config: %w", err)
 	}
@@ -78,7 +88,7 @@ func (d *Datapath) Encap() (EncapConfig, error) {
 	if err := d.objs.EncapConfig.Lookup(uint32(0), &v); err != nil {
 		return EncapConfig{}, fmt.Errorf("datapath: read encap config: %w", err)
 	}
-	return EncapConfig{Port: htons(v.Port), LocalL32: wire.L64(be64(v.LocalL32))}, nil
+	return EncapConfig{Port: htons(v.Port), LocalL32: wire.L64(be64(v.LocalL32)), Roam: v.Flags&encapFlagRoam != 0}, nil
 }
 
 // PutLocalIPv4Locator adds or replaces one of this host's IPv4 locators: ep is the address and

@@ -201,6 +201,23 @@ func TestEncapNATUnknownLocatorDropped(t *testing.T) {
 	if e.Src != addr(l32(t, epNAT), nidA) {
 		t.Fatalf("unknown-locator event from %v, want the NAT's endpoint", e.Src)
 	}
+	// With roaming the nonce-verified packet passes at once, and the daemon is still told.
+	must(t, db.SetEncap(EncapConfig{Port: encap.DefaultPort, LocalL32: l32(t, epB), Roam: true}))
+	if ret, back := db.ingress(t, encapFrame(epNAT, epB, onWire[42:])); ret != verdictNext || !bytes.Equal(back, orig) {
+		t.Fatalf("roaming: verdict %d", ret)
+	}
+	if e := nextEvent(t, ev, EventUnknownLocator); e.Src != addr(l32(t, epNAT), nidA) {
+		t.Fatalf("roaming: unknown-locator event from %v", e.Src)
+	}
+	if c := encapCounter(t, db, "encap_ingress_roamed"); c != 1 {
+		t.Fatalf("encap_ingress_roamed = %d", c)
+	}
+	// Roaming does not admit a native packet from an unknown locator.
+	native := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidA}, wire.ILV{Locator: lB1, NID: nidB}, hb.peerNonce, wire.ProtoUDP, onWire[42+48:]))
+	if ret, _ := db.ingress(t, native); ret != verdictDrop {
+		t.Fatalf("roaming: native packet from an unknown locator: verdict %d, want drop", ret)
+	}
+	must(t, db.SetEncap(EncapConfig{Port: encap.DefaultPort, LocalL32: l32(t, epB)}))
 	// Once the NAT endpoint is in the set (as the daemon puts it), the same packet passes.
 	encapHost(t, db, hb, epB, epA, l32(t, epNAT))
 	if ret, back := db.ingress(t, encapFrame(epNAT, epB, onWire[42:])); ret != verdictNext || !bytes.Equal(back, orig) {

@@ -227,7 +227,7 @@ static __always_inline int ilnp_encap_ingress(struct __sk_buff *skb, struct ilnp
 {
 	struct ilnp_encap_config *ec;
 	struct ilnp_encap_hdr h;
-	__be16 proto, eth_ip6 = bpf_htons(ILNP_ETH_P_IPV6);
+	__be16 proto, plen, eth_ip6 = bpf_htons(ILNP_ETH_P_IPV6);
 	__u8 ver;
 	__u32 tot, udp_len;
 	__s64 sum;
@@ -280,6 +280,12 @@ static __always_inline int ilnp_encap_ingress(struct __sk_buff *skb, struct ilnp
 		ilnp_encap_count(ILNP_EC_IN_NOT_IPV6);
 		return ILNP_ENCAP_DROP;
 	}
+	/* The inner packet fills the UDP payload exactly. */
+	if (bpf_skb_load_bytes(skb, ILNP_ETH_HLEN + ILNP_ENCAP_HLEN + 4, &plen, 2) < 0 ||
+	    ILNP_IP6_HLEN + (__u32)bpf_ntohs(plen) != udp_len - ILNP_UDP_HLEN) {
+		ilnp_encap_count(ILNP_EC_IN_TRUNCATED);
+		return ILNP_ENCAP_DROP;
+	}
 	rx->src_l32 = ilnp_l32(h.ip.saddr, h.udp.source);
 	rx->dst_l32 = ilnp_l32(h.ip.daddr, h.udp.dest);
 	if (!ilnp_is_l32(rx->src_l32) || !ilnp_is_l32(rx->dst_l32)) {
@@ -308,8 +314,16 @@ static __always_inline int ilnp_encap_rx_locators(struct __sk_buff *skb, struct 
 
 	if (rx->state != ILNP_ENCAP_RX_DECAP)
 		return 0;
+	__u32 end = ILNP_IP6_OFF + ILNP_IP6_HLEN + bpf_ntohs(pkt->ip6.payload_len);
+
 	if (pkt->nonces != 1 || pkt->malformed) {
 		ilnp_encap_count(pkt->nonces ? ILNP_EC_IN_BAD_INNER : ILNP_EC_IN_NO_NONCE);
+		return -1;
+	}
+	/* Headers past the payload length (ilnp_parse checks only the packet's end): stripping
+	 * the nonce header would wrap the payload length around. */
+	if (pkt->nonce_opt_off + 2 + pkt->nonce_len > end || pkt->l4_off > end) {
+		ilnp_encap_count(ILNP_EC_IN_BAD_INNER);
 		return -1;
 	}
 	if (pkt->ip6.src_l64 == rx->src_l32 && pkt->ip6.dst_l64 == rx->dst_l32)

@@ -288,6 +288,11 @@ func TestEncapIngressHostile(t *testing.T) {
 			binary.BigEndian.PutUint16(f[38:], 9)
 			return f
 		}, verdictDrop, "encap_ingress_truncated"},
+		{"inner payload length disagrees", func() []byte {
+			b := append([]byte(nil), good...)
+			binary.BigEndian.PutUint16(b[4:], 1)
+			return encapFrame(epB, epA, b)
+		}, verdictDrop, "encap_ingress_truncated"},
 		{"too short for an ipv6 header", func() []byte { return encapFrame(epB, epA, good[:20]) }, verdictDrop, "encap_ingress_truncated"},
 		{"outer fragment", func() []byte {
 			f := encapFrame(epB, epA, good)
@@ -361,4 +366,70 @@ func encapCounter(t testing.TB, d *Datapath, name string) uint64 {
 		t.Fatalf("no encap counter %q", name)
 	}
 	return v
+}
+
+// FuzzEncapIngress feeds arbitrary frames (seeded with UDP/IPv4 around ILNPv6) to the ingress
+// program of a host with encapsulation on: it answers only with known verdicts, and a frame it
+// changes is one it unwrapped and accepted: IPv6 now, at least the outer headers and the nonce
+// header shorter, from the session's view address to ours (only a packet with the session's
+// nonce gets there).
+func FuzzEncapIngress(f *testing.F) {
+	h := hostA(f, 4)
+	from, to := wire.ILV{Locator: l32(f, epB), NID: nidB}, wire.ILV{Locator: l32(f, epA), NID: nidA}
+	l4 := wire.AppendUDP(nil, zeroLocator(from.Addr()), zeroLocator(to.Addr()), 1, 2, payload)
+	good := wire.AppendILNPPacket(nil, from, to, h.peerNonce, wire.ProtoUDP, l4)
+	f.Add(encapFrame(epB, epA, good))
+	f.Add(encapFrame(epNAT, epA, good))
+	f.Add(encapFrame(epB, epA, wire.AppendILNPPacket(nil, from, to, mustNonce(f, 1, 2, 3, 4), wire.ProtoUDP, l4)))
+	f.Add(encapFrame(epB, epA, ipv6Packet(from.Addr(), to.Addr(), wire.ProtoUDP, l4)))
+	d := newDatapath(f, Options{})
+	encapHost(f, d, h, epA, epB)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 14+20 || len(in) > 1514 {
+			return // BPF_PROG_TEST_RUN refuses short and page-sized frames (EINVAL)
+		}
+		ret, out := d.ingress(t, in)
+		switch ret {
+		case verdictDrop:
+			return
+		case verdictNext:
+		default:
+			t.Fatalf("verdict %d", ret)
+		}
+		if bytes.Equal(out, in) {
+			return
+		}
+		if !bytes.Equal(out[:12], in[:12]) {
+			t.Fatal("Ethernet addresses changed")
+		}
+		if binary.BigEndian.Uint16(in[12:]) != 0x0800 {
+			return // native IPv6: FuzzPrograms' business
+		}
+		if binary.BigEndian.Uint16(out[12:]) != 0x86dd || len(out) > len(in)-28-8 {
+			t.Fatalf("changed an IPv4 frame into % x (%d -> %d bytes)", out[:14], len(in), len(out))
+		}
+		p, err := wire.ParsePacket(out[14:])
+		if err != nil {
+			t.Fatalf("unwrapped packet does not parse: %v", err)
+		}
+		// Accepted: the packet belongs to a session (ours with B, or one a new correspondent
+		// opened over IPv4, as over IPv6), in its view; a Locator Update keeps the wire
+		// addresses, its source the outer endpoint as seen.
+		src, dst := p.IPv6.Src.As16(), p.IPv6.Dst.As16()
+		srcNID, dstNID := wire.NID(binary.BigEndian.Uint64(src[8:])), wire.NID(binary.BigEndian.Uint64(dst[8:]))
+		s, err := d.GetSession(dstNID, srcNID)
+		if dstNID != nidA || err != nil {
+			t.Fatalf("accepted %v -> %v without a session: %v", p.IPv6.Src, p.IPv6.Dst, err)
+		}
+		if up := p.UpperLayer(out[14:]); p.Proto == wire.ProtoICMPv6 && len(up) > 0 && up[0] == wire.ICMPv6TypeLocatorUpdate {
+			ep := netip.AddrPortFrom(netip.AddrFrom4([4]byte(in[26:30])), binary.BigEndian.Uint16(in[34:]))
+			if got, _ := encap.Endpoint(wire.L64(binary.BigEndian.Uint64(src[:8]))); got != ep {
+				t.Fatalf("LU from %v, want the outer endpoint %v", p.IPv6.Src, ep)
+			}
+			return
+		}
+		if p.IPv6.Src != addr(s.RemoteView, srcNID) || p.IPv6.Dst != addr(s.LocalView, nidA) {
+			t.Fatalf("accepted %v -> %v, not the session view %v -> %v", p.IPv6.Src, p.IPv6.Dst, s.RemoteView, s.LocalView)
+		}
+	})
 }

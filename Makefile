@@ -9,7 +9,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # with a bare "context deadline exceeded" at the deadline (go.dev/issue/75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: all deps generate build test unit fuzz bench lint demo clean
+.PHONY: all deps generate build test unit fuzz bench lint demo results package clean
 
 all: build
 
@@ -51,6 +51,17 @@ bench: generate
 
 demo: build
 	$(GO) run ./cmd/ilnp-lab demo
+
+# README's results table regenerated into out/results.md (every figure with its command, n and
+# 95 % interval). LONG: roughly 40 minutes to an hour on 2 cores (24 thesis-profile runs and 80
+# signalling exchanges under loss). RESULTS_ARGS narrows it, e.g. RESULTS_ARGS="--rows lan-udp --reps 1".
+results: build
+	$(GO) run ./cmd/ilnp-lab results --out out $(RESULTS_ARGS)
+
+# The Debian package out/ilnp_VERSION_ARCH.deb: nfpm (as a library) packs dist/nfpm.yaml's
+# files; the version comes from git describe (tools/package says how).
+package: generate
+	$(GO) run ./tools/package -out out
 
 clean:
 	rm -rf bin bench/out lab/out

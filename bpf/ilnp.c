@@ -83,6 +83,8 @@ int ilnp_egress(struct __sk_buff *skb)
 	key.local_nid = pkt.ip6.src_nid;
 	key.remote_nid = pkt.ip6.dst_nid;
 	sess = bpf_map_lookup_elem(&sessions, &key);
+	if (!sess)
+		sess = ilnp_promote_embryo(skb, &key, &pkt);
 	/* Only the session view is translated: the same hosts may talk plain IPv6 between other
 	 * addresses (dual stack). */
 	if (sess && (sess->local_view != pkt.ip6.src_l64 || sess->remote_view != pkt.ip6.dst_l64)) {
@@ -300,6 +302,16 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
 		} else {
+			int bad;
+
+			sess = ilnp_embryo_match(&key, &pkt, &bad);
+			if (bad) {
+				ilnp_count(ILNP_C_IN_BAD_NONCE);
+				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+				return TCX_DROP;
+			}
+		}
+		if (!sess) {
 			if (!ilnp_session_budget_take(cfg)) {
 				ilnp_count(ILNP_C_IN_SESSIONS_LIMITED);
 				return TCX_DROP;
@@ -314,6 +326,14 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 
 	is_lu = pkt.l4_proto == ILNP_NH_ICMPV6 && pkt.l4_off &&
 		pkt.icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+	if (learn && is_lu) {
+		/* Nothing proves a nonce before it is learned, so only the locators the initiator
+		 * itself chose (the responder's from name resolution) can vouch for the first
+		 * one; an LU may come from anywhere and so never teaches it. */
+		ilnp_count(ILNP_C_IN_LEARN_REFUSED);
+		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		return TCX_DROP;
+	}
 	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
 	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
 		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
@@ -329,12 +349,17 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_emit(ILNP_EV_NONCE_LEARNED, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 	}
 
-	/* Locator Updates keep their wire addresses: the daemon reads them from a raw ICMPv6
-	 * socket and needs the locator they came from; their nonce is verified here. */
+	/* Locator Updates keep their wire addresses and their (now verified) nonce: the daemon
+	 * reads them from a raw ICMPv6 socket and needs the locator they came from. */
 	__be64 pseudo_old[2], pseudo_new[2];
+	int err;
 
 	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
-	if (ilnp_decap(skb, &pkt, is_lu, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
+	if (is_lu)
+		err = ilnp_mark_nonce_verified(skb, &pkt);
+	else
+		err = ilnp_decap(skb, &pkt, sess->remote_view, sess->local_view, pseudo_old, pseudo_new);
+	if (err < 0) {
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}

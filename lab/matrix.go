@@ -31,6 +31,8 @@ type MatrixConfig struct {
 	// Congestions, when set, is an axis for TCP traffic: each TCP cell runs once per
 	// congestion control into .../tcp-NAME (matrix_cc.go).
 	Congestions []string
+	// TCPAware runs every ILNP cell with tcp-aware on.
+	TCPAware bool
 }
 
 // CellDir is where one combination's run goes.
@@ -80,7 +82,7 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 						fmt.Fprintf(m.Progress, "matrix %d/%d (%s elapsed): %s %s %s%s\n", done, total, time.Since(start).Round(time.Second), sc, mo, tr, cellSuffix(co))
 					}
 					cfg := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Congestion: co, Profile: m.Profile, Reps: m.Reps, Access: m.Access,
-						Out: m.cellDir(sc, mo, tr, co), BinDir: m.BinDir, Progress: m.Progress}
+						Out: m.cellDir(sc, mo, tr, co), BinDir: m.BinDir, Progress: m.Progress, TCPAware: m.TCPAware}
 					if _, err := Run(ctx, cfg); err != nil {
 						if errors.Is(err, context.Canceled) {
 							return err

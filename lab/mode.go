@@ -38,6 +38,8 @@ type ModeOptions struct {
 	Dir    string // the run's directory
 	// Rendezvous is how the CN finds the MN: "hosts" (default) or "dns" (lab/dns.go).
 	Rendezvous string
+	// TCPAware turns on ilnpd's mobility-aware TCP (tcp-aware on).
+	TCPAware bool
 }
 
 // Modes maps mode names to constructors. A MIPv6 baseline registers here.
@@ -162,6 +164,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 				return fmt.Errorf("mode %s: DNS rendezvous without the lab's named", m.Name())
 			}
 			text = DNSDaemonConfig(n.name, n.ifaces, n.nid, m.handoff, *n.state, *n.events, t.Named)
+		}
+		if m.opt.TCPAware {
+			text += "tcp-aware on\n"
 		}
 		// The lab's file must be one the daemon accepts: check with the product's parser.
 		if _, err := config.Parse(strings.NewReader(text), *n.conf); err != nil {

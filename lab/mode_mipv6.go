@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ilnp/internal/timeline"
+	"ilnp/lab/mipv6/binding"
 	"ilnp/lab/mipv6/daemon"
 	"ilnp/lab/netns"
 )
@@ -23,9 +24,11 @@ import (
 // address; iperf3 on the CN reaches the MN at that address. mip6d (lab/mipv6/cmd/mip6d) runs
 // in R2, the MN and (mipv6-ro) the CN; nothing of it runs in the other modes.
 
-// MIPv6HAProcessing is T_HA, added at the home agent between a Binding Update and its
-// binding + BAck: 0 is the baseline's own processing (immediate); the thesis measured ~1 s
-// for UMIP. ilnp-lab sets it from --mipv6-tha; reports say which was used.
+// MIPv6HAProcessing is T_HA, an explicit extra delay at the home agent between a Binding
+// Update and its binding + BAck, on top of the home agent's own work (default 0). The second
+// the thesis measured for UMIP is not this: it is the home agent's DAD of the home address
+// before the first BAck of a new binding (RFC 6275 s.10.3.1, binding.DefaultDADTimeout),
+// which mip6d always does. ilnp-lab sets T_HA from --mipv6-tha; reports say which was used.
 var MIPv6HAProcessing time.Duration
 
 // HomeAgentAddr is R2's address on the home link L2.
@@ -55,11 +58,13 @@ func (m *mipv6Mode) Name() string {
 }
 
 // THADescription says which home agent processing time a run used.
+// (DAD always runs: it is named too, since it is where a new binding's delay comes from.)
 func THADescription(tha time.Duration) string {
+	dad := fmt.Sprintf("HA DAD of the home address %v before the first BAck of a new binding (RFC 6275 s.10.3.1, UMIP's timeout)", binding.DefaultDADTimeout)
 	if tha == 0 {
-		return "T_HA 0 (the baseline's own BU processing)"
+		return dad + "; T_HA 0 (no extra delay)"
 	}
-	return fmt.Sprintf("T_HA %v added at the HA (the thesis's UMIP figure is ~1 s)", tha)
+	return fmt.Sprintf("%s; T_HA %v added on top at the HA", dad, tha)
 }
 
 func (m *mipv6Mode) Describe() string {
@@ -211,7 +216,8 @@ func (m *mipv6Mode) Collect(t *Topology, dir string) {
 	}
 	writeJSON(filepath.Join(dir, "mipv6.json"), map[string]any{
 		"mode": m.Name(), "route_optimisation": m.ro, "t_ha_ms": float64(m.tha) / 1e6, "t_ha": THADescription(m.tha),
-		"home_agent": HomeAgentAddr, "home_address": HomeAddress().String(), "notes": notes,
+		"dad_timeout_ms": float64(binding.DefaultDADTimeout) / 1e6,
+		"home_agent":     HomeAgentAddr, "home_address": HomeAddress().String(), "notes": notes,
 	})
 	m.collected = true
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,9 +50,11 @@ type RunConfig struct {
 	Rendezvous string
 	// Congestion is the TCP congestion control (cubic, hybla, veno, bbr; empty: the traffic's).
 	Congestion string
-	Out        string
-	BinDir     string    // ilnpd/ilnpctl (ILNP modes)
-	Progress   io.Writer // progress line (nil: none)
+	// TCPAware runs ilnpd with `tcp-aware on` (issue 15; ILNP modes only, ignored by others).
+	TCPAware bool
+	Out      string
+	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
+	Progress io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -114,6 +117,7 @@ type RunMeta struct {
 	Rendezvous string      `json:"rendezvous"`
 	DNS        *DNSMeasure `json:"dns,omitempty"`
 	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
+	TCPAware   bool        `json:"tcp_aware"`            // ilnpd ran with tcp-aware on
 	Error      string      `json:"error,omitempty"`
 }
 
@@ -140,6 +144,7 @@ func Run(ctx context.Context, cfg RunConfig) (summary.Summary, error) {
 	}
 	s := summary.New(cfg.Scenario, cfg.Mode, cfg.Traffic, runs)
 	s.Congestion = cfg.congestion()
+	s.TCPAware = cfg.tcpAware()
 	if err := s.Write(filepath.Join(cfg.Out, "summary.json")); err != nil {
 		return s, err
 	}
@@ -192,8 +197,8 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
-		Rendezvous: rendezvous, Congestion: tr.Congestion}
-	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous})
+		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware()}
+	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware()})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
 			err = errors.Join(err, tErr)
@@ -340,9 +345,15 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		cfg.AfterFlow(topo, dir)
 	}
 	// Kernel counters of the end hosts (drops by the stack do not show in a capture).
+	var senderTimeouts *int
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
+			if name == "cn" { // the TCP sender (iperf3 client, CN -> MN)
+				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
+					senderTimeouts = &v
+				}
+			}
 		}
 	}
 	// The RTT that bounds the handoff delay is the one via the network the MN moved to
@@ -375,6 +386,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	in.AppLost = iperfReceiverLost(filepath.Join(dir, "iperf-server.json"))
+	in.AppIntervals = iperfReceiverIntervals(filepath.Join(dir, "iperf-server.json"))
+	in.HostDrops = hostDropsFrom(in.MNEvents, CNNID)
+	in.SenderTimeouts = senderTimeouts
 	if topo.Named != nil {
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
@@ -548,4 +562,21 @@ func iperfReceiverLost(path string) *int {
 		}
 	}
 	return nil
+}
+
+// tcpAware says whether this run's ilnpd runs with tcp-aware on (ILNP modes only).
+func (c *RunConfig) tcpAware() bool {
+	return c.TCPAware && strings.HasPrefix(c.Mode, "ilnp-")
+}
+
+// NstatValue reads one counter from `nstat -az` output ("NAME VALUE RATE" lines).
+func NstatValue(out, name string) (int, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == name {
+			v, err := strconv.Atoi(f[1])
+			return v, err == nil && v >= 0
+		}
+	}
+	return 0, false
 }

@@ -16,6 +16,7 @@ import (
 
 	"ilnp/internal/timeline"
 	"ilnp/lab/analysis"
+	"ilnp/lab/mipv6/binding"
 	"ilnp/lab/sigloss"
 )
 
@@ -39,7 +40,10 @@ type SignallingConfig struct {
 	Scenarios, Modes []string
 	Traffic          string
 	Profile          Profile
-	THA              time.Duration // T_HA for mipv6 modes (thesis: 1 s)
+	// THA is T_HA, the extra delay added at the home agent on top of its DAD (default 0: the
+	// second the thesis measured for UMIP comes from DAD, binding.DefaultDADTimeout), for the
+	// MIPv6 runs of every part.
+	THA time.Duration
 	// Scale: N MNs x M CNs topologies.
 	Scales   [][2]int
 	Progress io.Writer
@@ -50,7 +54,7 @@ func DefaultSignalling(out, bin string) SignallingConfig {
 	return SignallingConfig{Out: out, BinDir: bin, Parts: []string{"success", "delay", "scale"},
 		Handoffs: 40, Losses: []float64{0, 0.02, 0.05, 0.10}, SuccessModes: []string{"ilnp-soft", "mipv6"},
 		Scenarios: slices.Clone(ScenarioNames), Modes: []string{"ilnp-hard", "ilnp-soft", "mipv6", "mipv6-ro"},
-		Traffic: "udp-hd", Profile: Profiles["quick"], THA: time.Second,
+		Traffic: "udp-hd", Profile: Profiles["quick"], THA: 0,
 		Scales: [][2]int{{1, 1}, {2, 2}, {5, 5}, {10, 10}}}
 }
 
@@ -78,7 +82,7 @@ func Signalling(ctx context.Context, cfg SignallingConfig) error {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return err
 	}
-	res := SignallingResults{THAms: float64(cfg.THA) / 1e6, Profile: cfg.Profile.Name, Traffic: cfg.Traffic}
+	res := newSignallingResults(cfg)
 	save := func() error {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
@@ -165,14 +169,31 @@ func Signalling(ctx context.Context, cfg SignallingConfig) error {
 	return save()
 }
 
+// newSignallingResults is the file's header: what the MIPv6 runs of each part use.
+func newSignallingResults(cfg SignallingConfig) SignallingResults {
+	res := SignallingResults{THAms: float64(cfg.THA) / 1e6, Profile: cfg.Profile.Name, Traffic: cfg.Traffic,
+		DADTimeoutMs: float64(binding.DefaultDADTimeout) / 1e6, THAByPart: map[string]float64{}}
+	for _, part := range []string{"delay", "success"} {
+		if cfg.has(part) {
+			res.THAByPart[part] = float64(cfg.THA) / 1e6
+		}
+	}
+	return res
+}
+
 // SignallingResults is DIR/signalling.json.
 type SignallingResults struct {
-	Profile string       `json:"profile"`
-	Traffic string       `json:"traffic"`
-	THAms   float64      `json:"tha_ms"`
-	Delay   []DelayRow   `json:"delay,omitempty"`
-	Success []SuccessRow `json:"success,omitempty"`
-	Scale   []ScaleRow   `json:"scale,omitempty"`
+	Profile string `json:"profile"`
+	Traffic string `json:"traffic"`
+	// THAms is T_HA of the MIPv6 runs (every part uses the same); THAByPart says it per part
+	// that ran, and each MIPv6 row repeats it.
+	THAms     float64            `json:"tha_ms"`
+	THAByPart map[string]float64 `json:"tha_ms_by_part,omitempty"`
+	// DADTimeoutMs is the home agent's DAD wait before the first BAck of a new binding.
+	DADTimeoutMs float64      `json:"mipv6_dad_timeout_ms"`
+	Delay        []DelayRow   `json:"delay,omitempty"`
+	Success      []SuccessRow `json:"success,omitempty"`
+	Scale        []ScaleRow   `json:"scale,omitempty"`
 }
 
 // DelayRow is one measured handoff with one signalling case beside Tables 6.5-6.12.
@@ -181,6 +202,8 @@ type DelayRow struct {
 	Mode     string `json:"mode"`
 	Case     string `json:"case"` // analysis.LossCase slug
 	Dropped  string `json:"dropped,omitempty"`
+	// THAms is the T_HA this MIPv6 run used (absent for ILNP modes).
+	THAms *float64 `json:"tha_ms,omitempty"`
 	// DropFired is how many packets the injector dropped (want 1 in a loss case).
 	DropFired *uint64 `json:"drop_fired,omitempty"`
 	// Measured.
@@ -201,14 +224,16 @@ type DelayRow struct {
 
 // SuccessRow is the measured single-attempt success rate at one loss setting.
 type SuccessRow struct {
-	Mode      string  `json:"mode"` // ilnp-soft (LU/LU-ACK) or mipv6 (home BU/BAck)
-	Loss      float64 `json:"loss"` // on both R1-R2 (old) and R1-R3 (new)
-	Exchanges int     `json:"exchanges"`
-	FirstTry  int     `json:"first_try"` // acked without a retransmission
-	Rate      float64 `json:"rate"`
-	CILow     float64 `json:"ci_low"` // Wilson 95 %
-	CIHigh    float64 `json:"ci_high"`
-	Analytic  float64 `json:"analytic"` // eq. 19 (ILNPv6) or 17 (MIPv6 no RO) on PathFromLoss(loss, loss)
+	Mode string  `json:"mode"` // ilnp-soft (LU/LU-ACK) or mipv6 (home BU/BAck)
+	Loss float64 `json:"loss"` // on both R1-R2 (old) and R1-R3 (new)
+	// THAms is the T_HA this MIPv6 run used (absent for ILNP).
+	THAms     *float64 `json:"tha_ms,omitempty"`
+	Exchanges int      `json:"exchanges"`
+	FirstTry  int      `json:"first_try"` // acked without a retransmission
+	Rate      float64  `json:"rate"`
+	CILow     float64  `json:"ci_low"` // Wilson 95 %
+	CIHigh    float64  `json:"ci_high"`
+	Analytic  float64  `json:"analytic"` // eq. 19 (ILNPv6) or 17 (MIPv6 no RO) on PathFromLoss(loss, loss)
 	// AnalyticRetries is with the engine's retransmissions (3 attempts) for comparison with
 	// Eventually (acked at all).
 	Eventually      int     `json:"eventually"`
@@ -287,6 +312,7 @@ func measureDelay(ctx context.Context, cfg SignallingConfig, sc, mode string, lc
 		old := MIPv6HAProcessing
 		MIPv6HAProcessing = cfg.THA
 		defer func() { MIPv6HAProcessing = old }()
+		row.THAms = ptrF(float64(cfg.THA) / 1e6)
 	}
 	dir := filepath.Join(cfg.Out, "delay", sc, mode, lc.Slug())
 	rc := RunConfig{Scenario: sc, Mode: mode, Traffic: cfg.Traffic, Profile: cfg.Profile, Reps: 1,
@@ -506,6 +532,7 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 	case "ilnp-soft":
 	case "mipv6":
 		proto, readExchanges = analysis.MIPv6NoRO, HomeRegistrations
+		row.THAms = ptrF(float64(cfg.THA) / 1e6)
 	default:
 		return row, fmt.Errorf("success is measured for ilnp-soft and mipv6, not %q", modeName)
 	}
@@ -535,7 +562,10 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 		}
 		cfg.progress("  testbed not ready (%v), building again", err)
 	}
+	old := MIPv6HAProcessing
+	MIPv6HAProcessing = cfg.THA // read by the mode's constructor
 	mode := Modes[modeName](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
+	MIPv6HAProcessing = old
 	defer func() {
 		err = errors.Join(err, mode.Teardown(topo), topo.Close())
 	}()

@@ -116,11 +116,11 @@ func (r SignallingResults) Markdown(level int) string {
 	if len(r.Delay) > 0 {
 		fmt.Fprintf(&b, "%s# Handoff delay and interruption with one lost signalling message (Tables 6.5-6.12)\n\n", h)
 		fmt.Fprintf(&b, "One run each, %s profile, %s traffic; the injector (lab/sigloss, nftables in R1) drops the first "+
-			"LU / LU-ACK (ILNP) or BU / BAck to/from the HA (MIPv6), or the CoT (mipv6-ro, RO packet lost) R1 forwards. MIPv6 T_HA = %g ms; mipv6-ro delay runs to the CN's BAck. *Thesis* is the Table 6.3/6.4 expression "+
+			"LU / LU-ACK (ILNP) or BU / BAck to/from the HA (MIPv6), or the CoT (mipv6-ro, RO packet lost) R1 forwards. MIPv6: the home agent's DAD (%g ms) before the first BAck of a new binding, T_HA = %g ms on top; mipv6-ro delay runs to the CN's BAck. *Thesis* is the Table 6.3/6.4 expression "+
 			"with the thesis's inputs (RTT 5 / 200 / 400 ms, Δ_I 1 s, Δ_M 1.5 s, T_HA 1 s); *ours* is the same expression with "+
 			"our inputs: the measured no-loss delay of that scenario and mode plus the measured retransmission timeout. "+
 			"Measured delay: first LU/BU sent → first acknowledgement at the MN; interruption: longest gap in delivery at the MN "+
-			"(its floor is the traffic's packet spacing, ~4.4 ms for UDP HD).\n\n", r.Profile, r.Traffic, r.THAms)
+			"(its floor is the traffic's packet spacing, ~4.4 ms for UDP HD).\n\n", r.Profile, r.Traffic, r.DADTimeoutMs, r.THAms)
 		rows := [][]string{{"scenario", "mode", "case", "dropped (fired)", "attempts", "retransmit timeout ms", "measured delay ms",
 			"thesis delay ms", "ours delay ms", "measured interruption ms", "thesis interruption ms"}}
 		for _, d := range r.Delay {

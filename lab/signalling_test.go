@@ -186,6 +186,20 @@ func FuzzClassifyLU(f *testing.F) {
 	})
 }
 
+// signalling.json says per part which T_HA the MIPv6 runs used, and the DAD wait.
+func TestSignallingResultsTHA(t *testing.T) {
+	r := newSignallingResults(SignallingConfig{Parts: []string{"success", "scale"}, THA: 250 * time.Millisecond})
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"tha_ms":250`, `"tha_ms_by_part":{"success":250}`, `"mipv6_dad_timeout_ms":1000`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("signalling.json lacks %s: %s", want, b)
+		}
+	}
+}
+
 func TestSignallingMarkdown(t *testing.T) {
 	d, th := 1001.5, 1007.0
 	fired := uint64(1)
@@ -340,10 +354,16 @@ func TestSignallingSectionInMatrixReport(t *testing.T) {
 // deregistration (RFC 6275 s.11.5.5), so the lab exercises the baseline's way back too.
 func TestSignallingMIPv6AwayAndHome(t *testing.T) {
 	requireLab(t)
-	cfg := SignallingConfig{Out: t.TempDir(), BinDir: t.TempDir(), Handoffs: 3} // mip6d is built there
+	cfg := SignallingConfig{Out: t.TempDir(), BinDir: t.TempDir(), Handoffs: 3, THA: 50 * time.Millisecond} // mip6d is built there
 	row, err := measureSuccess(context.Background(), cfg, "mipv6", 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if row.THAms == nil || *row.THAms != 50 {
+		t.Errorf("success row records T_HA %v, want the 50 ms it ran with", row.THAms)
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.Out, "success", "mipv6", "loss-0", "mip6d-ha.log")); err != nil || !strings.Contains(string(b), "processing_delay=50ms") {
+		t.Errorf("the success run's home agent did not use the configured T_HA (%v): %s", err, b)
 	}
 	if row.Exchanges != 3 || row.FirstTry != 3 || row.Eventually != 3 || row.Analytic != 1 {
 		t.Fatalf("row %+v, want 3 home registrations, all at the first BU", row)

@@ -3,8 +3,9 @@
 # installs nothing and takes about a second.
 set -euo pipefail
 
+# groff-base and shellcheck check the package's man pages and maintainer scripts (make test).
 packages=(clang llvm libbpf-dev bpftool iproute2 radvd iperf3 tcpdump tshark bind9
-          bind9-dnsutils ethtool make nftables)
+          bind9-dnsutils ethtool make nftables groff-base shellcheck)
 
 missing=()
 for p in "${packages[@]}"; do

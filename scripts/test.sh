@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Go test (unit, BPF_PROG_TEST_RUN, network namespaces) verbosely into out/test.log,
-# prints the package verdicts and any failure, and ends with "tests: N passed, N failed".
-# Fails when a test fails or when no test ran at all.
+# prints the package verdicts and any failure, and ends with "tests: N passed, N failed, N skipped".
+# Fails when a test fails, when no test ran at all, or under CI (CI set) when any test was
+# skipped: CI cannot pass by running nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out
@@ -18,9 +19,14 @@ fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")
-echo "tests: $passed passed, $failed failed" | tee out/tests-summary
+skipped=$(grep -cE '^\s*--- SKIP' "$log")
+echo "tests: $passed passed, $failed failed, $skipped skipped" | tee out/tests-summary
 if [ "$passed" -eq 0 ]; then
   echo "no test ran" >&2
+  exit 1
+fi
+if [ -n "${CI:-}" ] && [ "$skipped" -gt 0 ]; then
+  echo "CI is set and $skipped tests were skipped (listed above): failing" >&2
   exit 1
 fi
 exit $status

@@ -92,6 +92,7 @@ enum ilnp_session_flag {
 	ILNP_SESS_RESPONDER = 1 << 3,     /* created by the first incoming packet */
 	ILNP_SESS_INITIATOR = 1 << 4,     /* created by the first outgoing packet to a peer */
 	ILNP_SESS_WEAK_NONCE = 1 << 5,    /* nonce pool was empty: local nonce from prandom */
+	ILNP_SESS_EMBRYONIC = 1 << 6,     /* responder this host has not answered yet (embryos) */
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -190,6 +191,10 @@ enum ilnp_counter {
 	ILNP_C_NONCE_POOL_EMPTY,
 	ILNP_C_EVENTS_LOST,
 	ILNP_C_IN_SESSIONS_LIMITED, /* new session refused: over new_sessions_per_s */
+	ILNP_C_IN_LEARN_REFUSED,    /* LU while the session waits for the responder's nonce */
+	ILNP_C_EMBRYOS_CREATED,     /* responder sessions created by an incoming packet */
+	ILNP_C_EMBRYOS_PROMOTED,    /* ... that this host answered: now in the session table */
+	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
 	ILNP_C_MAX,
 };
 
@@ -224,6 +229,20 @@ struct {
 	__type(value, struct ilnp_session);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sessions SEC(".maps");
+
+/* Responder sessions that only the remote side has spoken in ("embryos"): anyone can create
+ * them with one spoofed packet, so they live apart from the session table, in an LRU map where
+ * a flood only evicts other embryos, with no nonce index, no daemon state and no route. The
+ * first packet this host sends on one promotes it into sessions (ilnp_promote_embryo). The
+ * loader sizes it like sessions (session-table-size): at new_sessions_per_s an embryo survives
+ * at least max_entries / rate seconds of flood. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ilnp_session_key);
+	__type(value, struct ilnp_session);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} embryos SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -337,3 +356,104 @@ struct {
 /* ---- end encap ---- */
 
 #endif
+
+/* ==== tcpaware (bpf/tcpaware.c, internal/tcpaware): the mobility signal to TCP sockets ====
+ * Only objects that define ILNP_TCPAWARE get these; the datapath (ilnp.c) does not. */
+#ifdef ILNP_TCPAWARE
+#ifndef ILNP_TCPAWARE_MAPS
+#define ILNP_TCPAWARE_MAPS
+
+/* A correspondent's address as its sockets see it: the session view [L64:NID]. */
+struct tcpaware_addr {
+	__u8 a[16];
+};
+
+/* What the daemon wants done to every TCP socket of one correspondent on the next iterator
+ * run. Zero fields leave the socket alone. */
+struct tcpaware_peer {
+	__u32 epoch;      /* moves signalled so far (reported back per socket) */
+	__u32 moving;     /* 1 between the move's start and its end */
+	__u32 rto_max_ms; /* TCP_RTO_MAX_MS to set (>= 1000, kernel limit) */
+	__u32 loss_window_ms; /* >0: losses in this window after the run are not congestion */
+};
+
+/* The cubic wrapper's registered name (unique per daemon: struct_ops names are kernel-wide);
+ * an empty name means no wrapper. */
+struct tcpaware_cc {
+	char name[16];
+};
+
+/* Per socket, set by the iterator, read by the cubic wrapper. */
+struct tcpaware_sk {
+	__u64 loss_until_ns; /* losses before this are the move's, not congestion */
+	__u32 epoch;
+	__u32 restored; /* cwnd already restored in this window */
+};
+
+/* One matched socket, written by the iterator to its seq_file (read by the daemon). */
+struct tcpaware_sock {
+	struct tcpaware_addr saddr;
+	struct tcpaware_addr daddr;
+	__u16 sport; /* host order */
+	__u16 dport; /* host order */
+	__u32 epoch;
+	__u32 snd_una;
+	__u32 snd_nxt;
+	__u32 srtt_us; /* <<3, as the kernel keeps it */
+	__u32 rto_jiffies;
+	__u32 cwnd;
+	__u32 ssthresh;
+	__u32 packets_out;
+	__u32 lost_out;
+	__u32 retrans_out;
+	__u8 backoff;
+	__u8 tcp_state;
+	__u8 applied; /* bits: 1 rto_max set, 4 wrapper chosen, 8 window open */
+	__u8 failed;  /* same bits: bpf_setsockopt refused */
+};
+
+enum tcpaware_counter {
+	TCPAWARE_C_SOCKETS_SEEN,
+	TCPAWARE_C_SOCKETS_MATCHED,
+	TCPAWARE_C_RTO_MAX_SET,
+	TCPAWARE_C_SETSOCKOPT_ERRORS,
+	TCPAWARE_C_NOT_TCP_SOCK,
+	TCPAWARE_C_CC_SWITCHED,   /* sockets moved from cubic to the wrapper */
+	TCPAWARE_C_NOT_CUBIC,     /* sockets left alone: another congestion control */
+	TCPAWARE_C_SSTHRESH_KEPT, /* losses in a window: ssthresh not reduced */
+	TCPAWARE_C_CWND_RESTORED, /* after a timeout in a window: cwnd back to its prior value */
+	TCPAWARE_C_WRAPPER_INIT,
+	TCPAWARE_C_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct tcpaware_addr);
+	__type(value, struct tcpaware_peer);
+} tcpaware_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TCPAWARE_C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} tcpaware_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tcpaware_cc);
+} tcpaware_ccname SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tcpaware_sk);
+} tcpaware_sks SEC(".maps");
+
+#endif
+#endif
+/* ==== end tcpaware ==== */

@@ -28,8 +28,14 @@
 #define ILNP_OPT_PAD1 0x00
 #define ILNP_OPT_PADN 0x01
 #define ILNP_OPT_NONCE 0x8B /* RFC 6744 s.2 */
+/* A Locator Update's nonce after this host's ingress checked it (wire.VerifiedNonceOptionType):
+ * RFC 4727 experimental type, act bits 00, so the kernel delivers the LU and the daemon reads
+ * the nonce the packet carried. */
+#define ILNP_OPT_VERIFIED_NONCE 0x1E
 
 #define ILNP_ICMPV6_PARAM_PROBLEM 4
+#define ILNP_TCP_SYN 0x02
+#define ILNP_TCP_RST 0x04
 #define ILNP_ICMPV6_LOCATOR_UPDATE 156 /* RFC 6743 */
 
 #define ILNP_MAX_EXT_HEADERS 6
@@ -73,7 +79,8 @@ struct ilnp_pkt {
 	__u8 malformed;        /* enum ilnp_malformed */
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 pad[3];
+	__u8 tcp_flags;
+	__u8 pad[2];
 	__u8 nonce[ILNP_NONCE_MAX];
 };
 
@@ -237,7 +244,7 @@ upper:
 	}
 	switch (nh) {
 	case ILNP_NH_TCP:
-		if (off + 20 > skb->len)
+		if (off + 20 > skb->len || bpf_skb_load_bytes(skb, off + 13, &pkt->tcp_flags, 1) < 0)
 			pkt->malformed = ILNP_BAD_L4;
 		break;
 	case ILNP_NH_UDP:

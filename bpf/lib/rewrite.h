@@ -101,20 +101,18 @@ static __always_inline int ilnp_encap(struct __sk_buff *skb, struct ilnp_pkt *pk
 	return bpf_skb_store_bytes(skb, ILNP_IP6_OFF, &hdr, ILNP_IP6_HLEN + 8, BPF_F_RECOMPUTE_CSUM);
 }
 
-/* Ingress: removes the nonce and, unless keep_addrs, rewrites the locators to src/dst. When the
+/* Ingress: removes the nonce and rewrites the locators to src/dst. When the
  * nonce sits alone in the Destination Options header right after the fixed header (what every
  * ILNP sender does) the whole header goes; otherwise the option is turned into PadN of the same
  * size, which leaves the other options and all offsets alone (the kernel would discard the
  * packet otherwise: the option's action bits are 10, RFC 6744 s.2). */
-static __always_inline int ilnp_decap(struct __sk_buff *skb, struct ilnp_pkt *pkt, int keep_addrs,
-				      __be64 src, __be64 dst, __be64 *pseudo_old, __be64 *pseudo_new)
+static __always_inline int ilnp_decap(struct __sk_buff *skb, struct ilnp_pkt *pkt, __be64 src,
+				      __be64 dst, __be64 *pseudo_old, __be64 *pseudo_new)
 {
-	if (!keep_addrs) {
-		if (ilnp_fix_l4(skb, pkt, 0, pseudo_old, pseudo_new) < 0)
-			return -1;
-		pkt->ip6.src_l64 = src;
-		pkt->ip6.dst_l64 = dst;
-	}
+	if (ilnp_fix_l4(skb, pkt, 0, pseudo_old, pseudo_new) < 0)
+		return -1;
+	pkt->ip6.src_l64 = src;
+	pkt->ip6.dst_l64 = dst;
 	if (pkt->nonce_strippable) {
 		__u32 len = pkt->nonce_hdr_len;
 		__u8 next;
@@ -138,10 +136,18 @@ static __always_inline int ilnp_decap(struct __sk_buff *skb, struct ilnp_pkt *pk
 			err = bpf_skb_store_bytes(skb, pkt->nonce_opt_off, padn, 6, BPF_F_RECOMPUTE_CSUM);
 		if (err < 0)
 			return -1;
-		if (keep_addrs)
-			return 0;
 	}
 	return ilnp_store_ip6(skb, pkt);
+}
+
+/* Ingress, Locator Updates and their ACKs: the nonce stays in the packet, its option type turned
+ * into ILNP_OPT_VERIFIED_NONCE, and the wire addresses stay too, so the daemon sees the locator
+ * the LU came from and the nonce it carried, and compares that nonce with the session's itself. */
+static __always_inline int ilnp_mark_nonce_verified(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
+{
+	__u8 type = ILNP_OPT_VERIFIED_NONCE;
+
+	return bpf_skb_store_bytes(skb, pkt->nonce_opt_off, &type, 1, BPF_F_RECOMPUTE_CSUM);
 }
 
 /* Rewrites the locators only (RFC 6744 s.6 packets that carry no nonce). */

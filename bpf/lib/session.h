@@ -85,10 +85,14 @@ static __always_inline struct ilnp_session *ilnp_commit_session(const struct iln
 								struct ilnp_session *s)
 {
 	/* NOEXIST: when two CPUs race, the first session wins and both use it. */
-	if (bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST) == 0) {
+	long err = bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST);
+
+	if (err == 0) {
 		ilnp_count(ILNP_C_SESSIONS_CREATED);
 		if (s->remote_nonce_len)
 			ilnp_index_nonce(key, s);
+	} else if (err != -17 /* EEXIST */) {
+		ilnp_count(ILNP_C_SESSIONS_FULL);
 	}
 	return bpf_map_lookup_elem(&sessions, key);
 }
@@ -149,8 +153,80 @@ ilnp_new_responder(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 	} else {
 		ilnp_take_nonce(s, cfg->nonce_len, pkt);
 	}
+	s->flags |= ILNP_SESS_EMBRYONIC;
 	s->created_ns = bpf_ktime_get_ns();
-	s = ilnp_commit_session(key, s);
+	/* An embryo: no nonce index (ilnp_embryo_match finds it by key), no event. */
+	if (bpf_map_update_elem(&embryos, key, s, BPF_NOEXIST) == 0) {
+		ilnp_count(ILNP_C_SESSIONS_CREATED);
+		ilnp_count(ILNP_C_EMBRYOS_CREATED);
+	}
+	return bpf_map_lookup_elem(&embryos, key);
+}
+
+static __always_inline int ilnp_nonce_eq(const __u8 *a, __u8 alen, const __u8 *b, __u8 blen)
+{
+	__u8 diff = alen ^ blen;
+
+	for (int i = 0; i < ILNP_NONCE_MAX; i++)
+		diff |= (i < alen) ? a[i] ^ b[i] : 0;
+	return diff == 0;
+}
+
+/* The embryo of this packet's session, if its nonce is the one the embryo was created with
+ * (*bad set otherwise). */
+static __always_inline struct ilnp_session *ilnp_embryo_match(const struct ilnp_session_key *key,
+							      const struct ilnp_pkt *pkt, int *bad)
+{
+	struct ilnp_session *e = bpf_map_lookup_elem(&embryos, key);
+
+	*bad = 0;
+	if (!e)
+		return 0;
+	if (!ilnp_nonce_eq(e->remote_nonce, e->remote_nonce_len, pkt->nonce, pkt->nonce_len)) {
+		*bad = 1;
+		return 0;
+	}
+	return e;
+}
+
+/* Packets the stack sends to anyone who asks, without an application choosing to talk: ICMPv6
+ * errors, TCP SYN-ACKs and RSTs. A spoofed packet can draw them out, so they prove nothing
+ * about the session. (Echo replies promote: ping is how people use a session, and the lab's
+ * ping flows must move; a spoofed ping flood is bounded by new_sessions_per_s, README.) */
+static __always_inline int ilnp_mechanical_answer(const struct ilnp_pkt *pkt)
+{
+	if (pkt->l4_proto == ILNP_NH_ICMPV6)
+		return pkt->icmp_type < 128;
+	if (pkt->l4_proto == ILNP_NH_TCP)
+		return pkt->tcp_flags & (ILNP_TCP_SYN | ILNP_TCP_RST);
+	return 0;
+}
+
+/* This host sends on an embryo. A mechanical answer goes out through the embryo as it is;
+ * anything else means an application wants the session, so it moves into the session table
+ * with its nonce index, and the daemon is told (ILCC entry, route). If the table is full the
+ * embryo keeps serving, so the packet still goes out. */
+static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff *skb,
+								const struct ilnp_session_key *key,
+								const struct ilnp_pkt *pkt)
+{
+	struct ilnp_session *e = bpf_map_lookup_elem(&embryos, key);
+	struct ilnp_session *s;
+
+	if (!e || ilnp_mechanical_answer(pkt))
+		return e;
+	e->flags &= ~ILNP_SESS_EMBRYONIC;
+	if (bpf_map_update_elem(&sessions, key, e, BPF_NOEXIST) != 0) {
+		e->flags |= ILNP_SESS_EMBRYONIC;
+		ilnp_count(ILNP_C_SESSIONS_FULL);
+		return e;
+	}
+	s = bpf_map_lookup_elem(&sessions, key);
+	if (!s)
+		return e;
+	bpf_map_delete_elem(&embryos, key);
+	ilnp_index_nonce(key, s);
+	ilnp_count(ILNP_C_EMBRYOS_PROMOTED);
 	ilnp_emit(ILNP_EV_SESSION_RESPONDER, skb->ifindex, key->local_nid, key->remote_nid,
 		  (const __u8 *)&pkt->ip6.src_l64);
 	return s;

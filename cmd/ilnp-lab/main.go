@@ -2,10 +2,14 @@
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
-//	             [--rendezvous hosts|dns] --out DIR
+//	             [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
+//	                [--tcp-aware on|off]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
+//	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
+//	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
+//	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
 // ilnp-lab LINK...), started by the lab itself.
@@ -60,6 +64,12 @@ func main() {
 		err = cmdAnalyze(os.Args[2:])
 	case "signalling":
 		err = cmdSignalling(ctx, os.Args[2:])
+	case "results":
+		err = cmdResults(ctx, os.Args[2:])
+	case "soak":
+		err = cmdSoak(ctx, os.Args[2:])
+	case "attack":
+		err = cmdAttack(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -83,14 +93,20 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 1s] [--rendezvous hosts|dns] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
-                  [--report-only] [--signalling] [--rendezvous hosts|dns]
+                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
+  ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success]
+                  (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
+  ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+                  (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
+  ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
+                  (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
 }
 
@@ -111,7 +127,7 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
 	fs.StringVar(&c.out, "out", "", "output directory")
 	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "ILNP modes: how the CN finds the MN: hosts (shared hosts file) or dns (real named on R1, the MN publishes NID/L64 by RFC 2136 update)")
-	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA added at the home agent (0: the baseline's own; the thesis's UMIP: 1s)")
+	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA, an extra delay at the home agent on top of its DAD of a new binding (1 s, UMIP's); default 0")
 }
 
 func (c *common) timing() (lab.Profile, error) {
@@ -163,13 +179,18 @@ func cmdRun(ctx context.Context, args []string) error {
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
+	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
 		return err
 	}
+	aware, err := onOff("tcp-aware", *tcpAware)
+	if err != nil {
+		return err
+	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
-		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion}
+		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -201,7 +222,12 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
 	congestions := fs.String("congestions", "", "TCP congestion controls as an extra axis for tcp (e.g. cubic,hybla,veno): cells go to SCENARIO/MODE/tcp-NAME and the report gains the seed's figs. 17-19")
 	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
+	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15)")
 	_ = fs.Parse(args)
+	aware, err := onOff("tcp-aware", *tcpAware)
+	if err != nil {
+		return err
+	}
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
 	}
@@ -210,7 +236,8 @@ func cmdMatrix(ctx context.Context, args []string) error {
 		return err
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
-		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions)}
+		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions),
+		TCPAware: aware}
 	if *withSignalling {
 		sc := lab.DefaultSignalling("", "")
 		m.Signalling = &sc
@@ -285,7 +312,7 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
 	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")
-	tha := fs.Duration("mipv6-tha", d.THA, "delay: T_HA at the home agent for mipv6 modes (thesis: 1s)")
+	tha := fs.Duration("mipv6-tha", d.THA, "mipv6 runs of every part: T_HA, an extra delay at the home agent on top of its 1 s DAD (default 0)")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return fmt.Errorf("--out is required")
@@ -318,5 +345,45 @@ func cmdSignalling(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("signalling report: %s\n", filepath.Join(*out, "signalling.md"))
+	return nil
+}
+
+// onOff parses an on|off flag.
+func onOff(name, v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("--%s: want on or off, got %q", name, v)
+}
+
+func cmdResults(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("results", flag.ExitOnError)
+	d := lab.DefaultResults("", "")
+	out := fs.String("out", "", "output directory (results.md, results.json, the runs)")
+	bin := fs.String("bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
+	profile := fs.String("profile", d.ProfileName, "movement profile of the runs")
+	reps := fs.Int("reps", d.Reps, "repetitions per run")
+	handoffs := fs.Int("handoffs", d.Handoffs, "signalling exchanges per mode for the success rate")
+	modes := fs.String("modes", strings.Join(d.Modes, ","), "table columns")
+	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success")
+	tha := fs.Duration("mipv6-tha", 0, "mipv6 modes: T_HA on top of the HA's DAD (default 0)")
+	_ = fs.Parse(args)
+	if *out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	cfg := lab.DefaultResults(*out, *bin)
+	cfg.ProfileName, cfg.Reps, cfg.Handoffs, cfg.Modes, cfg.Rows, cfg.THA, cfg.Progress = *profile, *reps, *handoffs, split(*modes), split(*rows), *tha, os.Stderr
+	c := common{out: *out, bin: *bin}
+	var err error
+	if cfg.BinDir, err = c.binaries(append(cfg.Modes, "ilnp-soft")); err != nil {
+		return err
+	}
+	if err := lab.Results(ctx, cfg); err != nil {
+		return err
+	}
+	fmt.Printf("results table: %s\n", filepath.Join(*out, "results.md"))
 	return nil
 }

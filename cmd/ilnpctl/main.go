@@ -3,6 +3,7 @@
 //	ilnpctl [-s SOCKET] [-j] show locators|sessions|peers|stats|config
 //	ilnpctl [-s SOCKET] [-j] events [-f|--follow]
 //	ilnpctl [-s SOCKET] set handoff soft|hard
+//	ilnpctl [-s SOCKET] set tcp-aware on|off
 //	ilnpctl [-s SOCKET] peer add NAME ILV...
 //
 // Commands and table names may be abbreviated (`ilnpctl sh loc`). -j prints JSON: the daemon's
@@ -31,6 +32,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"ilnp/internal/control"
 	"ilnp/internal/timeline"
@@ -42,8 +44,11 @@ const usage = `usage: ilnpctl [-s SOCKET] [-j] COMMAND
   show config                          the configuration in effect (after a SIGHUP reload)
   events [-f|--follow]                 print the event timeline (-j: JSON lines)
   set handoff soft|hard                switch the handoff mode
+  set tcp-aware on|off                 switch the mobility-aware TCP reactions
   peer add NAME ILV...                 register an ILNP peer; ILV is an IPv6 address,
                                        L64,NID or L64|PREFERENCE,NID
+  flush                                stop ilnpd for good: detach the datapath, remove its
+                                       pins, routes, addresses and state (ends every session)
 options:
   -s SOCKET   control socket (default ` + control.DefaultSocket + `)
   -j          JSON output
@@ -118,7 +123,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usagef("no command")
 	}
-	cmd, ok := match(args[0], "show", "events", "set", "peer", "help")
+	cmd, ok := match(args[0], "show", "events", "set", "peer", "flush", "help")
 	if !ok {
 		return usagef("unknown command %q", args[0])
 	}
@@ -155,15 +160,27 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.events(ctx, follow)
 	case "set":
 		if len(args) != 2 {
-			return usagef("set: want \"set handoff soft|hard\"")
+			return usagef("set: want \"set handoff soft|hard\" or \"set tcp-aware on|off\"")
 		}
-		if _, ok := match(args[0], "handoff"); !ok {
+		setting, ok := match(args[0], "handoff", "tcp-aware")
+		if !ok {
 			return usagef("set: unknown setting %q", args[0])
+		}
+		if setting == "tcp-aware" {
+			if args[1] != "on" && args[1] != "off" {
+				return usagef("set tcp-aware: want on or off, got %q", args[1])
+			}
+			return c.client.SetTCPAware(ctx, args[1])
 		}
 		if args[1] != "soft" && args[1] != "hard" {
 			return usagef("set handoff: want soft or hard, got %q", args[1])
 		}
 		return c.client.SetHandoff(ctx, args[1])
+	case "flush":
+		if len(args) != 0 {
+			return usagef("flush: no arguments")
+		}
+		return c.client.Flush(ctx, 15*time.Second)
 	case "peer":
 		if len(args) < 3 {
 			return usagef("peer: want \"peer add NAME ILV...\"")

@@ -18,10 +18,11 @@ import (
 )
 
 type fake struct {
-	mu      sync.Mutex
-	handoff config.Handoff
-	peer    string
-	ilvs    []wire.RankedILV
+	mu       sync.Mutex
+	handoff  config.Handoff
+	tcpAware bool
+	peer     string
+	ilvs     []wire.RankedILV
 }
 
 func (f *fake) ShowLocators(context.Context) (any, error) {
@@ -55,6 +56,12 @@ func (f *fake) SetHandoff(_ context.Context, m config.Handoff) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.handoff = m
+	return nil
+}
+func (f *fake) SetTCPAware(_ context.Context, on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tcpAware = on
 	return nil
 }
 func (f *fake) AddPeer(_ context.Context, name string, ilvs []wire.RankedILV) error {
@@ -170,6 +177,9 @@ func TestSetAndPeer(t *testing.T) {
 	if f.handoff != config.HandoffHard {
 		t.Fatalf("handoff %q", f.handoff)
 	}
+	if code, _, errOut := ctl(t, "-s", sock, "set", "tcp-aware", "on"); code != 0 || !f.tcpAware {
+		t.Fatalf("set tcp-aware on: exit %d: %s", code, errOut)
+	}
 	code, _, errOut := ctl(t, "-s", sock, "peer", "add", "cn",
 		"2001:db8:1:0:14:4fff:ff20:ee64", "2001:db8:9::,0014:4fff:ff20:ee64", "2001:0db8:0005:0000|3,0014:4fff:ff20:ee64")
 	if code != 0 {
@@ -208,6 +218,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"show", "routes"}, `unknown table "routes"`},
 		{[]string{"set", "handoff", "medium"}, "want soft or hard"},
 		{[]string{"set", "mtu", "1400"}, `unknown setting "mtu"`},
+		{[]string{"set", "tcp-aware", "maybe"}, "want on or off"},
 		{[]string{"peer", "add", "cn"}, "peer add NAME ILV"},
 		{[]string{"peer", "add", "cn", "not-an-ilv"}, "parse I-LV"},
 		{[]string{"peer", "add", "cn", "2001:db8::|x,0014:4fff:ff20:ee64"}, "preference"},

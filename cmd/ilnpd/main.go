@@ -2,7 +2,12 @@
 // Advertisements, keeps the ILNP Communication Cache, tells correspondents about moves with
 // Locator Updates, runs a stub resolver for ILNP names and programs the BPF datapath.
 //
-//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check]
+//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check | -flush]
+//
+// SIGTERM, SIGINT (and SIGKILL, a crash) leave the datapath running: pinned maps and TCX
+// links, addresses and routes stay, packets keep flowing, and the next ilnpd with the same
+// configuration adopts the sessions. -flush removes everything an ilnpd with this
+// configuration left (asking a running one to do it and exit) and exits 0.
 //
 // SIGHUP reads the configuration again and applies what can change while running (handoff,
 // policy, LU timers, idle timeout, new-session bound, log level, the hosts file's contents);
@@ -19,8 +24,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"ilnp/internal/config"
+	"ilnp/internal/control"
 	"ilnp/internal/node"
 )
 
@@ -34,6 +41,7 @@ func main() {
 func run() error {
 	configPath := flag.String("config", "/etc/ilnp/ilnpd.conf", "configuration file")
 	check := flag.Bool("check", false, "check the configuration and exit")
+	flush := flag.Bool("flush", false, "remove everything ilnpd left (datapath, pins, routes, addresses, state) and exit")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -46,6 +54,9 @@ func run() error {
 	if *check {
 		fmt.Println("configuration ok")
 		return nil
+	}
+	if *flush {
+		return flushAll(cfg)
 	}
 	level := new(slog.LevelVar)
 	level.Set(cfg.LogLevel)
@@ -101,4 +112,24 @@ func reload(ctx context.Context, path string, n *node.Node, level *slog.LevelVar
 		return
 	}
 	level.Set(cfg.LogLevel)
+}
+
+// flushAll is -flush: a running ilnpd is asked to flush and exit (as `ilnpctl flush`);
+// otherwise what the last one left is removed here.
+func flushAll(cfg config.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := control.Client{Socket: cfg.ControlSocket()}.Flush(ctx, 20*time.Second)
+	if err == nil {
+		fmt.Println("flushed (the running ilnpd removed everything and exited)")
+		return nil
+	}
+	if !errors.Is(err, control.ErrNotRunning) {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if err := node.FlushStopped(cfg); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	fmt.Println("flushed")
+	return nil
 }

@@ -31,10 +31,17 @@
 //	lu-max-timeout DURATION      backoff ceiling                     default: 8s
 //	lu-max-attempts N            1..100                              default: 7
 //	session-idle-timeout DURATION                                    default: 10m
+//	new-sessions-per-second N    sessions incoming packets may open  default: 1000 (0: no bound)
+//	session-table-size N         sessions, and embryonic responder   default: 65536
+//	                             sessions (LRU), 256..1048576; needs a restart
+//	session-unproven-timeout DURATION  idle timeout of responder     default: 10s (0s: off)
+//	                             sessions that received one packet
 //	nonce-size 4|12              bytes                               default: 4
 //	nonce every|first N          RFC 6744 s.6: nonce on every packet,
 //	                             or only on the first N of a session default: every
 //	echo-nonce off|on            thesis Linux code compatibility     default: off
+//	tcp-aware off|on             mobility signal to the TCP sockets  default: off (thesis behaviour)
+//	                             of a moving correspondent (issue 15)
 //	mtu-headroom BYTES           MTU reduction for ILNP peers        default: size of the nonce
 //	                                                                 option (8 for a 4-byte nonce,
 //	                                                                 16 for 12); smaller is an error
@@ -124,12 +131,19 @@ type Config struct {
 	SessionIdleTimeout time.Duration
 	// NewSessionsPerSecond bounds the sessions incoming packets may create (0: no bound).
 	NewSessionsPerSecond int
-	NonceSize            int
-	NonceMode            NonceMode
-	NonceFirstN          int // packets per session carrying the nonce when NonceMode is NonceFirst
-	EchoNonce            bool
-	MTUHeadroom          int
-	LogLevel             slog.Level
+	// SessionTableSize is the number of sessions the datapath holds, and separately of
+	// embryonic responder sessions (those this host has not answered yet, an LRU map).
+	SessionTableSize int
+	// SessionUnprovenTimeout is the idle timeout of responder sessions whose correspondent
+	// sent only the packet that opened them: what a spoofed ping leaves behind (0: SessionIdleTimeout).
+	SessionUnprovenTimeout time.Duration
+	NonceSize              int
+	NonceMode              NonceMode
+	NonceFirstN            int // packets per session carrying the nonce when NonceMode is NonceFirst
+	EchoNonce              bool
+	TCPAware               bool // the reactions of internal/tcpaware (issue 15)
+	MTUHeadroom            int
+	LogLevel               slog.Level
 }
 
 // Default returns the defaults; Interfaces is empty and must be set.
@@ -145,11 +159,13 @@ func Default() Config {
 		SessionIdleTimeout: 10 * time.Minute,
 		// Far above what a host accepts legitimately, far below what fills the session
 		// table (65536) before idle sessions expire.
-		NewSessionsPerSecond: 1000,
-		NonceSize:            4,
-		NonceMode:            NonceEvery,
-		MTUHeadroom:          NonceOptionSize(4),
-		LogLevel:             slog.LevelInfo,
+		NewSessionsPerSecond:   1000,
+		SessionTableSize:       65536,
+		SessionUnprovenTimeout: 10 * time.Second,
+		NonceSize:              4,
+		NonceMode:              NonceEvery,
+		MTUHeadroom:            NonceOptionSize(4),
+		LogLevel:               slog.LevelInfo,
 	}
 }
 
@@ -291,6 +307,9 @@ func init() {
 			func(c *Config) *time.Duration { return &c.LUMaxTimeout })),
 		"lu-max-attempts":         one(integer(1, 100, func(c *Config) *int { return &c.LUMaxAttempts })),
 		"new-sessions-per-second": one(integer(0, 1_000_000, func(c *Config) *int { return &c.NewSessionsPerSecond })),
+		"session-table-size":      one(integer(256, 1<<20, func(c *Config) *int { return &c.SessionTableSize })),
+		"session-unproven-timeout": one(duration(0, time.Hour,
+			func(c *Config) *time.Duration { return &c.SessionUnprovenTimeout })),
 		"session-idle-timeout": one(duration(time.Second, 7*24*time.Hour,
 			func(c *Config) *time.Duration { return &c.SessionIdleTimeout })),
 		"nonce-size": one(func(c *Config, v string) error {
@@ -307,6 +326,17 @@ func init() {
 				c.EchoNonce = true
 			case "off":
 				c.EchoNonce = false
+			default:
+				return fmt.Errorf("want on or off, got %q", v)
+			}
+			return nil
+		}),
+		"tcp-aware": one(func(c *Config, v string) error {
+			switch v {
+			case "on":
+				c.TCPAware = true
+			case "off":
+				c.TCPAware = false
 			default:
 				return fmt.Errorf("want on or off, got %q", v)
 			}
@@ -595,6 +625,8 @@ func (c Config) Format() string {
 	kv("lu-max-attempts", strconv.Itoa(c.LUMaxAttempts))
 	kv("session-idle-timeout", c.SessionIdleTimeout.String())
 	kv("new-sessions-per-second", strconv.Itoa(c.NewSessionsPerSecond))
+	kv("session-table-size", strconv.Itoa(c.SessionTableSize))
+	kv("session-unproven-timeout", c.SessionUnprovenTimeout.String())
 	kv("nonce-size", strconv.Itoa(c.NonceSize))
 	if c.NonceMode == NonceFirst {
 		kv("nonce", "first", strconv.Itoa(c.NonceFirstN))
@@ -605,6 +637,11 @@ func (c Config) Format() string {
 		kv("echo-nonce", "on")
 	} else {
 		kv("echo-nonce", "off")
+	}
+	if c.TCPAware {
+		kv("tcp-aware", "on")
+	} else {
+		kv("tcp-aware", "off")
 	}
 	kv("mtu-headroom", strconv.Itoa(c.MTUHeadroom))
 	kv("log-level", strings.ToLower(c.LogLevel.String()))

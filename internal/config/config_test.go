@@ -34,9 +34,12 @@ lu-max-timeout 4s
 lu-max-attempts 5
 session-idle-timeout 2m
 new-sessions-per-second 50
+session-table-size 4096
+session-unproven-timeout 3s
 nonce-size 12
 nonce first 10
 echo-nonce on
+tcp-aware on
 mtu-headroom 24
 log-level debug
 `
@@ -47,36 +50,39 @@ func TestParseFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Node:                 "mn",
-		Interfaces:           []string{"mn-r2", "mn-r3"},
-		NID:                  0x02144fff_fe20ee64,
-		HasNID:               true,
-		NIDMode:              NIDStable,
-		Handoff:              HandoffHard,
-		Policy:               "newest",
-		StateDir:             "/run/ilnpd-mn",
-		EventsFile:           "/tmp/lab/mn/events.jsonl",
-		HostsFile:            "/tmp/lab/hosts",
-		DNSListen:            netip.MustParseAddrPort("[::1]:5353"),
-		DNSUpstream:          netip.MustParseAddrPort("[2001:db8::53]:53"),
-		DNSLookupServer:      netip.MustParseAddrPort("[2001:db8:53::1]:5353"),
-		DNSPublishName:       "mn.ilnp.test",
-		DNSPublishZone:       "ilnp.test",
-		DNSPublishServer:     netip.MustParseAddrPort("[2001:db8:53::1]:53"),
-		DNSPublishKeyFile:    "/etc/ilnp/mn.key",
-		DNSPublishKeyName:    "mn-key.ilnp.test",
-		DNSPublishTTL:        5 * time.Second,
-		LUInitialTimeout:     200 * time.Millisecond,
-		LUMaxTimeout:         4 * time.Second,
-		LUMaxAttempts:        5,
-		SessionIdleTimeout:   2 * time.Minute,
-		NewSessionsPerSecond: 50,
-		NonceSize:            12,
-		NonceMode:            NonceFirst,
-		NonceFirstN:          10,
-		EchoNonce:            true,
-		MTUHeadroom:          24,
-		LogLevel:             slog.LevelDebug,
+		Node:                   "mn",
+		Interfaces:             []string{"mn-r2", "mn-r3"},
+		NID:                    0x02144fff_fe20ee64,
+		HasNID:                 true,
+		NIDMode:                NIDStable,
+		Handoff:                HandoffHard,
+		Policy:                 "newest",
+		StateDir:               "/run/ilnpd-mn",
+		EventsFile:             "/tmp/lab/mn/events.jsonl",
+		HostsFile:              "/tmp/lab/hosts",
+		DNSListen:              netip.MustParseAddrPort("[::1]:5353"),
+		DNSUpstream:            netip.MustParseAddrPort("[2001:db8::53]:53"),
+		DNSLookupServer:        netip.MustParseAddrPort("[2001:db8:53::1]:5353"),
+		DNSPublishName:         "mn.ilnp.test",
+		DNSPublishZone:         "ilnp.test",
+		DNSPublishServer:       netip.MustParseAddrPort("[2001:db8:53::1]:53"),
+		DNSPublishKeyFile:      "/etc/ilnp/mn.key",
+		DNSPublishKeyName:      "mn-key.ilnp.test",
+		DNSPublishTTL:          5 * time.Second,
+		LUInitialTimeout:       200 * time.Millisecond,
+		LUMaxTimeout:           4 * time.Second,
+		LUMaxAttempts:          5,
+		SessionIdleTimeout:     2 * time.Minute,
+		NewSessionsPerSecond:   50,
+		SessionTableSize:       4096,
+		SessionUnprovenTimeout: 3 * time.Second,
+		NonceSize:              12,
+		NonceMode:              NonceFirst,
+		NonceFirstN:            10,
+		EchoNonce:              true,
+		TCPAware:               true,
+		MTUHeadroom:            24,
+		LogLevel:               slog.LevelDebug,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got\n%+v\nwant\n%+v", cfg, want)
@@ -111,6 +117,7 @@ func TestParseDefaults(t *testing.T) {
 		{"nonce-size", cfg.NonceSize, 4},
 		{"nonce", cfg.NonceMode, NonceEvery},
 		{"echo", cfg.EchoNonce, false},
+		{"tcp-aware", cfg.TCPAware, false},
 		{"headroom", cfg.MTUHeadroom, 8},
 		{"log", cfg.LogLevel, slog.LevelInfo},
 		{"dns off", cfg.DNSListen.IsValid(), false},
@@ -188,12 +195,14 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nlu-max-attempts 0\n", "lu-max-attempts: 0 is out of range [1, 100]"},
 		{"interfaces a\nlu-max-attempts seven\n", "want an integer"},
 		{"interfaces a\nnew-sessions-per-second -1\n", "new-sessions-per-second: -1 is out of range [0, 1000000]"},
+		{"interfaces a\nsession-table-size 100\n", "session-table-size: 100 is out of range [256, 1048576]"},
 		{"interfaces a\nsession-idle-timeout 10ms\n", "out of range"},
 		{"interfaces a\nnonce-size 8\n", "nonce-size: want 4 or 12"},
 		{"interfaces a\nnonce first\n", "nonce: want \"every\" or \"first N\""},
 		{"interfaces a\nnonce first 0\n", "want a packet count"},
 		{"interfaces a\nnonce sometimes\n", "nonce: want \"every\""},
 		{"interfaces a\necho-nonce yes\n", "echo-nonce: want on or off"},
+		{"interfaces a\ntcp-aware maybe\n", "tcp-aware: want on or off"},
 		{"interfaces a\nmtu-headroom 4\n", "f.conf:2: mtu-headroom 4 is less than the 8 bytes"},
 		{"interfaces a\nmtu-headroom 8\nnonce-size 12\n", "f.conf:2: mtu-headroom 8 is less than the 16 bytes a 12-byte nonce"},
 		{"interfaces a\nmtu-headroom 1000\n", "out of range"},
@@ -251,7 +260,7 @@ func TestFormatRoundTrip(t *testing.T) {
 func TestExampleFile(t *testing.T) {
 	path := filepath.Join("..", "..", "dist", "ilnpd.conf.example")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no example yet: %v", err)
+		t.Fatalf("the shipped example is missing: %v", err)
 	}
 	cfg, err := Load(path)
 	if err != nil {
@@ -267,7 +276,7 @@ func TestExampleFile(t *testing.T) {
 func TestExampleFileUncommented(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "dist", "ilnpd.conf.example"))
 	if err != nil {
-		t.Skipf("no example yet: %v", err)
+		t.Fatalf("the shipped example is missing: %v", err)
 	}
 	var b strings.Builder
 	n := 0

@@ -17,6 +17,7 @@ var reloadable = map[string]bool{
 	"lu-max-attempts":         true,
 	"session-idle-timeout":    true,
 	"new-sessions-per-second": true,
+	"tcp-aware":               true,
 }
 
 // Diff compares two configurations key by key (as Format writes them) and returns the keys

@@ -12,6 +12,7 @@
 //	{"op":"show","what":"locators"}              what: locators | sessions | peers | stats | config
 //	{"op":"events","follow":true}
 //	{"op":"set-handoff","mode":"hard"}
+//	{"op":"set-tcp-aware","mode":"on"}
 //	{"op":"peer-add","name":"cn","ilvs":[{"ilv":"2001:db8:1:0:214:4fff:fe20:ee64","preference":10}]}
 //
 // and reads response lines: {"ok":true,"data":...} or {"ok":false,"error":"reason"}; for
@@ -72,6 +73,8 @@ type Handler interface {
 	// channel (timeline.Writer.Subscribe fits). Without follow, live and stop may be nil.
 	Events(ctx context.Context, follow bool) (past []timeline.Event, live <-chan timeline.Event, stop func(), err error)
 	SetHandoff(ctx context.Context, mode config.Handoff) error
+	// SetTCPAware switches the mobility-aware TCP reactions (issue 15).
+	SetTCPAware(ctx context.Context, on bool) error
 	AddPeer(ctx context.Context, name string, ilvs []wire.RankedILV) error
 }
 
@@ -269,6 +272,15 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 		}
 		return send(Response{OK: true})
 
+	case "set-tcp-aware":
+		if req.Mode != "on" && req.Mode != "off" {
+			return fail("set tcp-aware: want on or off, got %q", req.Mode)
+		}
+		if err := h.SetTCPAware(ctx, req.Mode == "on"); err != nil {
+			return fail("set tcp-aware: %v", err)
+		}
+		return send(Response{OK: true})
+
 	case "peer-add":
 		ilvs, err := parsePeer(req)
 		if err != nil {
@@ -278,6 +290,15 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 			return fail("peer add: %v", err)
 		}
 		return send(Response{OK: true})
+
+	case OpFlush:
+		stop, err := handleFlush(ctx, h)
+		if err != nil {
+			return fail("flush: %v", err)
+		}
+		err = send(Response{OK: true})
+		stop()
+		return err
 
 	case "events":
 		past, live, stop, err := h.Events(ctx, req.Follow)
@@ -312,7 +333,7 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 			}
 		}
 	}
-	return fail("unknown op %q (want show, events, set-handoff or peer-add)", req.Op)
+	return fail("unknown op %q (want show, events, set-handoff, set-tcp-aware, peer-add or flush)", req.Op)
 }
 
 // decodeRequest reads one request line strictly: unknown fields are errors, so a newer

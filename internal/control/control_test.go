@@ -18,11 +18,12 @@ import (
 )
 
 type fake struct {
-	mu      sync.Mutex
-	handoff config.Handoff
-	peers   map[string][]wire.RankedILV
-	tl      *timeline.Writer
-	past    []timeline.Event
+	mu       sync.Mutex
+	handoff  config.Handoff
+	tcpAware bool
+	peers    map[string][]wire.RankedILV
+	tl       *timeline.Writer
+	past     []timeline.Event
 }
 
 func (f *fake) ShowLocators(context.Context) (any, error) {
@@ -55,6 +56,12 @@ func (f *fake) SetHandoff(_ context.Context, m config.Handoff) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.handoff = m
+	return nil
+}
+func (f *fake) SetTCPAware(_ context.Context, on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tcpAware = on
 	return nil
 }
 func (f *fake) AddPeer(_ context.Context, name string, ilvs []wire.RankedILV) error {
@@ -130,6 +137,15 @@ func TestSetHandoffAndPeer(t *testing.T) {
 	}
 	if f.handoff != config.HandoffHard {
 		t.Fatalf("bad request changed handoff to %q", f.handoff)
+	}
+	if err := c.SetTCPAware(ctx, "on"); err != nil || !f.tcpAware {
+		t.Fatalf("set tcp-aware on: %v, state %v", err, f.tcpAware)
+	}
+	if err := c.SetTCPAware(ctx, "maybe"); !errors.As(err, &de) || !strings.Contains(de.Msg, "want on or off") || !f.tcpAware {
+		t.Fatalf("set tcp-aware maybe: %v, state %v", err, f.tcpAware)
+	}
+	if err := c.SetTCPAware(ctx, "off"); err != nil || f.tcpAware {
+		t.Fatalf("set tcp-aware off: %v, state %v", err, f.tcpAware)
 	}
 
 	err := c.AddPeer(ctx, "cn", []PeerILV{

@@ -44,7 +44,12 @@ type Options struct {
 	// one second's worth of burst); packets over it are dropped and counted as
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
-	// KeepPinned leaves the pinned maps in PinDir on Close.
+	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
+	// map of embryonic responder sessions (bpf/lib/maps.h embryos); 0: 65536.
+	SessionTableSize uint32
+	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
+	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
+	// the same PinDir take both over (pin.go). Flush removes them.
 	KeepPinned bool
 }
 
@@ -57,6 +62,7 @@ type Datapath struct {
 	events bpfring.Reader // the running Events stream, if any
 	// openedPinned: maps only (OpenPinned), no programs.
 	openedPinned bool
+	adoptedLinks int // TCX links taken over from a previous process (pin.go)
 }
 
 const (
@@ -78,11 +84,23 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
+	if opts.SessionTableSize != 0 {
+		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
+			spec.Maps[name].MaxEntries = opts.SessionTableSize
+		}
+	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
 	if err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	d := &Datapath{opts: opts}
+	layout := layoutOf(spec)
+	fresh := false
+	if opts.PinDir != "" {
+		if fresh, err = checkLayout(spec, opts.PinDir, layout); err != nil {
+			return nil, err
+		}
+	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -116,6 +134,12 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if fresh {
+		if err := writeLayout(opts.PinDir, layout); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -132,6 +156,9 @@ func (d *Datapath) config() (ilnpBPFIlnpConfig, error) {
 func (d *Datapath) Attach(ifindex int) error {
 	if d.openedPinned {
 		return errPinnedOnly
+	}
+	if d.opts.KeepPinned && d.opts.PinDir != "" {
+		return d.attachPinned(ifindex)
 	}
 	if err := d.links.Attach(ifindex, d.objs.IlnpIngress, d.objs.IlnpEgress); err != nil {
 		return fmt.Errorf("datapath: %w", err)
@@ -153,7 +180,7 @@ func (d *Datapath) Detach(ifindex int) error {
 func (d *Datapath) Close() error {
 	errs := []error{d.links.Close(), d.events.Close()} // the latter ends the Events goroutine
 	if d.opts.PinDir != "" && !d.opts.KeepPinned {
-		errs = append(errs, bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
+		errs = append(errs, unpinLayout(d.opts.PinDir), bpfmaps.Unpin(d.opts.PinDir, d.maps()...))
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
@@ -161,7 +188,7 @@ func (d *Datapath) Close() error {
 
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
-	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Events, m.LocalLocators, m.LocalNids,
+	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
 		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters}
 }
 
@@ -445,7 +472,11 @@ func (d *Datapath) PutSession(s Session) error {
 func (d *Datapath) GetSession(local, remote wire.NID) (Session, error) {
 	k := sessionKey(local, remote)
 	var v ilnpBPFIlnpSession
-	if err := d.objs.Sessions.Lookup(k, &v); err != nil {
+	err := d.objs.Sessions.Lookup(k, &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = d.objs.Embryos.Lookup(k, &v)
+	}
+	if err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, ErrNotFound)
 		}
@@ -461,6 +492,9 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	s, err := d.GetSession(local, remote)
 	if err != nil {
 		return err
+	}
+	if s.Flags&SessionEmbryonic != 0 {
+		return wrapDelete(d.objs.Embryos.Delete(sessionKey(local, remote)), "embryonic session %v-%v", local, remote)
 	}
 	if !s.RemoteNonce.IsZero() {
 		_ = d.objs.NonceIndex.Delete(nonceKey(remote, s.RemoteNonce))

@@ -104,8 +104,11 @@
 //	events          ringbuf   Event records
 //
 // Locators and NIDs are stored in network byte order. Maps pinned by an earlier run are reused
-// (sessions survive a daemon restart); Close unpins them unless Options.KeepPinned. ip netns exec
-// remounts /sys, so the daemon mounts a bpffs of its own for PinDir. OpenPinned gives a tool
+// (sessions survive a daemon restart); Close unpins them unless Options.KeepPinned, which also
+// pins the TCX links so the datapath runs on after the process, and the next Attach takes them
+// over by a link update (pin.go). A layout record pinned beside the maps (Layout) makes a binary
+// with another map layout refuse them (ErrLayoutMismatch); Flush removes everything. ip netns
+// exec remounts /sys, so the daemon uses a bpffs of its own for PinDir. OpenPinned gives a tool
 // (ilnpctl) the same API over a running daemon's pinned maps, without programs.
 //
 // # What the host must provide (the daemon's job; measured in platform.md)

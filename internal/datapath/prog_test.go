@@ -467,16 +467,18 @@ func TestResponderSessionCreated(t *testing.T) {
 		t.Fatalf("view %v -> %v", p.IPv6.Src, p.IPv6.Dst)
 	}
 	checkViewChecksum(t, p, pkt)
-	e := nextEvent(t, ev, EventSessionResponder)
-	if e.RemoteNID != nidB || e.LocalNID != nidA {
-		t.Fatalf("event %+v", e)
-	}
+	// An embryo until this host answers: no event, not in the session table.
 	s, err := d.GetSession(nidA, nidB)
 	must(t, err)
-	if s.RemoteNonce != theirs || s.LocalNonce.Len() != 4 || s.LocalNonce == theirs || s.Flags&SessionResponder == 0 || s.Flags&SessionWeakNonce != 0 {
+	if s.RemoteNonce != theirs || s.LocalNonce.Len() != 4 || s.LocalNonce == theirs || s.Flags&SessionResponder == 0 ||
+		s.Flags&SessionWeakNonce != 0 || s.Flags&SessionEmbryonic == 0 {
 		t.Fatalf("session %+v", s)
 	}
-	// Reply from the socket (session view) carries our own nonce to where B is.
+	if all, err := d.Sessions(); err != nil || len(all) != 0 {
+		t.Fatalf("embryo in the session table: %+v %v", all, err)
+	}
+	// Reply from the socket (session view) carries our own nonce to where B is, and makes
+	// the session a real one.
 	reply := frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoTCP, tcpSegment(addr(lA1, nidA), from, payload)))
 	_, out = d.egress(t, reply)
 	p, pkt = parseFrame(t, out)
@@ -484,6 +486,16 @@ func TestResponderSessionCreated(t *testing.T) {
 		t.Fatalf("reply nonce %v from %v to %v", n, p.IPv6.Src, p.IPv6.Dst)
 	}
 	checkWireChecksum(t, p, pkt)
+	e := nextEvent(t, ev, EventSessionResponder)
+	if e.RemoteNID != nidB || e.LocalNID != nidA {
+		t.Fatalf("event %+v", e)
+	}
+	if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&SessionEmbryonic != 0 {
+		t.Fatalf("after the reply: %+v %v", s, err)
+	}
+	if all, err := d.Sessions(); err != nil || len(all) != 1 {
+		t.Fatalf("session table after the reply: %+v %v", all, err)
+	}
 	// The next packet with B's nonce is accepted through the <NID, nonce> index.
 	if ret, _ := d.ingress(t, in); ret != verdictNext {
 		t.Fatalf("second packet verdict %d", ret)
@@ -630,34 +642,50 @@ func TestLocatorChecks(t *testing.T) {
 	}
 }
 
-// Locator Updates: nonce verified and stripped, addresses and ICMPv6 checksum left as on the
-// wire for the daemon's raw socket, even from a locator the session does not know yet. Without
-// a nonce they are dropped.
+// Locator Updates: nonce verified and kept, its option type turned into the verified-nonce
+// marker (wire.VerifiedNonceOptionType) so the daemon reads the nonce the LU carried; addresses
+// and ICMPv6 checksum left as on the wire for the daemon's raw socket, even from a locator the
+// session does not know yet. Without a nonce, with a wrong one, or arriving already "marked"
+// they are dropped.
 func TestLocatorUpdateIngress(t *testing.T) {
-	d := newDatapath(t, Options{})
-	h := hostA(t, 4)
-	h.setup(t, d, true)
-	from, to := addr(lX, nidB), addr(lA2, nidA)
-	lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Preference: 1, Lifetime: 30}}}.Marshal(from, to)
-	must(t, err)
-	in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, h.peerNonce, wire.ProtoICMPv6, lu))
-	ret, out := d.ingress(t, in)
-	if ret != verdictNext {
-		t.Fatalf("verdict %d", ret)
-	}
-	want := frame(ipv6Packet(from, to, wire.ProtoICMPv6, lu))
-	if !bytes.Equal(out, want) {
-		t.Fatalf("LU after ingress\n got % x\nwant % x", out, want)
-	}
-	if c := counter(t, d, "ingress_locator_updates"); c != 1 {
-		t.Fatalf("ingress_locator_updates = %d", c)
-	}
-	if ret, _ := d.ingress(t, want); ret != verdictDrop {
-		t.Fatalf("LU without nonce: verdict %d, want drop", ret)
-	}
-	bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, mustNonce(t, 0, 0, 0, 1), wire.ProtoICMPv6, lu))
-	if ret, _ := d.ingress(t, bad); ret != verdictDrop {
-		t.Fatalf("LU with a wrong nonce: verdict %d, want drop", ret)
+	for _, size := range []int{4, 12} {
+		d := newDatapath(t, Options{NonceSize: size})
+		h := hostA(t, size)
+		h.setup(t, d, true)
+		from, to := addr(lX, nidB), addr(lA2, nidA)
+		lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Preference: 1, Lifetime: 30}}}.Marshal(from, to)
+		must(t, err)
+		in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, h.peerNonce, wire.ProtoICMPv6, lu))
+		ret, out := d.ingress(t, in)
+		if ret != verdictNext {
+			t.Fatalf("%d-byte nonce: verdict %d", size, ret)
+		}
+		want := append([]byte(nil), in...)
+		want[14+wire.IPv6HeaderLen+2] = wire.VerifiedNonceOptionType
+		if !bytes.Equal(out, want) {
+			t.Fatalf("%d-byte nonce: LU after ingress\n got % x\nwant % x", size, out, want)
+		}
+		n, err := wire.LocallyVerifiedNonce(out[14+wire.IPv6HeaderLen:])
+		if err != nil || n != h.peerNonce {
+			t.Fatalf("%d-byte nonce: daemon would read %v, %v; want %v", size, n, err, h.peerNonce)
+		}
+		if c := counter(t, d, "ingress_locator_updates"); c != 1 {
+			t.Fatalf("ingress_locator_updates = %d", c)
+		}
+		if ret, _ := d.ingress(t, want); ret != verdictDrop {
+			t.Fatalf("LU arriving with a verified-nonce marker: verdict %d, want drop", ret)
+		}
+		if ret, _ := d.ingress(t, frame(ipv6Packet(from, to, wire.ProtoICMPv6, lu))); ret != verdictDrop {
+			t.Fatalf("LU without nonce: verdict %d, want drop", ret)
+		}
+		wrong := mustNonce(t, 0, 0, 0, 1)
+		if size == 12 {
+			wrong = mustNonce(t, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1)
+		}
+		bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, wrong, wire.ProtoICMPv6, lu))
+		if ret, _ := d.ingress(t, bad); ret != verdictDrop {
+			t.Fatalf("LU with a wrong nonce: verdict %d, want drop", ret)
+		}
 	}
 }
 
@@ -753,4 +781,139 @@ func TestNonceFirstN(t *testing.T) {
 		t.Fatalf("nonce-less session packet: verdict %d, %v -> %v", ret, p.IPv6.Src, p.IPv6.Dst)
 	}
 	checkViewChecksum(t, p, pkt)
+}
+
+// While an initiator session waits for the responder's first nonce, only a packet from a
+// locator the session already knows may teach it; a Locator Update never may (it announces
+// locators, so it would teach an off-path attacker's nonce from anywhere), from an unknown
+// locator or a known one, whatever AcceptUnknownLocator says.
+func TestNonceLearningOnlyFromKnownLocators(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		d := newDatapath(t, Options{AcceptUnknownLocator: accept})
+		h := hostA(t, 4)
+		h.setup(t, d, false)
+		must(t, d.PutPeer(Peer{Addr: addr(lB1, nidB), Active: lB2,
+			Locators: []RemoteLocator{{Locator: lB1, State: LocatorValid}, {Locator: lB2, State: LocatorActive}}}))
+		out := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoTCP, tcpSegment(h.viewSrc(), h.viewDst(), payload)))
+		if ret, _ := d.egress(t, out); ret != verdictRedirect {
+			t.Fatalf("accept=%v: first packet verdict %d", accept, ret)
+		}
+		to := addr(lA2, nidA)
+		attacker := mustNonce(t, 6, 6, 6, 6)
+		lu := func(from wire.L64) []byte {
+			src := addr(from, nidB)
+			msg, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Lifetime: 30}}}.Marshal(src, to)
+			must(t, err)
+			return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: from, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, attacker, wire.ProtoICMPv6, msg))
+		}
+		data := func(from wire.L64, n wire.Nonce) []byte {
+			src := addr(from, nidB)
+			return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: from, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, n, wire.ProtoTCP,
+				tcpSegment(zeroLocator(src), zeroLocator(to), payload)))
+		}
+		for _, c := range []struct {
+			name string
+			pkt  []byte
+		}{
+			{"LU from an unknown locator", lu(lX)},
+			{"LU from a known locator", lu(lB2)},
+			{"data from an unknown locator", data(lX, attacker)},
+		} {
+			if ret, _ := d.ingress(t, c.pkt); ret != verdictDrop {
+				t.Errorf("accept=%v: %s while learning: verdict %d, want drop", accept, c.name, ret)
+			}
+			if s, _ := d.GetSession(nidA, nidB); !s.RemoteNonce.IsZero() {
+				t.Fatalf("accept=%v: %s taught the session nonce %v", accept, c.name, s.RemoteNonce)
+			}
+		}
+		if c := counter(t, d, "ingress_learn_refused"); c != 2 {
+			t.Errorf("accept=%v: ingress_learn_refused = %d, want the 2 LUs", accept, c)
+		}
+		theirs := mustNonce(t, 1, 2, 3, 4)
+		if ret, _ := d.ingress(t, data(lB1, theirs)); ret != verdictNext {
+			t.Fatalf("accept=%v: reply from a known locator: verdict %d", accept, ret)
+		}
+		if s, _ := d.GetSession(nidA, nidB); s.RemoteNonce != theirs {
+			t.Fatalf("accept=%v: reply from a known locator did not teach the nonce: %v", accept, s.RemoteNonce)
+		}
+	}
+}
+
+// Embryonic responder sessions: a flood of first packets from made-up NIDs, far more than the
+// session table holds, only churns the embryos LRU map; the stack's mechanical answers
+// (SYN-ACK, RST, ICMPv6 errors) go out through the embryo without promoting it; a
+// legitimate peer's session is promoted by the first real reply and works; a wrong nonce for
+// an embryo is dropped.
+func TestEmbryonicSessions(t *testing.T) {
+	const size = 256
+	d := newDatapath(t, Options{SessionTableSize: size})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	to := addr(lA2, nidA)
+	first := func(peer wire.NID, n wire.Nonce) []byte {
+		from := addr(lB2, peer)
+		return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: peer}, wire.ILV{Locator: lA2, NID: nidA},
+			n, wire.ProtoTCP, tcpSegment(zeroLocator(from), zeroLocator(to), payload)))
+	}
+	nonceOf := func(i int) wire.Nonce { return mustNonce(t, 0xee, byte(i>>16), byte(i>>8), byte(i)) }
+	answer := func(peer wire.NID, seg []byte, proto uint8) []byte {
+		return frame(ipv6Packet(addr(lA1, nidA), addr(lB2, peer), proto, seg))
+	}
+	// Mechanical answers to a spoofed first packet.
+	victimSrc, victimDst := addr(lA1, nidA), addr(lB2, 0x200)
+	synack := tcpSegment(victimSrc, victimDst, nil)
+	synack[13] = 0x12
+	rst := tcpSegment(victimSrc, victimDst, nil)
+	rst[13] = 0x04
+	unreach := []byte{1, 4, 0, 0, 0, 0, 0, 0}
+	for i, a := range []struct {
+		seg   []byte
+		proto uint8
+	}{{synack, wire.ProtoTCP}, {rst, wire.ProtoTCP}, {unreach, wire.ProtoICMPv6}} {
+		peer := wire.NID(0x200 + i)
+		if ret, _ := d.ingress(t, first(peer, nonceOf(i))); ret != verdictNext {
+			t.Fatalf("spoofed first packet %d: verdict %d", i, ret)
+		}
+		ret, out := d.egress(t, answer(peer, a.seg, a.proto))
+		if ret == verdictDrop {
+			t.Fatalf("mechanical answer %d dropped", i)
+		}
+		if p, _ := parseFrame(t, out); p.IPv6.Dst != addr(lB2, peer) {
+			t.Fatalf("mechanical answer %d not translated: to %v", i, p.IPv6.Dst)
+		}
+		if s, err := d.GetSession(nidA, peer); err != nil || s.Flags&SessionEmbryonic == 0 {
+			t.Fatalf("mechanical answer %d promoted the session: %+v %v", i, s, err)
+		}
+	}
+	// A flood of 4x the table.
+	for i := 0; i < 4*size; i++ {
+		if ret, _ := d.ingress(t, first(wire.NID(0x10000+i), nonceOf(i))); ret != verdictNext {
+			t.Fatalf("flood packet %d: verdict %d", i, ret)
+		}
+	}
+	if all, err := d.Sessions(); err != nil || len(all) != 0 {
+		t.Fatalf("the flood reached the session table: %d sessions, %v", len(all), err)
+	}
+	// The legitimate peer: first packet, a wrong-nonce packet for its embryo, a real reply.
+	theirs := mustNonce(t, 1, 2, 3, 4)
+	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
+		t.Fatalf("legitimate first packet: verdict %d", ret)
+	}
+	if ret, _ := d.ingress(t, first(nidB, mustNonce(t, 4, 3, 2, 1))); ret != verdictDrop {
+		t.Fatalf("wrong nonce for an embryo: verdict %d, want drop", ret)
+	}
+	reply := answer(nidB, tcpSegment(addr(lA1, nidA), addr(lB2, nidB), payload), wire.ProtoTCP)
+	if ret, _ := d.egress(t, reply); ret == verdictDrop {
+		t.Fatalf("reply dropped")
+	}
+	s, err := d.GetSession(nidA, nidB)
+	if err != nil || s.Flags&SessionEmbryonic != 0 || s.RemoteNonce != theirs {
+		t.Fatalf("legitimate session after its reply: %+v %v", s, err)
+	}
+	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
+		t.Fatalf("legitimate session's next packet: verdict %d", ret)
+	}
+	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+4 || p != 1 {
+		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+4)
+	}
 }

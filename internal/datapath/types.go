@@ -77,6 +77,9 @@ const (
 	SessionResponder    SessionFlags = 1 << 3 // created by the datapath on a first incoming packet
 	SessionInitiator    SessionFlags = 1 << 4 // created by the datapath on a first packet to a peer
 	SessionWeakNonce    SessionFlags = 1 << 5 // nonce pool was empty: local nonce from prandom
+	// SessionEmbryonic: a responder session this host has not answered yet (other than
+	// mechanically): it lives in the embryos LRU map, not the session table.
+	SessionEmbryonic SessionFlags = 1 << 6
 )
 
 var sessionFlagNames = []struct {
@@ -85,6 +88,7 @@ var sessionFlagNames = []struct {
 }{
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
+	{SessionEmbryonic, "embryonic"},
 }
 
 // String lists the flags, comma separated ("" for none).
@@ -229,6 +233,10 @@ var counterNames = []string{
 	"nonce_pool_empty",
 	"events_lost",
 	"ingress_sessions_limited",
+	"ingress_learn_refused",
+	"embryos_created",
+	"embryos_promoted",
+	"sessions_full",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

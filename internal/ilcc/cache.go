@@ -626,16 +626,8 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 func (c *Cache) VerifyNonce(nid wire.NID, nonce wire.Nonce) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.peers[nid]
-	switch {
-	case p == nil:
-		return &PeerError{Peer: nid, Op: "nonce", Err: ErrUnknownPeer}
-	case nonce.IsZero():
-		return &PeerError{Peer: nid, Op: "nonce", Err: ErrMissingNonce}
-	case p.remoteNonce.IsZero():
-		return &PeerError{Peer: nid, Op: "nonce", Err: ErrNoRemoteNonce}
-	case nonce != p.remoteNonce:
-		return &PeerError{Peer: nid, Op: "nonce", Err: ErrNonceMismatch}
+	if err := checkNonce(c.peers[nid], nonce); err != nil {
+		return &PeerError{Peer: nid, Op: "nonce", Err: err}
 	}
 	return nil
 }
@@ -652,17 +644,11 @@ func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, 
 	var eff Effects
 	fail := func(err error) (Effects, error) { return Effects{}, &PeerError{Peer: nid, Op: "LU", Err: err} }
 	p := c.peers[nid]
-	switch {
-	case upd.Op != wire.OpAdvertisement:
+	if upd.Op != wire.OpAdvertisement {
 		return fail(ErrNotAdvertisement)
-	case p == nil:
-		return fail(ErrUnknownPeer)
-	case nonce.IsZero():
-		return fail(ErrMissingNonce)
-	case p.remoteNonce.IsZero():
-		return fail(ErrNoRemoteNonce)
-	case nonce != p.remoteNonce:
-		return fail(ErrNonceMismatch)
+	}
+	if err := checkNonce(p, nonce); err != nil {
+		return fail(err)
 	}
 	var set []remote
 	seen := map[wire.L64]bool{}
@@ -692,6 +678,21 @@ func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, 
 	}
 	eff.Acks = append(eff.Acks, Ack{Peer: nid, Source: src, IfIndex: ifindex, Nonce: p.localNonce, Update: upd.Ack()})
 	return eff, nil
+}
+
+// checkNonce compares the nonce a packet carried with the session's remote nonce.
+func checkNonce(p *peer, nonce wire.Nonce) error {
+	switch {
+	case p == nil:
+		return ErrUnknownPeer
+	case nonce.IsZero():
+		return ErrMissingNonce
+	case p.remoteNonce.IsZero():
+		return ErrNoRemoteNonce
+	case nonce != p.remoteNonce:
+		return ErrNonceMismatch
+	}
+	return nil
 }
 
 // LUGaveUp tells the cache that the LU engine gave up on nid: the current set is offered

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -128,6 +129,8 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 	}
 	n.mu.Unlock()
 	n.addPublisherStats(stats) // dns_* (rendezvous.go)
+	stats["goroutines"] = uint64(runtime.NumGoroutine())
+	n.addTCPAwareStats(stats) // tcpaware_* (tcpaware.go)
 	return stats, nil
 }
 

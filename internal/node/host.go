@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"ilnp/internal/wire"
 )
 
 // host owns the kernel state the daemon changes outside the BPF maps: identity addresses on lo
@@ -126,6 +128,22 @@ func (h *host) reroutePeers(ifindex int, router netip.Addr) error {
 	var errs []error
 	for peer := range h.peerRoutes {
 		errs = append(errs, h.routePeer(peer, ifindex, router))
+	}
+	return errors.Join(errs...)
+}
+
+// unroutePeer removes the host routes of every session-view address with this NID.
+func (h *host) unroutePeer(nid wire.NID) error {
+	var errs []error
+	for peer, r := range h.peerRoutes {
+		if ilv, err := wire.ILVFromAddr(peer); err != nil || ilv.NID != nid {
+			continue
+		}
+		if err := h.nl.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
+			continue
+		}
+		delete(h.peerRoutes, peer)
 	}
 	return errors.Join(errs...)
 }

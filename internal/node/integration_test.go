@@ -80,8 +80,15 @@ func TestHardHandoff(t *testing.T) {
 		evs, err := n.mn.events()
 		return err == nil && hasEvent(evs, timeline.HandoffMode, "hard"), fmt.Sprint(err)
 	})
+	// Mobility-aware TCP (issue 15) on at both ends: the move must reach the flows' sockets.
+	for _, d := range []*daemon{n.mn, n.cn} {
+		if out, err := d.ctl("set", "tcp-aware", "on"); err != nil {
+			t.Fatalf("ilnpctl set tcp-aware on (%s): %v %s", d.name, err, out)
+		}
+	}
 	res := n.runMove(t, "hard", false)
 	t.Run("flows survive", func(t *testing.T) { res.checkSurvived(t) })
+	t.Run("tcp-aware signal reached the sockets", func(t *testing.T) { checkTCPAware(t, res) })
 	t.Run("old locator aged at once", func(t *testing.T) {
 		if res.l2StateAfterEnter != "aged" || res.l3StateAfterEnter != "active" {
 			t.Errorf("hard: after entering L3, MN locators L2=%q L3=%q, want aged and active",
@@ -633,17 +640,17 @@ func checkSetHandoff(t *testing.T, n *testNet) {
 	}
 }
 
-// checkShutdown: SIGTERM ends both daemons with status 0, and the identity addresses they kept
-// on lo are gone.
+// checkShutdown: SIGTERM ends both daemons with status 0 and leaves what the sessions need
+// (identity addresses on lo, the pinned datapath); `ilnpd -flush` then removes all of it.
 func checkShutdown(t *testing.T, n *testNet) {
 	for _, d := range []*daemon{n.mn, n.cn} {
 		if err := d.stop(10 * time.Second); err != nil {
 			t.Errorf("ilnpd %s: %v\n%s", d.name, err, tailFile(d.log, 20))
 		}
-		out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global")
-		if strings.TrimSpace(out) != "" {
-			t.Errorf("ilnpd %s left addresses on lo:\n%s", d.name, out)
+		if out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global"); strings.TrimSpace(out) == "" {
+			t.Errorf("ilnpd %s: SIGTERM removed the identity addresses on lo", d.name)
 		}
+		d.checkFlush(t)
 	}
 }
 
@@ -682,6 +689,13 @@ func (n *testNet) logFigures(t *testing.T, r *moveResult) {
 		if sent != nil && acked != nil {
 			line += fmt.Sprintf("; handoff delay LU sent -> ACK %.2f ms (attempt %d, engine says %.2f ms; %s)",
 				float64(acked.MonoNS-sent.MonoNS)/1e6, acked.Attempt, float64(acked.Duration)/1e6, acked.Detail)
+			// lu_ack_received carries the kernel's arrival stamp (SO_TIMESTAMPNS): after the
+			// LU left, and no later than the engine saw the ACK in user space (its Duration runs
+			// from just before the send); 1 ms covers the realtime -> monotonic conversion.
+			if d := acked.MonoNS - sent.MonoNS; d <= 0 || d > acked.Duration+int64(time.Millisecond) {
+				t.Errorf("%s: LU-ACK arrival stamp %d ns after the LU, engine's elapsed %d ns: not a kernel arrival stamp",
+					m.name, d, acked.Duration)
+			}
 		}
 		t.Log(line)
 	}
@@ -737,3 +751,28 @@ func formatEvents(evs []timeline.Event, since int64) string {
 }
 
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+// checkTCPAware: the MN signalled the move's start and end (LU-ACK) to its sockets of the CN,
+// the CN the move's end (LU) to its sockets of the MN; each run matched at least one socket
+// (the iperf3 flows) and no setsockopt failed.
+func checkTCPAware(t *testing.T, r *moveResult) {
+	for _, c := range []struct {
+		name   string
+		evs    []timeline.Event
+		phases []string
+	}{{"mn", r.mnEvents, []string{" moving", " settled"}}, {"cn", r.cnEvents, []string{" settled"}}} {
+		for _, phase := range c.phases {
+			found := false
+			for _, e := range c.evs {
+				if e.Kind == "tcp_aware" && e.MonoNS >= r.enterMono && strings.Contains(e.Detail, phase) &&
+					!strings.Contains(e.Detail, "sockets=0") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: no tcp_aware%s event matching a socket after the move:\n%s", c.name, phase,
+					formatEvents(c.evs, r.enterMono))
+			}
+		}
+	}
+}

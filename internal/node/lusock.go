@@ -2,14 +2,17 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
-	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 
+	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
 
@@ -19,10 +22,12 @@ import (
 // datapath's egress rewrites them to the active locators, inserts the session's nonce and fixes
 // the checksum, so the daemon never builds a nonce option itself and an LU takes exactly the
 // path (and interface) the session's data takes. On receipt the datapath has already checked
-// the nonce (an LU without the session's nonce is dropped and counted there) and stripped it;
-// it keeps the LU's wire addresses so the daemon sees where it came from.
+// the nonce (an LU without the session's nonce is dropped and counted there) and marked it
+// (wire.VerifiedNonceOptionType); it keeps the LU's wire addresses so the daemon sees where it
+// came from. The daemon trusts none of that blindly: it reads the interface the LU arrived on
+// (IPV6_PKTINFO) and the nonce it carried (IPV6_RECVDSTOPTS) and checks both itself (onLU).
 type luSocket struct {
-	conn *icmp.PacketConn
+	conn *net.IPConn
 	pc   *ipv6.PacketConn
 }
 
@@ -32,14 +37,23 @@ type receivedLU struct {
 	ifindex  int
 	update   wire.LocatorUpdate
 	err      error
+	// nonce is the nonce the datapath verified and marked in the packet; nonceErr says why
+	// there is none (no Destination Options header, an unchecked nonce option, ...).
+	nonce    wire.Nonce
+	nonceErr error
+	// at is the kernel's arrival stamp (SO_TIMESTAMPNS) on CLOCK_MONOTONIC, the timeline's
+	// clock; 0 when the kernel gave none. LUs and LU-ACKs are timed at arrival, as the MIPv6
+	// baseline's Binding Acks are, not after this daemon's queue and processing.
+	at int64
 }
 
 func openLUSocket() (*luSocket, error) {
-	conn, err := icmp.ListenPacket("ip6:ipv6-icmp", "::")
+	c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
 	if err != nil {
 		return nil, fmt.Errorf("raw ICMPv6 socket for Locator Updates: %w", err)
 	}
-	pc := conn.IPv6PacketConn()
+	conn := c.(*net.IPConn)
+	pc := ipv6.NewPacketConn(conn)
 	var filter ipv6.ICMPFilter
 	filter.SetAll(true)
 	filter.Accept(ipv6.ICMPType(wire.ICMPv6TypeLocatorUpdate))
@@ -50,6 +64,14 @@ func openLUSocket() (*luSocket, error) {
 	if err := pc.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("ICMPv6 control messages: %w", err)
+	}
+	if err := setSockoptInt(conn, unix.IPPROTO_IPV6, unix.IPV6_RECVDSTOPTS, 1); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("IPV6_RECVDSTOPTS: %w", err)
+	}
+	if err := setSockoptInt(conn, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
 	return &luSocket{conn: conn, pc: pc}, nil
 }
@@ -93,21 +115,21 @@ func (s *luSocket) send(src, dst netip.Addr, lu wire.LocatorUpdate) error {
 // read delivers received LUs until ctx ends or the socket is closed.
 func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<- receivedLU) {
 	buf := make([]byte, 1500)
+	oob := make([]byte, 512)
 	for {
-		n, cm, from, err := s.pc.ReadFrom(buf)
+		n, oobn, _, from, err := s.conn.ReadMsgIP(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
 			}
 			continue
 		}
-		ipAddr, ok := from.(*net.IPAddr)
-		if !ok || cm == nil {
-			continue
-		}
-		src, _ := netip.AddrFromSlice(ipAddr.IP)
-		dst, _ := netip.AddrFromSlice(cm.Dst)
-		r := receivedLU{src: src.Unmap(), dst: dst.Unmap(), ifindex: cm.IfIndex}
+		// The kernel stamps CLOCK_REALTIME; the offset to CLOCK_MONOTONIC is read now, once
+		// per packet, so a clock step between two LUs moves neither.
+		offset := time.Now().UnixNano() - timeline.Now()
+		src, _ := netip.AddrFromSlice(from.IP)
+		r := parseLUControl(oob[:oobn], offset)
+		r.src = src.Unmap()
 		r.update, r.err = wire.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
 		select {
 		case out <- r:
@@ -115,4 +137,52 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 			return
 		}
 	}
+}
+
+// parseLUControl reads the destination address and arrival interface (IPV6_PKTINFO), the
+// datapath-verified nonce (IPV6_DSTOPTS) and the arrival stamp (SCM_TIMESTAMPNS, CLOCK_REALTIME,
+// moved onto CLOCK_MONOTONIC by subtracting realMinusMono) from a received LU's control messages.
+func parseLUControl(oob []byte, realMinusMono int64) receivedLU {
+	r := receivedLU{nonceErr: errors.New("no Destination Options header")}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		r.nonceErr = fmt.Errorf("control messages: %w", err)
+		return r
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS &&
+			len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+			if at := sec*1e9 + nsec - realMinusMono; at > 0 {
+				r.at = at
+			}
+			continue
+		}
+		if m.Header.Level != unix.IPPROTO_IPV6 {
+			continue
+		}
+		switch m.Header.Type {
+		case unix.IPV6_PKTINFO:
+			if len(m.Data) >= unix.SizeofInet6Pktinfo {
+				r.dst = netip.AddrFrom16([16]byte(m.Data[:16]))
+				r.ifindex = int(binary.NativeEndian.Uint32(m.Data[16:20]))
+			}
+		case unix.IPV6_DSTOPTS:
+			r.nonce, r.nonceErr = wire.LocallyVerifiedNonce(m.Data)
+		}
+	}
+	return r
+}
+
+func setSockoptInt(conn *net.IPConn, level, opt, value int) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, value) }); err != nil {
+		return err
+	}
+	return serr
 }

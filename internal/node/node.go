@@ -22,6 +22,7 @@ import (
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
 	"ilnp/internal/lu"
+	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
@@ -52,17 +53,22 @@ type Node struct {
 	lusock *luSocket
 	rdv    *rendezvousState      // DNS publisher and stub counters (rendezvous.go)
 	hosts  *resolver.HostsSource // the hosts file's names, re-read on reload; nil: none
+	tcpa   *tcpAware             // mobility-aware TCP (tcpaware.go); loop-owned
 
 	// Loop-owned state.
 	locals    map[wire.L64]ilcc.Local
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
 
-	cmds chan func()
+	cmds   chan func()
+	seclog *ratelog.Limiter // loop-owned (security.go)
+	drops  *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
 
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV
 	counters map[string]uint64
+
+	continuity // restart, crash and flush (adopt.go)
 }
 
 // New prepares a node from its configuration: identity, the ILCC and the LU engine. Nothing
@@ -110,6 +116,8 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		locals:   map[wire.L64]ilcc.Local{},
 		formed:   map[netip.Addr]int{},
 		cmds:     make(chan func()),
+		seclog:   newSecurityLog(),
+		drops:    newDropLog(),
 		peers:    map[string][]wire.RankedILV{},
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
@@ -159,6 +167,7 @@ func (n *Node) count(name string) {
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	n.setStop(cancel)
 	defer func() { err = errors.Join(err, n.shutdown()) }()
 
 	if err := n.setup(); err != nil {
@@ -185,8 +194,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			// The node forms [prefix:NID] itself; a kernel EUI-64 address beside it could
 			// become an application's source address and escape ILNP.
 			DisableKernelAutoconf: true,
-			RemoveOnExit:          true,
-			Logger:                n.log,
+			// The addresses outlive the daemon (adopt.go); a flush removes them.
+			RemoveOnExit: false,
+			Logger:       n.log,
 		}, locEvents); err != nil {
 			errc <- fmt.Errorf("locator discovery: %w", err)
 		}
@@ -203,6 +213,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	touch := time.NewTicker(touchInterval)
 	defer touch.Stop()
 	for {
+		n.persist()
 		n.armTimer(timer)
 		select {
 		case <-ctx.Done():
@@ -224,6 +235,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.onTimer()
 		case <-touch.C:
 			n.touchSessions()
+			n.securitySummary()
 		}
 	}
 }
@@ -235,7 +247,7 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.host = h
-	if err := mountBPFFS(n.cfg.BPFDir()); err != nil {
+	if err := n.mountPins(); err != nil {
 		return err
 	}
 	n.dp, err = datapath.Load(datapath.Options{
@@ -244,12 +256,15 @@ func (n *Node) setup() error {
 		NonceFirstN:          uint32(n.cfg.NonceFirstN),
 		EchoNonce:            n.cfg.EchoNonce,
 		NewSessionsPerSecond: uint32(n.cfg.NewSessionsPerSecond),
+		SessionTableSize:     uint32(n.cfg.SessionTableSize),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft
 		// handoff. The nonce already proves they belong to the session, and the locator they
 		// came from changes nothing we send until an LU with that nonce says so.
 		AcceptUnknownLocator: true,
+		// Maps and TCX links outlive the daemon; the next one adopts them (adopt.go).
+		KeepPinned: true,
 	})
 	if err != nil {
 		return fmt.Errorf("load datapath: %w", err)
@@ -275,22 +290,16 @@ func (n *Node) setup() error {
 			n.log.Warn("new locators may be unreachable for a second after they appear", "err", err)
 		}
 	}
-	return nil
+	return n.adopt()
 }
 
+// shutdown leaves the datapath running for the next ilnpd, unless a flush was asked for.
 func (n *Node) shutdown() error {
-	var errs []error
-	if n.lusock != nil {
-		errs = append(errs, n.lusock.Close())
+	tcpErr := n.tcpClose() // mobility-aware TCP is this daemon's own: nothing to hand over
+	if n.flushing.Load() {
+		return errors.Join(n.flushAll(), tcpErr)
 	}
-	if n.dp != nil {
-		errs = append(errs, n.dp.Close())
-	}
-	if n.host != nil {
-		errs = append(errs, n.host.close())
-	}
-	errs = append(errs, unmountBPFFS(n.cfg.BPFDir()))
-	return errors.Join(errs...)
+	return errors.Join(n.keep(), tcpErr)
 }
 
 // do runs fn on the loop and waits for it (commands from the control socket and the
@@ -474,6 +483,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 	}
 	if eff.LocalChanged {
 		n.syncLocals()
+		n.tcpActiveChanged()
 	}
 	for _, b := range eff.Bindings {
 		n.syncBinding(b)
@@ -481,6 +491,9 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 	for _, peer := range eff.Removed {
 		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
 			n.log.Warn("delete session", "peer", peer, "err", err)
+		}
+		if err := n.host.unroutePeer(peer); err != nil {
+			n.log.Warn("peer route", "peer", peer, "err", err)
 		}
 		n.engine.Forget(peer)
 	}
@@ -605,6 +618,9 @@ func (n *Node) perform(actions []lu.Action) {
 			if !ok {
 				continue
 			}
+			// Stamped as it is handed to the socket: its ACK, stamped at kernel arrival, can
+			// come back over a LAN before the write call has returned.
+			sentAt := timeline.Now()
 			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
 			if err != nil {
@@ -613,7 +629,7 @@ func (n *Node) perform(actions []lu.Action) {
 				n.log.Warn("LU send", "peer", a.Message.Peer, "err", err)
 			}
 			n.count("lu_sent")
-			n.emit(timeline.Event{Kind: timeline.LUSent, Peer: a.Message.Peer.String(),
+			n.emit(timeline.Event{MonoNS: sentAt, Kind: timeline.LUSent, Peer: a.Message.Peer.String(),
 				Locator: a.Message.Source.Locator.String(), Attempt: a.Attempt, Detail: detail})
 		case lu.GiveUp:
 			n.count("lu_gave_up")
@@ -638,38 +654,43 @@ func (n *Node) sendAck(ack ilcc.Ack) {
 		Detail: fmt.Sprintf("locators=%d", len(ack.Update.Locators))})
 }
 
-// onLU handles a Locator Update or LU-ACK read from the raw socket. The datapath has checked
-// its nonce against the session; the ILCC checks that the session exists.
+// onLU handles a Locator Update or LU-ACK read from the raw socket. It believes nothing it has
+// not checked itself: the message must have arrived on an ILNP interface (elsewhere no datapath
+// checked it) and carry the nonce the datapath verified and marked, and that nonce must be the
+// session's (the ILCC compares it; an ACK must also match the outstanding LU, lu.Engine.Ack).
 func (n *Node) onLU(r receivedLU) {
 	now := time.Now()
+	if _, ok := n.ifaces[r.ifindex]; !ok {
+		n.securityEvent("lu_foreign_interface", "Locator Update from an interface without the ILNP datapath ignored",
+			"src", r.src, "ifindex", r.ifindex)
+		return
+	}
 	if r.err != nil {
-		n.count("lu_malformed")
-		n.log.Warn("malformed Locator Update dropped", "src", r.src, "err", r.err)
+		n.securityEvent("lu_malformed", "malformed Locator Update dropped", "src", r.src, "err", r.err)
 		return
 	}
 	src, err := wire.ILVFromAddr(r.src)
 	if err != nil {
-		n.count("lu_malformed")
+		n.securityEvent("lu_malformed", "Locator Update from a non-ILNP address dropped", "src", r.src)
+		return
+	}
+	if r.nonceErr != nil {
+		n.securityEvent("lu_unverified", "Locator Update without a datapath-verified nonce dropped",
+			"src", r.src, "err", r.nonceErr)
 		return
 	}
 	peer := src.NID
 	switch r.update.Op {
 	case wire.OpAdvertisement:
 		n.count("lu_received")
-		n.emit(timeline.Event{Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
+		n.emit(timeline.Event{MonoNS: r.at, Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
-		nonce := wire.Nonce{}
-		if s, err := n.dp.GetSession(n.nid, peer); err == nil {
-			nonce = s.RemoteNonce
-		}
-		eff, err := n.cache.ApplyLU(peer, nonce, r.update, now)
+		eff, err := n.cache.ApplyLU(peer, r.nonce, r.update, now)
 		if err != nil {
-			if ilcc.IsSecurityEvent(err) {
-				n.count("lu_rejected")
-				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
-				n.log.Warn("security: Locator Update rejected", "src", r.src, "err", err)
-			} else {
+			if !ilcc.IsSecurityEvent(err) {
 				n.log.Warn("Locator Update not applied", "src", r.src, "err", err)
+			} else if n.securityEvent("lu_rejected", "Locator Update rejected", "src", r.src, "err", err) {
+				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
 			}
 			return
 		}
@@ -677,10 +698,17 @@ func (n *Node) onLU(r receivedLU) {
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.apply(eff, now)
+		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
+		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {
+			if n.securityEvent("lu_ack_rejected", "LU-ACK rejected", "src", r.src, "err", err) && ilcc.IsSecurityEvent(err) {
+				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
+			}
+			return
+		}
 		res, actions := n.engine.Ack(peer, r.update, now)
 		n.count("lu_ack_" + res.Outcome.String())
-		ev := timeline.Event{Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
+		ev := timeline.Event{MonoNS: r.at, Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Attempt: res.Attempts, Detail: "outcome=" + res.Outcome.String()}
 		if res.Outcome == lu.Acked {
 			ev.Duration = res.Elapsed.Nanoseconds()
@@ -689,6 +717,9 @@ func (n *Node) onLU(r receivedLU) {
 			}
 		}
 		n.emit(ev)
+		if res.Outcome == lu.Acked {
+			n.tcpMoveEnded(peer, sampledRTT(res))
+		}
 		n.perform(actions)
 	}
 }
@@ -738,13 +769,16 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		}
 		n.apply(eff, now)
 	case datapath.EventBadNonce, datapath.EventMissingNonce, datapath.EventMultipleNonces:
-		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.BadNonce, Peer: ev.RemoteNID.String(),
-			Detail: fmt.Sprintf("%s from %s", ev.Type, ev.Src)})
-		n.log.Warn("security: packet dropped", "reason", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
+		if n.securityEvent("security_"+ev.Type.String(), "packet dropped", "src", ev.Src, "dst", ev.Dst) {
+			n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.BadNonce, Peer: ev.RemoteNID.String(),
+				Detail: fmt.Sprintf("%s from %s", ev.Type, ev.Src)})
+		}
 	case datapath.EventParamProblem:
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.ParameterProblem, Peer: ev.RemoteNID.String(),
 			Detail: "peer does not understand the nonce option (RFC 6744 s.6)"})
 		n.log.Warn("peer rejected the nonce option; it is not an ILNP node", "src", ev.Src)
+	case datapath.EventInvalidLocalLocator:
+		n.datapathDrop(ev)
 	default:
 		n.log.Debug("datapath event", "type", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
 	}
@@ -766,6 +800,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
+	n.expireUnproven(sessions, now)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the

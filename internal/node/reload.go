@@ -67,6 +67,9 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (changed []string,
 		if err := n.dp.SetNewSessionsPerSecond(uint32(cfg.NewSessionsPerSecond)); err != nil {
 			return fmt.Errorf("reload: %w", err)
 		}
+		if slices.Contains(apply, "tcp-aware") {
+			n.setTCPAware(cfg.TCPAware)
+		}
 		// Only the fields that may change: other goroutines read the rest of n.cfg.
 		n.cfg.Handoff, n.cfg.Policy, n.cfg.LogLevel, n.cfg.HostsFile = cfg.Handoff, cfg.Policy, cfg.LogLevel, cfg.HostsFile
 		n.cfg.LUInitialTimeout, n.cfg.LUMaxTimeout, n.cfg.LUMaxAttempts = cfg.LUInitialTimeout, cfg.LUMaxTimeout, cfg.LUMaxAttempts

@@ -165,25 +165,34 @@ type testNet struct {
 	radvd             *proc
 	radvdLog, hostsFn string
 	captures          []*capture
+	// extraConf is appended to a daemon's configuration, by daemon name ("cn", "mn").
+	extraConf map[string]string
 }
 
 // daemon is one running ilnpd.
 type daemon struct {
-	net  *testNet
-	name string
-	ns   *nstest.NS
-	sock string
-	log  string
-	proc *proc
+	net         *testNet
+	name        string
+	ns          *nstest.NS
+	sock        string
+	log         string
+	proc        *proc
+	state, conf string
 }
 
 // newTestNet builds the topology, starts radvd and both daemons (handoff mode from the
 // configuration) and returns once the MN has its first locator and the CN resolves "mn".
 func newTestNet(t *testing.T, handoff string) *testNet {
 	t.Helper()
+	return newTestNetConf(t, handoff, nil)
+}
+
+// newTestNetConf is newTestNet with extra configuration lines per daemon name.
+func newTestNetConf(t *testing.T, handoff string, extra map[string]string) *testNet {
+	t.Helper()
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "radvd", "iperf3", "tcpdump", "tshark", "ethtool", "ss", "getent")
-	n := &testNet{t: t, dir: t.TempDir(), bin: binaries(t)}
+	n := &testNet{t: t, dir: t.TempDir(), bin: binaries(t), extraConf: extra}
 	// autoconf=0: the MN's kernel must not form SLAAC addresses of its own on mn1 before
 	// ilnpd starts (ilnpd turns it off, but an address formed earlier stays and a UDP server
 	// may answer from it, outside ILNP: iperf3's UDP handshake then hangs).
@@ -340,8 +349,8 @@ events %s
 hosts %s
 dns-listen [::1]:53
 log-level debug
-`, t.Name(), name, strings.Join(ifaces, " "), nid, handoff, state,
-		filepath.Join(n.dir, name+"-events.jsonl"), n.hostsFn))
+%s`, t.Name(), name, strings.Join(ifaces, " "), nid, handoff, state,
+		filepath.Join(n.dir, name+"-events.jsonl"), n.hostsFn, n.extraConf[name]))
 	if out, err := exec.Command(n.ilnpd(), "-check", "-config", conf).CombinedOutput(); err != nil {
 		t.Fatalf("ilnpd -check %s: %v: %s", conf, err, out)
 	}
@@ -350,13 +359,20 @@ log-level debug
 
 func (n *testNet) ilnpd() string { return filepath.Join(n.bin, "ilnpd") }
 
-// stateDir creates the daemon's state directory.
+// stateDir creates the daemon's state directory, with the bpffs for its pins mounted from
+// the test's own mount namespace: one that ilnpd mounted itself under `ip netns exec` would
+// end with the process, and a restarted ilnpd would find nothing to adopt.
 func (n *testNet) stateDir(name string) string {
 	n.t.Helper()
 	state := filepath.Join(n.dir, name+"-state")
-	if err := os.MkdirAll(state, 0o755); err != nil {
+	bpf := filepath.Join(state, "bpf")
+	if err := os.MkdirAll(bpf, 0o700); err != nil {
 		n.t.Fatal(err)
 	}
+	if err := unix.Mount("bpffs", bpf, "bpf", 0, "mode=0700"); err != nil {
+		n.t.Fatalf("mount bpffs at %s: %v", bpf, err)
+	}
+	n.t.Cleanup(func() { _ = unix.Unmount(bpf, unix.MNT_DETACH) })
 	return state
 }
 
@@ -380,8 +396,8 @@ func (n *testNet) runDaemon(name string, ns *nstest.NS, state, conf string) *dae
 	t.Helper()
 	writeResolvConf(t, ns)
 	d := &daemon{net: n, name: name, ns: ns, sock: filepath.Join(state, "ctl.sock"),
-		log: filepath.Join(n.dir, name+"-ilnpd.log")}
-	logf, err := os.Create(d.log)
+		log: filepath.Join(n.dir, name+"-ilnpd.log"), state: state, conf: conf}
+	logf, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restart appends
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,21 @@ func RequireTool(t testing.TB, names ...string) {
 	}
 }
 
+// Require is RequireRoot's twin for anything else a test needs from its environment (a bpffs
+// mount, an IPv6 loopback address): err non-nil says it is missing, what names it. Without CI
+// the test is skipped; under CI (CI=true) it fails.
+func Require(t testing.TB, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("test needs %s and CI is set: %v", what, err)
+		return
+	}
+	t.Skipf("needs %s: %v", what, err)
+}
+
 // NS is a network namespace owned by one test.
 type NS struct {
 	Name string

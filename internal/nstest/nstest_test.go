@@ -3,6 +3,8 @@ package nstest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -94,5 +96,32 @@ func TestPatternRoundTrip(t *testing.T) {
 	bad[517]++
 	if err := ReadPattern(context.Background(), bytes.NewReader(bad), &got); err == nil || err.Error() != "TCP byte 517 corrupted" {
 		t.Fatalf("corrupted stream: %v", err)
+	}
+}
+
+// recorder stands in for a test to see what Require does.
+type recorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recorder) Helper()                        {}
+func (r *recorder) Skipf(format string, a ...any)  { r.skipped = fmt.Sprintf(format, a...) }
+func (r *recorder) Fatalf(format string, a ...any) { r.failed = fmt.Sprintf(format, a...) }
+
+// A missing requirement skips outside CI and fails under CI; a present one does neither.
+func TestRequire(t *testing.T) {
+	missing := errors.New("not mounted")
+	for _, c := range []struct {
+		ci           string
+		err          error
+		skip, failed bool
+	}{{"", missing, true, false}, {"true", missing, false, true}, {"true", nil, false, false}, {"", nil, false, false}} {
+		t.Setenv("CI", c.ci)
+		r := &recorder{TB: t}
+		Require(r, "bpffs", c.err)
+		if (r.skipped != "") != c.skip || (r.failed != "") != c.failed {
+			t.Errorf("CI=%q err=%v: skipped %q failed %q", c.ci, c.err, r.skipped, r.failed)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"ilnp/internal/nstest"
 	"ilnp/internal/wire"
 )
 
@@ -309,9 +310,9 @@ func TestMalformedQueries(t *testing.T) {
 }
 
 func TestIPv6LoopbackAndEDNS(t *testing.T) {
-	if _, err := net.ListenPacket("udp", "[::1]:0"); err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
+	c, err := net.ListenPacket("udp", "[::1]:0")
+	nstest.Require(t, "an IPv6 loopback address", err)
+	c.Close()
 	h := serve(t, Options{Addr: netip.MustParseAddrPort("[::1]:0"), Source: hostsSource(t)})
 	m := new(dns.Msg)
 	m.SetQuestion("cn.", dns.TypeAAAA)

@@ -50,7 +50,8 @@ func (s *Links) Attach(ifindex int, ingress, egress *ebpf.Program) error {
 	return nil
 }
 
-// Detach removes the interface's programs. attached is false when the interface had none.
+// Detach removes the interface's programs (also pinned ones). attached is false when the
+// interface had none.
 func (s *Links) Detach(ifindex int) (attached bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -59,10 +60,15 @@ func (s *Links) Detach(ifindex int) (attached bool, err error) {
 		return false, nil
 	}
 	delete(s.m, ifindex)
-	return true, closeAll(ls)
+	var errs []error
+	for _, l := range ls {
+		errs = append(errs, l.Unpin())
+	}
+	return true, errors.Join(append(errs, closeAll(ls))...)
 }
 
-// Close detaches every interface.
+// Close detaches every interface, except links pinned with AttachPinned: those stay attached
+// until Unpin.
 func (s *Links) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -35,6 +35,9 @@ const (
 	BadNonce         Kind = "bad_nonce"
 	ParameterProblem Kind = "parameter_problem"
 	HandoffMode      Kind = "handoff_mode"
+	// A packet the datapath dropped for a reason other than its nonce (a local locator that
+	// is no longer usable, e.g. after a hard handoff), stamped by the kernel.
+	DatapathDrop Kind = "datapath_drop"
 	// Mobile IPv6 baseline (same axis, same file format).
 	BUSent          Kind = "bu_sent"
 	BAckReceived    Kind = "back_received"

@@ -7,6 +7,16 @@ import "fmt"
 // not understood), chg bit 0 (does not change en route).
 const NonceOptionType = 0x8B
 
+// VerifiedNonceOptionType marks a nonce this host's own ingress program has checked against the
+// session: it rewrites the type byte of a Locator Update's nonce option from 0x8B to this value
+// before the kernel sees the packet, so the daemon reads the nonce the packet carried (with
+// IPV6_RECVDSTOPTS) instead of trusting that some check happened. 0x1E is an RFC 4727
+// experimental option type with act bits 00 (skip if not understood), so the kernel delivers
+// the packet. It never leaves the host; one arriving from outside proves nothing: on an ILNP
+// interface a Locator Update without the real 0x8B nonce is dropped by the datapath, on any
+// other interface the daemon ignores Locator Updates altogether.
+const VerifiedNonceOptionType = 0x1E
+
 // IPv6 option types used by the Destination Options parser.
 const (
 	optPad1    = 0x00 // RFC 8200 s.4.2
@@ -111,4 +121,39 @@ func nonceMayFollow(before []uint8) error {
 		}
 	}
 	return nil
+}
+
+// LocallyVerifiedNonce returns the nonce this host's ingress program checked and marked
+// (exactly one VerifiedNonceOptionType option of 4 or 12 bytes). A header that is malformed,
+// still holds an unchecked nonce option, or holds no or two marked ones is an error: a Locator
+// Update behind it was not checked by the datapath.
+func LocallyVerifiedNonce(dstopts []byte) (Nonce, error) {
+	d, err := ParseDestOpts(dstopts)
+	if err != nil {
+		return Nonce{}, err
+	}
+	if d.HasNonce {
+		return Nonce{}, fmt.Errorf("destination options: nonce option 0x%02x not checked by the datapath", NonceOptionType)
+	}
+	var found Nonce
+	for opts, off := dstopts[2:d.Length], 2; len(opts) > 0; {
+		if opts[0] == optPad1 {
+			opts, off = opts[1:], off+1
+			continue
+		}
+		l := int(opts[1]) // ParseDestOpts checked every option's bounds
+		if opts[0] == VerifiedNonceOptionType {
+			if !found.IsZero() {
+				return Nonce{}, fmt.Errorf("destination options: second verified-nonce option at offset %d", off)
+			}
+			if found, err = NonceFromBytes(opts[2 : 2+l]); err != nil {
+				return Nonce{}, fmt.Errorf("destination options: verified-nonce option at offset %d: %w", off, err)
+			}
+		}
+		opts, off = opts[2+l:], off+2+l
+	}
+	if found.IsZero() {
+		return Nonce{}, fmt.Errorf("destination options: no verified nonce")
+	}
+	return found, nil
 }

@@ -110,8 +110,14 @@ func FuzzParseDestOpts(f *testing.F) {
 	f.Add([]byte{17, 1, 0x8b, 4, 1, 2, 3, 4, 0x8b, 4, 1, 2, 3, 4, 1, 0})
 	f.Add([]byte{17, 0, 0, 0, 0, 0, 0, 0x8b})
 	f.Add([]byte{58, 0, 1, 4, 0, 0, 0, 0})
+	f.Add([]byte{58, 0, 0x1e, 4, 1, 2, 3, 4})
+	f.Add([]byte{58, 1, 0x1e, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := ParseDestOpts(b)
+		if v, verr := LocallyVerifiedNonce(b); verr == nil &&
+			(err != nil || d.HasNonce || v.IsZero() || !bytes.Contains(b[:d.Length], append([]byte{VerifiedNonceOptionType, byte(v.Len())}, v.Bytes()...))) {
+			t.Fatalf("% x: LocallyVerifiedNonce %v disagrees with ParseDestOpts %+v %v", b, v, d, err)
+		}
 		if err != nil {
 			return
 		}
@@ -140,4 +146,35 @@ func FuzzParseDestOpts(f *testing.F) {
 			t.Fatalf("% x: minimal header re-encodes as % x", b[:d.Length], own)
 		}
 	})
+}
+
+func TestLocallyVerifiedNonce(t *testing.T) {
+	n4 := []byte{1, 2, 3, 4}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want []byte // nil: error
+	}{
+		{"marked 4 bytes", []byte{58, 0, 0x1e, 4, 1, 2, 3, 4}, n4},
+		{"marked 12 bytes", []byte{58, 1, 0x1e, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{"marked after padding", []byte{58, 1, 1, 2, 0, 0, 0x1e, 4, 1, 2, 3, 4, 1, 2, 0, 0}, n4},
+		{"unchecked nonce", []byte{58, 0, 0x8b, 4, 1, 2, 3, 4}, nil},
+		{"marked and unchecked", []byte{58, 1, 0x1e, 4, 1, 2, 3, 4, 0x8b, 4, 1, 2, 3, 4, 1, 0}, nil},
+		{"two marked", []byte{58, 1, 0x1e, 4, 1, 2, 3, 4, 0x1e, 4, 1, 2, 3, 4, 1, 0}, nil},
+		{"marked, bad length", []byte{58, 0, 0x1e, 3, 1, 2, 3, 1}, nil},
+		{"padding only", []byte{58, 0, 1, 4, 0, 0, 0, 0}, nil},
+		{"truncated", []byte{58, 1, 0x1e, 4, 1, 2, 3, 4}, nil},
+		{"empty", nil, nil},
+	} {
+		got, err := LocallyVerifiedNonce(tc.in)
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%s: LocallyVerifiedNonce(% x) = %v, want an error", tc.name, tc.in, got)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got.Bytes(), tc.want) {
+			t.Errorf("%s: LocallyVerifiedNonce(% x) = %v, %v; want % x", tc.name, tc.in, got, err, tc.want)
+		}
+	}
 }

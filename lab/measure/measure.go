@@ -37,6 +37,50 @@ type Input struct {
 	// when it reported one: datagrams that reached the MN's interface but not the application
 	// (dropped by the stack, e.g. a stale locator) are lost too (thesis 5.3.4).
 	AppLost *int
+	// SenderTimeouts is the TCP sender's (the CN's) retransmission timeouts during the run
+	// (nstat TcpExtTCPTimeouts of its fresh namespace); nil: unknown.
+	SenderTimeouts *int
+	// AppIntervals are iperf3's per-interval receiver reports (-J "intervals" of the server's
+	// receiving stream), Start/End in seconds since iperf3's test start, which is taken to be
+	// the CN's first datagram (CN capture).
+	AppIntervals []AppInterval
+	// HostDrops are CN -> MN packets the MN's host dropped after its capture point (the
+	// datapath's drop events, kernel time stamps), beyond the stale-locator drops this package
+	// already infers from the timeline.
+	HostDrops []HostDrop
+}
+
+// AppInterval is one iperf3 receiver interval.
+type AppInterval struct {
+	Start, End    float64
+	Packets, Lost int
+}
+
+// HostDrop is one packet dropped inside the MN after the capture saw it.
+type HostDrop struct {
+	MonoNS int64 // CLOCK_MONOTONIC, the datapath's bpf_ktime_get_ns
+	Reason string
+}
+
+// WindowLoss is what each source says about CN -> MN datagrams lost in the window; the
+// result's udp_lost_window is the largest credible one.
+type WindowLoss struct {
+	// Capture: sent in the window (CN capture) and never seen arriving for a usable locator
+	// at the MN's capture.
+	Capture int `json:"capture"`
+	// HostDrops: datagrams of the window dropped inside the MN after its capture point.
+	HostDrops int `json:"host_drops"`
+	// App: iperf3's receiver, lost_packets of its intervals that lie mostly in the window
+	// (AppFrom..AppTo on the flow's axis); nil without intervals.
+	App     *int    `json:"app,omitempty"`
+	AppFrom float64 `json:"app_from,omitempty"`
+	AppTo   float64 `json:"app_to,omitempty"`
+	// AppCredible is false when iperf3 claims more losses than the CN sent in those intervals.
+	AppCredible bool `json:"app_credible"`
+	// Used names the source taken: "capture+drops" or "iperf3".
+	Used string `json:"used"`
+	// Disagree flags a run whose sources differ by more than 2 datagrams and 5 %.
+	Disagree bool `json:"disagree"`
 }
 
 // Point is one sample of a time series (seconds since the flow started).
@@ -54,10 +98,12 @@ type Result struct {
 	WindowStart float64     `json:"window_start"`
 	WindowEnd   float64     `json:"window_end"`
 	HandoffAt   *float64    `json:"handoff_at"` // first LU after entering L3
-	Enter       float64     `json:"enter"`
-	Leave       float64     `json:"leave"`
-	Duration    float64     `json:"duration"`
-	Notes       []string    `json:"notes,omitempty"`
+	// WindowLoss (UDP) is each source's count behind udp_lost_window.
+	WindowLoss *WindowLoss `json:"udp_lost_window_sources,omitempty"`
+	Enter      float64     `json:"enter"`
+	Leave      float64     `json:"leave"`
+	Duration   float64     `json:"duration"`
+	Notes      []string    `json:"notes,omitempty"`
 }
 
 func (in *Input) rel(t time.Time) float64 { return t.Sub(in.T0Wall).Seconds() }
@@ -136,6 +182,39 @@ func (ls locatorStates) usable(dst [16]byte, t float64) bool {
 
 func ptr[T any](v T) *T { return &v }
 
+// appWindowLoss sums iperf3's receiver losses over its intervals that lie mostly inside
+// [ws, we) on the flow's axis (interval times offset by the CN's first datagram), and says
+// which span they cover. iperf3 counts a gap when the next datagram arrives, so a loss is
+// counted in the interval that ends it.
+func appWindowLoss(ivs []AppInterval, sentAt map[int64]float64, ws, we float64) (lost int, from, to float64, ok bool) {
+	if len(ivs) == 0 || len(sentAt) == 0 {
+		return 0, 0, 0, false
+	}
+	first := -1.0
+	for _, t := range sentAt {
+		if first < 0 || t < first {
+			first = t
+		}
+	}
+	from, to = -1, -1
+	for _, iv := range ivs {
+		s, e := iv.Start+first, iv.End+first
+		if e <= s || iv.Lost < 0 {
+			continue
+		}
+		if overlap := min(e, we) - max(s, ws); overlap < (e-s)/2 {
+			continue
+		}
+		lost += iv.Lost
+		if from < 0 || s < from {
+			from = s
+		}
+		to = max(to, e)
+		ok = true
+	}
+	return lost, from, to, ok
+}
+
 // Compute derives the metrics.
 func Compute(in Input) Result {
 	if in.Window == 0 {
@@ -209,6 +288,7 @@ func Compute(in Input) Result {
 		seqKey uint32
 	}
 	var got []delivery
+	var fresh []timedBytes // TCP: bytes the MN received for the first time (goodput)
 	var windowBytes int64
 
 	if in.UDP {
@@ -230,8 +310,12 @@ func Compute(in Input) Result {
 				got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: p.UDPSeq})
 			}
 		}
-		lost, lostWin := 0, 0
+		// The capture's own count first.
+		lost, lostWin, sentWin := 0, 0, 0
 		for seq, t := range sentAt {
+			if inWindow(t) {
+				sentWin++
+			}
 			if !recv[seq] {
 				lost++
 				if inWindow(t) {
@@ -239,6 +323,38 @@ func Compute(in Input) Result {
 				}
 			}
 		}
+		wl := &WindowLoss{Capture: lostWin, Used: "capture+drops"}
+		// Drops inside the host after the capture point, which the capture counted as
+		// delivered: in the window by their kernel stamps.
+		for _, d := range in.HostDrops {
+			lost++
+			if inWindow(in.relMono(d.MonoNS)) {
+				wl.HostDrops++
+			}
+		}
+		lostWin = min(lostWin+wl.HostDrops, sentWin)
+		capWin := lostWin
+		if app, from, to, ok := appWindowLoss(in.AppIntervals, sentAt, ws, we); ok {
+			wl.App, wl.AppFrom, wl.AppTo = ptr(app), from, to
+			sentSpan := 0
+			for _, t := range sentAt {
+				if t >= from && t < to {
+					sentSpan++
+				}
+			}
+			wl.AppCredible = app <= sentSpan
+			if !wl.AppCredible {
+				res.Notes = append(res.Notes, fmt.Sprintf("iperf3 claims %d datagrams lost in %.1f-%.1f s, more than the CN sent (%d): not used", app, from, to, sentSpan))
+			} else if app > lostWin {
+				lostWin, wl.Used = app, "iperf3"
+			}
+			hi, lo := max(app, capWin), min(app, capWin)
+			if wl.Disagree = hi-lo > 2 && float64(hi-lo) > 0.05*float64(hi); wl.Disagree || !wl.AppCredible {
+				wl.Disagree = true
+				res.Notes = append(res.Notes, fmt.Sprintf("UDP lost in the window: sources disagree (capture %d + host drops %d, iperf3 %d): %d used", wl.Capture, wl.HostDrops, app, lostWin))
+			}
+		}
+		res.WindowLoss = wl
 		if in.AppLost != nil && *in.AppLost > lost {
 			res.Notes = append(res.Notes, fmt.Sprintf("iperf3 at the MN lost %d datagrams, the capture %d: the application's count is used", *in.AppLost, lost))
 			lost = *in.AppLost
@@ -312,6 +428,9 @@ func Compute(in Input) Result {
 			}
 			rel := p.TCPSeq - isn
 			recvs[rel]++
+			if recvs[rel] == 1 {
+				fresh = append(fresh, timedBytes{t: in.rel(p.Time), bytes: p.Payload})
+			}
 			end := int64(rel) + int64(p.Payload)
 			maxRecvEnd = max(maxRecvEnd, end)
 			got = append(got, delivery{t: in.rel(p.Time), bytes: p.Payload, seq: int64(rel)})
@@ -353,6 +472,24 @@ func Compute(in Input) Result {
 	if we > ws {
 		r.ThroughputWindowBps = ptr(float64(windowBytes) * 8 / (we - ws))
 	}
+	if !in.UDP {
+		sort.Slice(fresh, func(i, j int) bool { return fresh[i].t < fresh[j].t })
+		r.TCPRTOEvents = in.SenderTimeouts
+		if we > ws {
+			r.TCPWindowGoodputBps = ptr(float64(bytesIn(fresh, ws, we)) * 8 / (we - ws))
+		}
+		// Recovery is counted from the LU-ACK (the move's end), else from the first LU.
+		from := -1.0
+		switch {
+		case haNS != 0:
+			from = in.relMono(haNS)
+		case handoff != nil:
+			from = *handoff
+		}
+		if from >= 0 {
+			r.TCPRecoveryMs = tcpRecovery(fresh, from, in.Duration.Seconds(), in.RTTms)
+		}
+	}
 	stride := max(1, len(got)/4000)
 	for i := 0; i < len(got); i += stride {
 		res.Seq = append(res.Seq, Point{T: got[i].t, V: float64(got[i].seq)})
@@ -383,4 +520,49 @@ func Compute(in Input) Result {
 	}
 	r.SessionSurvived = ptr(survived)
 	return res
+}
+
+// timedBytes is a number of bytes delivered at a time (seconds since the flow started).
+type timedBytes struct {
+	t     float64
+	bytes int
+}
+
+// bytesIn sums the bytes of ds (sorted by time) delivered in [from, to).
+func bytesIn(ds []timedBytes, from, to float64) int64 {
+	i := sort.Search(len(ds), func(i int) bool { return ds[i].t >= from })
+	var n int64
+	for ; i < len(ds) && ds[i].t < to; i++ {
+		n += int64(ds[i].bytes)
+	}
+	return n
+}
+
+// tcpRecovery is the time from the move's end (from) until the goodput is back within 10 % of
+// the new path's steady rate: the first instant, in 10-ms steps, from which a span of
+// max(300 ms, 3 RTT) delivers at least 90 % of the steady rate, the steady rate being the
+// goodput over [end-3 s, end-0.5 s] (the MN stays on the new path until the flow ends). Nil
+// when the flow is too short after the move or never gets there.
+func tcpRecovery(fresh []timedBytes, from, end float64, rttMs *float64) *float64 {
+	ss, se := end-3, end-0.5
+	span := 0.3
+	if rttMs != nil {
+		span = max(span, 3**rttMs/1000)
+	}
+	if ss < from+span || len(fresh) == 0 {
+		return nil
+	}
+	steady := float64(bytesIn(fresh, ss, se)) / (se - ss)
+	if steady <= 0 {
+		return nil
+	}
+	for step := 0; ; step++ {
+		t := from + float64(step)*0.01
+		if t+span > se {
+			return nil
+		}
+		if float64(bytesIn(fresh, t, t+span))/span >= 0.9*steady {
+			return ptr((t - from) * 1000)
+		}
+	}
 }

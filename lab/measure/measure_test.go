@@ -2,6 +2,7 @@ package measure
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -213,5 +214,144 @@ func TestStaleLocatorIsLoss(t *testing.T) {
 	}
 	if len(res.Notes) == 0 {
 		t.Error("no note about stale-locator drops")
+	}
+}
+
+// tcpRecovery: a flow at 1000 B per 10 ms that stops at the move's end (t=3) and resumes at
+// full rate at t=4 recovers in ~1 s; one that resumes at half rate and reaches full rate at t=5
+// recovers in ~2 s; one that stops for good gives nil, and so does a flow too short after the
+// move.
+func TestTCPRecovery(t *testing.T) {
+	flow := func(end float64, rate func(t float64) int) []timedBytes {
+		var ds []timedBytes
+		for i := 0; float64(i)*0.01 < end; i++ {
+			tt := float64(i) * 0.01
+			if b := rate(tt); b > 0 {
+				ds = append(ds, timedBytes{t: tt, bytes: b})
+			}
+		}
+		return ds
+	}
+	for _, tc := range []struct {
+		name string
+		rate func(t float64) int
+		end  float64
+		want float64 // ms; < 0: nil
+	}{
+		{"gap then full", func(t float64) int {
+			if t >= 3 && t < 4 {
+				return 0
+			}
+			return 1000
+		}, 12, 970}, // [3.97, 4.27) holds 90 % of the steady rate
+		{"half then full", func(t float64) int {
+			switch {
+			case t < 3:
+				return 1000
+			case t < 5:
+				return 500
+			}
+			return 1000
+		}, 12, 1940},
+		{"stops for good", func(t float64) int {
+			if t < 3 {
+				return 1000
+			}
+			return 0
+		}, 12, -1},
+		{"too short", func(float64) int { return 1000 }, 4, -1},
+	} {
+		got := tcpRecovery(flow(tc.end, tc.rate), 3, tc.end, nil)
+		switch {
+		case tc.want < 0 && got != nil:
+			t.Errorf("%s: %v ms, want nil", tc.name, *got)
+		case tc.want >= 0 && (got == nil || *got < tc.want-15 || *got > tc.want+15):
+			t.Errorf("%s: %s, want %v ms", tc.name, fmtPtr(got), tc.want)
+		}
+	}
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%.1f ms", *p)
+}
+
+// windowRun: 10 datagrams a second for 30 s that the MN's capture all sees arriving; the
+// handoff's first LU at 11 s puts the window at [10, 15).
+func windowRun() Input {
+	in := base()
+	in.UDP, in.OfferedBps = true, 104000
+	seq := int64(0)
+	for ms := 0; ms < 30000; ms += 100 {
+		s := float64(ms) / 1000
+		seq++
+		in.CN = append(in.CN, udp(s, seq, true, pcap.DirUnknown))
+		in.MN = append(in.MN, udp(s+0.001, seq, true, pcap.DirIncoming))
+	}
+	mono := func(s float64) int64 { return in.T0Mono + int64(s*1e9) }
+	in.MNEvents = []timeline.Event{{MonoNS: mono(11), Kind: timeline.LUSent}, {MonoNS: mono(11.004), Kind: timeline.LUAckReceived}}
+	return in
+}
+
+// hostDrops: the 20 datagrams of [12, 14) dropped inside the MN after the capture saw them.
+func hostDrops(in Input) []HostDrop {
+	var d []HostDrop
+	for ms := 12000; ms < 14000; ms += 100 {
+		d = append(d, HostDrop{MonoNS: in.T0Mono + int64(ms)*1e6 + 1e6, Reason: "bad nonce"})
+	}
+	return d
+}
+
+func oneSecondIntervals(lost map[int]int) []AppInterval {
+	var ivs []AppInterval
+	for s := 0; s < 30; s++ {
+		ivs = append(ivs, AppInterval{Start: float64(s), End: float64(s + 1), Packets: 10 - lost[s], Lost: lost[s]})
+	}
+	return ivs
+}
+
+// The host drops packets after the capture point: the window count still includes them,
+// from the datapath's drop events or from iperf3's receiver intervals, and a run whose sources
+// disagree is flagged.
+func TestWindowLossCannotUndercount(t *testing.T) {
+	appLost := map[int]int{12: 10, 13: 10}
+	for _, c := range []struct {
+		name               string
+		drops, intervals   bool
+		appLost            map[int]int
+		want               int
+		used               string
+		disagree, credible bool
+	}{
+		{name: "drop events only", drops: true, want: 20, used: "capture+drops"},
+		{name: "iperf3 intervals only", intervals: true, appLost: appLost, want: 20, used: "iperf3", disagree: true, credible: true},
+		{name: "both agree", drops: true, intervals: true, appLost: appLost, want: 20, used: "capture+drops", credible: true},
+		{name: "iperf3 not credible", drops: true, intervals: true, appLost: map[int]int{12: 500}, want: 20, used: "capture+drops", disagree: true},
+	} {
+		in := windowRun()
+		if c.drops {
+			in.HostDrops = hostDrops(in)
+		}
+		if c.intervals {
+			in.AppIntervals = oneSecondIntervals(c.appLost)
+		}
+		res := Compute(in)
+		wl := res.WindowLoss
+		if *res.Run.UDPLostWindow != c.want || wl == nil || wl.Capture != 0 || wl.Used != c.used || wl.Disagree != c.disagree {
+			t.Errorf("%s: window lost %d (%+v), want %d from %s, disagree %v; notes %q", c.name, *res.Run.UDPLostWindow, wl, c.want, c.used, c.disagree, res.Notes)
+			continue
+		}
+		if c.intervals && (wl.App == nil || wl.AppCredible != c.credible || wl.AppFrom != 10 || wl.AppTo != 15) {
+			t.Errorf("%s: iperf3 source %+v", c.name, wl)
+		}
+		if c.drops && (wl.HostDrops != 20 || *res.Run.UDPLost != 20) {
+			t.Errorf("%s: host drops %d, total lost %d, want 20 and 20", c.name, wl.HostDrops, *res.Run.UDPLost)
+		}
+	}
+	// Without either source the capture alone sees nothing lost: the undercount this guards.
+	if r := Compute(windowRun()); *r.Run.UDPLostWindow != 0 || r.WindowLoss.Disagree {
+		t.Errorf("capture only: %d %+v", *r.Run.UDPLostWindow, r.WindowLoss)
 	}
 }

@@ -4,7 +4,9 @@
 //
 // with RUN = rtt_ms, handoff_delay_ms, lu_sent, udp_sent, udp_lost, udp_lost_window,
 // throughput_window_bps, offered_bps, interruption_ms, tcp_bytes, tcp_retransmissions, tcp_lost,
-// session_survived. Fields that do not apply are null. Mean and 95 % confidence half-width
+// session_survived, tcp_recovery_ms, tcp_rto_events, tcp_window_goodput_bps (issue 15: the
+// LU-ACK to the new path's steady rate within 10 %, retransmission timeouts at the TCP sender,
+// new bytes delivered per second in the 5-s window). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.
@@ -34,6 +36,9 @@ type Run struct {
 	TCPRetransmissions  *int     `json:"tcp_retransmissions"`
 	TCPLost             *int     `json:"tcp_lost"`
 	SessionSurvived     *bool    `json:"session_survived"`
+	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
+	TCPRTOEvents        *int     `json:"tcp_rto_events"`
+	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
 }
 
 // Agg is a mean or a confidence half-width per field (null where no run had a value, and
@@ -52,6 +57,9 @@ type Agg struct {
 	TCPRetransmissions  *float64 `json:"tcp_retransmissions"`
 	TCPLost             *float64 `json:"tcp_lost"`
 	SessionSurvived     *float64 `json:"session_survived"`
+	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
+	TCPRTOEvents        *float64 `json:"tcp_rto_events"`
+	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
 }
 
 // Summary is the whole file.
@@ -67,6 +75,8 @@ type Summary struct {
 	// Congestion is the TCP congestion control the runs used (absent for UDP traffic and in
 	// summaries written before it was recorded).
 	Congestion string `json:"congestion,omitempty"`
+	// TCPAware is set when ilnpd ran with tcp-aware on (issue 15).
+	TCPAware bool `json:"tcp_aware,omitempty"`
 }
 
 // Field describes one metric for tables.
@@ -91,6 +101,9 @@ var Fields = []Field{
 	{"tcp_retransmissions", "TCP retransmissions", "segments"},
 	{"tcp_lost", "TCP lost", "segments"},
 	{"session_survived", "Session survived", "fraction"},
+	{"tcp_recovery_ms", "TCP recovery", "ms"},
+	{"tcp_rto_events", "TCP RTO events", ""},
+	{"tcp_window_goodput_bps", "TCP goodput (5-s window)", "bit/s"},
 }
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
@@ -108,7 +121,8 @@ func (r Run) Values() map[string]*float64 {
 		"udp_sent": i(r.UDPSent), "udp_lost": i(r.UDPLost), "udp_lost_window": i(r.UDPLostWindow),
 		"throughput_window_bps": f(r.ThroughputWindowBps), "offered_bps": f(r.OfferedBps),
 		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
-		"tcp_lost": i(r.TCPLost),
+		"tcp_lost": i(r.TCPLost), "tcp_recovery_ms": f(r.TCPRecoveryMs), "tcp_rto_events": i(r.TCPRTOEvents),
+		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps),
 	}
 	if r.TCPBytes != nil {
 		v := float64(*r.TCPBytes)
@@ -159,6 +173,12 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.TCPLost
 	case "session_survived":
 		return &a.SessionSurvived
+	case "tcp_recovery_ms":
+		return &a.TCPRecoveryMs
+	case "tcp_rto_events":
+		return &a.TCPRTOEvents
+	case "tcp_window_goodput_bps":
+		return &a.TCPWindowGoodputBps
 	}
 	panic("summary: unknown field " + key)
 }

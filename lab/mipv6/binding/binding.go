@@ -53,10 +53,15 @@ type Moved struct{ CareOf netip.Addr }
 // ReturnedHome says the mobile node is back on its home link (s.11.5.5).
 type ReturnedHome struct{}
 
+// Defended says a Neighbor Advertisement for Addr arrived on the home link (home agent: the
+// answer to its DAD probe, s.10.3.1).
+type Defended struct{ Addr netip.Addr }
+
 func (Received) isEvent()     {}
 func (Tick) isEvent()         {}
 func (Moved) isEvent()        {}
 func (ReturnedHome) isEvent() {}
+func (Defended) isEvent()     {}
 
 // Parse turns a received IPv6 packet carrying a Mobility Header into a Received event,
 // verifying the header's checksum.
@@ -87,6 +92,10 @@ const (
 	Unbind
 	// Record: write Event to the timeline (the caller stamps MonoNS).
 	Record
+	// Probe: start Duplicate Address Detection for Binding.HomeAddress on the home link (a
+	// Neighbor Solicitation from :: to its solicited-node group, RFC 4862 s.5.4.2) and feed
+	// any Neighbor Advertisement for it back as Defended.
+	Probe
 )
 
 func (k ActionKind) String() string {
@@ -103,6 +112,8 @@ func (k ActionKind) String() string {
 		return "unbind"
 	case Record:
 		return "record"
+	case Probe:
+		return "probe"
 	}
 	return fmt.Sprintf("action(%d)", uint8(k))
 }

@@ -38,6 +38,7 @@ func FuzzMachines(f *testing.F) {
 		}
 		mn := newMN(t, nil)
 		ha := newHA(t, time.Second)
+		dad := newDADHA(t, time.Second)
 		cn := newCN(t)
 		ro := newRO(t)
 		mn.Event(Moved{CareOf: coa}, t0)
@@ -45,7 +46,7 @@ func FuzzMachines(f *testing.F) {
 		now := t0.Add(time.Duration(ms) * time.Millisecond)
 		for _, m := range []interface {
 			Event(Event, time.Time) []Action
-		}{mn, ha, cn, ro} {
+		}{mn, ha, dad, cn, ro} {
 			for _, a := range append(m.Event(r, now), m.Event(Tick{}, now.Add(time.Hour))...) {
 				if a.Kind == Timer && !a.At.IsZero() && a.At.Before(now) {
 					t.Fatalf("%T asked for a timer in the past: %v", m, a.At)

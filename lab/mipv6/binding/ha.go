@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"ilnp/internal/timeline"
 	"ilnp/lab/mipv6/mh"
 )
 
@@ -19,25 +20,54 @@ type HAConfig struct {
 	MaxLifetime time.Duration
 	// ProcessingDelay (T_HA) is added between accepting a BU and acting on it (Bind action and
 	// BAck), to emulate the ~1 s the thesis measured for UMIP's BU processing and tunnel set-up.
-	// 0 is the baseline's own processing, which is immediate.
+	// 0 is the baseline's own processing, which is immediate. It comes on top of DAD.
 	ProcessingDelay time.Duration
+	// DADTimeout is how long Duplicate Address Detection of the home address waits for a
+	// defending Neighbor Advertisement before a new binding is accepted (s.10.3.1); 0 means
+	// DefaultDADTimeout, UMIP's.
+	DADTimeout time.Duration
+	// SkipDAD accepts new bindings without DAD (UMIP's HA_BU_F_SKIP_DAD); tests of other parts.
+	SkipDAD bool
 	// RefreshAdvice, when positive, is sent in accepting BAcks as a Binding Refresh Advice.
 	RefreshAdvice time.Duration
 	// Node names the node in timeline records.
 	Node string
 }
 
+// DefaultDADTimeout is UMIP's home agent DAD wait (DAD_TIMEOUT, one second: one Neighbor
+// Solicitation, then RetransTimer 1000 ms x DupAddrDetectTransmits 1 of RFC 4861/4862).
+const DefaultDADTimeout = time.Second
+
+// KindDAD is the home agent's timeline record of DAD for a home address (Detail "start",
+// "passed" or "failed"; Peer: the home address).
+const KindDAD timeline.Kind = "ha_dad"
+
 // HomeAgent is a home agent's binding cache (RFC 6275 s.10.3).
 type HomeAgent struct {
 	cfg   HAConfig
 	emit  emitter
 	cache map[netip.Addr]*Entry
+	dad   map[netip.Addr]*dadRun
 	stats HAStats
+}
+
+// dadRun is DAD in progress for one home address: the BU that asked for the new binding and
+// those that arrived meanwhile (UMIP handles them once DAD is over, in order).
+type dadRun struct {
+	deadline time.Time
+	queue    []queuedBU
+}
+
+type queuedBU struct {
+	p  mh.Packet
+	bu *mh.BindingUpdate
 }
 
 // HAStats counts what the home agent did.
 type HAStats struct {
 	Accepted, Rejected, Deregistered, Expired, Ignored int
+	// DADStarted counts DAD runs; DADFailed those a Neighbor Advertisement defended.
+	DADStarted, DADFailed int
 }
 
 // NewHomeAgent validates cfg.
@@ -48,10 +78,14 @@ func NewHomeAgent(cfg HAConfig) (*HomeAgent, error) {
 	if cfg.MaxLifetime == 0 {
 		cfg.MaxLifetime = 420 * time.Second
 	}
-	if cfg.MaxLifetime < 0 || cfg.ProcessingDelay < 0 || cfg.RefreshAdvice < 0 {
+	if cfg.DADTimeout == 0 {
+		cfg.DADTimeout = DefaultDADTimeout
+	}
+	if cfg.MaxLifetime < 0 || cfg.ProcessingDelay < 0 || cfg.RefreshAdvice < 0 || cfg.DADTimeout < 0 {
 		return nil, fmt.Errorf("binding: home agent: negative duration in %+v", cfg)
 	}
-	return &HomeAgent{cfg: cfg, emit: emitter{node: cfg.Node}, cache: map[netip.Addr]*Entry{}}, nil
+	return &HomeAgent{cfg: cfg, emit: emitter{node: cfg.Node}, cache: map[netip.Addr]*Entry{},
+		dad: map[netip.Addr]*dadRun{}}, nil
 }
 
 // Binding returns the cache entry for hoa.
@@ -75,6 +109,8 @@ func (h *HomeAgent) Event(ev Event, now time.Time) []Action {
 		} else {
 			h.stats.Ignored++
 		}
+	case Defended:
+		h.defended(e.Addr, now)
 	case Tick:
 		h.tick(now)
 	}
@@ -82,6 +118,15 @@ func (h *HomeAgent) Event(ev Event, now time.Time) []Action {
 }
 
 func (h *HomeAgent) bindingUpdate(p mh.Packet, bu *mh.BindingUpdate, now time.Time) {
+	if run, ok := h.dad[p.PseudoSrc()]; ok {
+		run.queue = append(run.queue, queuedBU{p: p, bu: bu})
+		return
+	}
+	h.process(p, bu, now, false)
+}
+
+// process handles one BU; afterDAD says DAD for its home address has just passed.
+func (h *HomeAgent) process(p mh.Packet, bu *mh.BindingUpdate, now time.Time, afterDAD bool) {
 	hoa := p.PseudoSrc() // the Home Address option, or the source when sent from home
 	coa := p.Src
 	if alt, ok := mh.Find[mh.AltCareOf](bu.Options); ok {
@@ -104,6 +149,14 @@ func (h *HomeAgent) bindingUpdate(p mh.Packet, bu *mh.BindingUpdate, now time.Ti
 			actions = append(actions, Action{Kind: Unbind, Binding: *old})
 		}
 		h.stats.Deregistered++
+	case !had && !afterDAD && !h.cfg.SkipDAD:
+		// s.10.3.1: DAD for the home address on the home link before the BAck of a new
+		// binding; refreshes and deregistrations go without.
+		h.dad[hoa] = &dadRun{deadline: now.Add(h.cfg.DADTimeout), queue: []queuedBU{{p: p, bu: bu}}}
+		h.stats.DADStarted++
+		h.emit.out = append(h.emit.out, Action{Kind: Probe, Binding: Entry{HomeAddress: hoa, CareOf: coa, Seq: bu.Seq}})
+		h.emit.record(timeline.Event{Kind: KindDAD, Peer: hoa.String(), Locator: coa.String(), Seq: uint32(bu.Seq), Detail: "start"})
+		return
 	default:
 		granted = min(mh.LifetimeDuration(bu.Lifetime), h.cfg.MaxLifetime)
 		e := &Entry{HomeAddress: hoa, CareOf: coa, Seq: bu.Seq, Lifetime: granted, Expires: now.Add(h.cfg.ProcessingDelay + granted), New: !had}
@@ -111,6 +164,11 @@ func (h *HomeAgent) bindingUpdate(p mh.Packet, bu *mh.BindingUpdate, now time.Ti
 		actions = append(actions, Action{Kind: Bind, Binding: *e})
 		h.stats.Accepted++
 	}
+	h.answer(p, bu, status, seq, granted, actions, now)
+}
+
+// answer sends the BAck (when asked for, or a refusal) after actions, T_HA from now.
+func (h *HomeAgent) answer(p mh.Packet, bu *mh.BindingUpdate, status mh.Status, seq uint16, granted time.Duration, actions []Action, now time.Time) {
 	if !status.Accepted() {
 		h.stats.Rejected++
 	}
@@ -133,8 +191,44 @@ func (h *HomeAgent) bindingUpdate(p mh.Packet, bu *mh.BindingUpdate, now time.Ti
 	h.emit.after(now, h.cfg.ProcessingDelay, actions)
 }
 
+// defended: a Neighbor Advertisement for addr arrived on the home link. During DAD for a home
+// address, that is another node using it: every waiting BU is refused with status 134.
+func (h *HomeAgent) defended(addr netip.Addr, now time.Time) {
+	run, ok := h.dad[addr]
+	if !ok {
+		h.stats.Ignored++
+		return
+	}
+	delete(h.dad, addr)
+	h.stats.DADFailed++
+	h.emit.record(timeline.Event{Kind: KindDAD, Peer: addr.String(), Detail: "failed"})
+	for _, q := range run.queue {
+		h.answer(q.p, q.bu, mh.StatusDADFailed, q.bu.Seq, 0, nil, now)
+	}
+}
+
+// dadPassed: no defence before the timeout. The first BU creates the binding, the others
+// follow as refreshes, as UMIP (which waits in its BU handler) would handle them.
+func (h *HomeAgent) dadPassed(addr netip.Addr, run *dadRun, now time.Time) {
+	delete(h.dad, addr)
+	h.emit.record(timeline.Event{Kind: KindDAD, Peer: addr.String(), Detail: "passed"})
+	for i, q := range run.queue {
+		h.process(q.p, q.bu, now, i == 0)
+	}
+}
+
 func (h *HomeAgent) tick(now time.Time) {
 	h.emit.release(now)
+	var passed []netip.Addr
+	for hoa, run := range h.dad {
+		if !now.Before(run.deadline) {
+			passed = append(passed, hoa)
+		}
+	}
+	sort.Slice(passed, func(i, j int) bool { return passed[i].Less(passed[j]) })
+	for _, hoa := range passed {
+		h.dadPassed(hoa, h.dad[hoa], now)
+	}
 	var expired []netip.Addr
 	for hoa, e := range h.cache {
 		if !now.Before(e.Expires) {
@@ -151,6 +245,9 @@ func (h *HomeAgent) tick(now time.Time) {
 
 func (h *HomeAgent) next() time.Time {
 	ts := []time.Time{h.emit.nextRelease()}
+	for _, run := range h.dad {
+		ts = append(ts, run.deadline)
+	}
 	for _, e := range h.cache {
 		ts = append(ts, e.Expires)
 	}

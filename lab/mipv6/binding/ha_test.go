@@ -8,9 +8,10 @@ import (
 	"ilnp/lab/mipv6/mh"
 )
 
+// newHA is a home agent without DAD: the tests of BU processing (DAD has its own below).
 func newHA(t *testing.T, delay time.Duration) *HomeAgent {
 	t.Helper()
-	h, err := NewHomeAgent(HAConfig{Addr: haAddr, HomePrefix: homePrefix, ProcessingDelay: delay, Node: "ha"})
+	h, err := NewHomeAgent(HAConfig{Addr: haAddr, HomePrefix: homePrefix, ProcessingDelay: delay, Node: "ha", SkipDAD: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,5 +167,135 @@ func TestHomeAgentProcessingDelay(t *testing.T) {
 	one(t, as, Send)
 	if tm := one(t, as, Timer); !tm.At.Equal(t0.Add(time.Second + 400*time.Second)) {
 		t.Fatalf("expiry timer %v: the lifetime starts when the binding is installed", tm.At.Sub(t0))
+	}
+}
+
+func newDADHA(t *testing.T, delay time.Duration) *HomeAgent {
+	t.Helper()
+	h, err := NewHomeAgent(HAConfig{Addr: haAddr, HomePrefix: homePrefix, ProcessingDelay: delay, Node: "ha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func backOf(t *testing.T, as []Action) *mh.BindingAck {
+	t.Helper()
+	return wireRoundTrip(t, one(t, as, Send)).Msg.(*mh.BindingAck)
+}
+
+// s.10.3.1: a new binding waits for DAD of the home address (UMIP's one second) before the
+// binding and the BAck; a refresh and a deregistration do not probe; the next new binding
+// probes again. T_HA comes on top of DAD.
+func TestHomeAgentDAD(t *testing.T) {
+	for _, tha := range []time.Duration{0, 300 * time.Millisecond} {
+		h := newDADHA(t, tha)
+		as := h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 1, Ack: true, Home: true, Lifetime: 100}), t0)
+		if p := one(t, as, Probe).Binding; p.HomeAddress != hoa || p.CareOf != coa {
+			t.Fatalf("probe %+v", p)
+		}
+		if len(ofKind(as, Send)) != 0 || len(ofKind(as, Bind)) != 0 {
+			t.Fatalf("acted before DAD: %+v", as)
+		}
+		if r := one(t, as, Record).Event; r.Kind != KindDAD || r.Detail != "start" || r.Peer != hoa.String() {
+			t.Fatalf("record %+v", r)
+		}
+		if tm := one(t, as, Timer); !tm.At.Equal(t0.Add(DefaultDADTimeout)) {
+			t.Fatalf("timer %v", tm.At.Sub(t0))
+		}
+		if as := h.Event(Tick{}, t0.Add(DefaultDADTimeout-time.Millisecond)); len(ofKind(as, Send)) != 0 || len(ofKind(as, Bind)) != 0 {
+			t.Fatalf("acted before the DAD timeout: %+v", as)
+		}
+		as = h.Event(Tick{}, t0.Add(DefaultDADTimeout))
+		if tha > 0 {
+			if len(ofKind(as, Send)) != 0 {
+				t.Fatalf("T_HA %v: BAck right after DAD: %+v", tha, as)
+			}
+			as = h.Event(Tick{}, t0.Add(DefaultDADTimeout+tha))
+		}
+		if b := one(t, as, Bind).Binding; !b.New || b.CareOf != coa {
+			t.Fatalf("binding %+v", b)
+		}
+		if back := backOf(t, as); back.Status != mh.StatusAccepted || back.Seq != 1 {
+			t.Fatalf("BAck %+v", back)
+		}
+		// Refresh: no probe, answered at once (plus T_HA).
+		as = h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 2, Ack: true, Home: true, Lifetime: 100}), t0.Add(5*time.Second))
+		if len(ofKind(as, Probe)) != 0 {
+			t.Fatalf("refresh probed: %+v", as)
+		}
+		if tha > 0 {
+			as = h.Event(Tick{}, t0.Add(5*time.Second+tha))
+		}
+		if back := backOf(t, as); back.Status != mh.StatusAccepted || back.Seq != 2 {
+			t.Fatalf("refresh BAck %+v", back)
+		}
+		// Deregistration: no probe.
+		as = h.Event(buFrom(t, hoa, hoa, &mh.BindingUpdate{Seq: 3, Ack: true, Home: true}), t0.Add(6*time.Second))
+		if len(ofKind(as, Probe)) != 0 {
+			t.Fatalf("deregistration probed: %+v", as)
+		}
+		// Away again: a new binding, a new probe.
+		as = h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 4, Ack: true, Home: true, Lifetime: 100}), t0.Add(10*time.Second))
+		one(t, as, Probe)
+		if s := h.Stats(); s.DADStarted != 2 || s.DADFailed != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+	}
+}
+
+// A Neighbor Advertisement for the home address during DAD: status 134, no binding, and the
+// BU retransmitted meanwhile is refused too. An advertisement for an address not being
+// probed changes nothing.
+func TestHomeAgentDADDefended(t *testing.T) {
+	h := newDADHA(t, 0)
+	h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 1, Ack: true, Home: true, Lifetime: 100}), t0)
+	as := h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 2, Ack: true, Home: true, Lifetime: 100}), t0.Add(500*time.Millisecond))
+	if len(as) != 0 {
+		t.Fatalf("retransmission during DAD: %+v", as)
+	}
+	if as := h.Event(Defended{Addr: coa}, t0.Add(600*time.Millisecond)); len(ofKind(as, Send)) != 0 {
+		t.Fatalf("advertisement for another address: %+v", as)
+	}
+	as = h.Event(Defended{Addr: hoa}, t0.Add(700*time.Millisecond))
+	sends := ofKind(as, Send)
+	if len(sends) != 2 || len(ofKind(as, Bind)) != 0 {
+		t.Fatalf("actions %+v", as)
+	}
+	for i, s := range sends {
+		back := wireRoundTrip(t, s).Msg.(*mh.BindingAck)
+		if back.Status != mh.StatusDADFailed || back.Seq != uint16(i+1) || back.Lifetime != 0 {
+			t.Fatalf("BAck %d: %+v", i, back)
+		}
+	}
+	if r := one(t, as, Record).Event; r.Kind != KindDAD || r.Detail != "failed" {
+		t.Fatalf("record %+v", r)
+	}
+	if _, ok := h.Binding(hoa); ok {
+		t.Fatal("bound despite the defence")
+	}
+	if as := h.Event(Tick{}, t0.Add(2*time.Second)); len(ofKind(as, Send))+len(ofKind(as, Bind)) != 0 {
+		t.Fatalf("DAD timer still ran: %+v", as)
+	}
+	if s := h.Stats(); s.DADFailed != 1 || s.Rejected != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A BU retransmitted during DAD is handled once DAD passed, as a refresh of the new binding
+// (UMIP's handler waits for DAD, so the next BU finds the binding).
+func TestHomeAgentDADQueue(t *testing.T) {
+	h := newDADHA(t, 0)
+	h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 1, Ack: true, Home: true, Lifetime: 100}), t0)
+	h.Event(buFrom(t, coa, hoa, &mh.BindingUpdate{Seq: 2, Ack: true, Home: true, Lifetime: 100}), t0.Add(500*time.Millisecond))
+	as := h.Event(Tick{}, t0.Add(time.Second))
+	binds, sends := ofKind(as, Bind), ofKind(as, Send)
+	if len(binds) != 2 || !binds[0].Binding.New || binds[1].Binding.New || len(sends) != 2 || len(ofKind(as, Probe)) != 0 {
+		t.Fatalf("actions %+v", as)
+	}
+	for i, s := range sends {
+		if back := wireRoundTrip(t, s).Msg.(*mh.BindingAck); back.Status != mh.StatusAccepted || back.Seq != uint16(i+1) {
+			t.Fatalf("BAck %d: %+v", i, back)
+		}
 	}
 }

@@ -219,7 +219,7 @@ func chainRO(s *sim, who string, r Result) {
 }
 
 func TestSimulatedHandoffWithRouteOptimisation(t *testing.T) {
-	s := newSim(t, time.Second) // T_HA = 1 s, as the thesis measured for UMIP
+	s := newSim(t, 0) // DAD 1 s at the HA, as UMIP does
 	s.onDone = chainRO
 	s.careOf = coa
 	s.event("mn", Moved{CareOf: coa})
@@ -229,7 +229,7 @@ func TestSimulatedHandoffWithRouteOptimisation(t *testing.T) {
 	if len(home) != 1 || home[0].Err != nil || home[0].Attempts != 1 {
 		t.Fatalf("home registration %+v", home)
 	}
-	// BU 20 ms + T_HA 1 s + BAck 20 ms.
+	// BU 20 ms + DAD 1 s + BAck 20 ms.
 	if home[0].Elapsed != 1040*time.Millisecond {
 		t.Fatalf("home registration took %v", home[0].Elapsed)
 	}
@@ -275,9 +275,8 @@ func TestSimulatedHandoffWithRouteOptimisation(t *testing.T) {
 	s.careOf = coa2
 	s.event("mn", Moved{CareOf: coa2})
 	s.run(t0.Add(20 * time.Second))
-	// A binding exists, so the first timeout is 1 s: shorter than T_HA + RTT, so one
-	// retransmission leaves before the first BAck, which still completes the exchange.
-	if home := s.results["mn"]; len(home) != 2 || home[1].CareOf != coa2 || home[1].Elapsed != 1040*time.Millisecond || home[1].Attempts != 2 {
+	// A binding exists: no DAD, the BAck comes after one round trip.
+	if home := s.results["mn"]; len(home) != 2 || home[1].CareOf != coa2 || home[1].Elapsed != 40*time.Millisecond || home[1].Attempts != 1 {
 		t.Fatalf("second home registration %+v", home)
 	}
 	if ro := s.results["ro"]; len(ro) != 2 || ro[1].Total != 40*time.Millisecond {
@@ -324,7 +323,7 @@ func TestSimulatedLostBindingUpdate(t *testing.T) {
 		s.run(t0.Add(10 * time.Second))
 		home := s.results["mn"]
 		// The first BU is lost; the retransmission leaves at InitialBindackTimeoutFirstReg.
-		want := 1500*time.Millisecond + 2*latMNHA + tha
+		want := 1500*time.Millisecond + 2*latMNHA + DefaultDADTimeout + tha
 		if len(home) != 1 || home[0].Attempts != 2 || home[0].Elapsed != want {
 			t.Fatalf("T_HA %v: %+v, want elapsed %v", tha, home, want)
 		}

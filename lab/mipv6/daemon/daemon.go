@@ -16,6 +16,7 @@ import (
 
 	"ilnp/internal/timeline"
 	"ilnp/lab/mipv6/datapath"
+	"ilnp/lab/mipv6/mh"
 	"ilnp/lab/mipv6/movement"
 )
 
@@ -85,11 +86,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	defer sock.Close()
 	send := func(pkt []byte, _ netip.Addr) error { return sock.Send(pkt) }
 
-	plane := &dpPlane{dp: dp, ifindex: ifindex, homeLink: ifindex[cfg.HomeLink], proxied: map[netip.Addr]bool{}, log: log}
+	plane := &dpPlane{dp: dp, sock: sock, ifindex: ifindex, homeLink: ifindex[cfg.HomeLink], proxied: map[netip.Addr]bool{}, log: log}
 	defer plane.unproxyAll()
 	eng, err := NewEngine(cfg, plane, send, events.Emit, rand.Reader, log)
 	if err != nil {
 		return err
+	}
+
+	// The HA's DAD listens for Neighbor Advertisements on the home link.
+	var adverts chan advert
+	if cfg.Role == datapath.RoleHomeAgent {
+		nd, err := openNDSocket(cfg.HomeLink)
+		if err != nil {
+			return fmt.Errorf("mip6d: %w", err)
+		}
+		defer nd.Close()
+		adverts = make(chan advert, 16)
+		go nd.read(ctx, adverts, log)
 	}
 
 	var links chan netlink.LinkUpdate
@@ -112,7 +125,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	for n, i := range ifindex {
 		names[i] = n
 	}
-	log.Info(ReadyLine, "role", cfg.Role, "interfaces", cfg.Interfaces, "processing_delay", cfg.ProcessingDelay)
+	log.Info(ReadyLine, "role", cfg.Role, "interfaces", cfg.Interfaces, "processing_delay", cfg.ProcessingDelay, "dad_timeout", cfg.DADTimeout)
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -143,6 +156,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 				return errors.New("mip6d: signalling reader ended")
 			}
 			eng.Signal(s.Packet, int64(s.Ns), time.Now())
+		case a := <-adverts:
+			eng.NeighborAdvert(a.target, a.arrivalNs, time.Now())
 		case u, ok := <-links:
 			if !ok {
 				links = nil
@@ -229,6 +244,7 @@ func addrEvent(u netlink.AddrUpdate, names map[int]string) (movement.Event, bool
 // dpPlane is the Plane on the real datapath.
 type dpPlane struct {
 	dp       *datapath.Datapath
+	sock     *datapath.Sender
 	ifindex  map[string]int
 	homeLink int
 	proxied  map[netip.Addr]bool
@@ -238,6 +254,17 @@ type dpPlane struct {
 func (p *dpPlane) SetBinding(hoa, coa netip.Addr) error { return p.dp.SetBinding(hoa, coa) }
 func (p *dpPlane) DeleteBinding(hoa netip.Addr) error   { return p.dp.DeleteBinding(hoa) }
 func (p *dpPlane) SetRO(cn netip.Addr, on bool) error   { return p.dp.SetRO(cn, on) }
+
+func (p *dpPlane) SolicitDAD(hoa netip.Addr) error {
+	if p.homeLink == 0 {
+		return errors.New("no home link")
+	}
+	pkt, err := mh.AppendDADSolicitation(nil, hoa)
+	if err != nil {
+		return err
+	}
+	return p.sock.SendOn(pkt, p.homeLink)
+}
 func (p *dpPlane) ProxyND(hoa netip.Addr, on bool) error {
 	if p.homeLink == 0 {
 		return errors.New("no home link")

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"encoding/binary"
 	"net"
 	"testing"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -72,5 +74,35 @@ func TestLinkEvent(t *testing.T) {
 		if ok && ev != (movement.LinkState{Link: "mn-r2", Up: c.up}) {
 			t.Errorf("%+v: %+v", c.u.Attrs(), ev)
 		}
+	}
+}
+
+// The NA's arrival comes from the kernel's SO_TIMESTAMPNS stamp moved onto CLOCK_MONOTONIC;
+// without stamp or hop limit the message is refused.
+func TestArrivalOf(t *testing.T) {
+	cmsg := func(level, typ int, data []byte) []byte {
+		b := make([]byte, unix.CmsgSpace(len(data)))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+		h.Level, h.Type = int32(level), int32(typ)
+		h.SetLen(unix.CmsgLen(len(data)))
+		copy(b[unix.CmsgLen(0):], data)
+		return b
+	}
+	ts := make([]byte, 16)
+	binary.NativeEndian.PutUint64(ts, 1_700_000_000)
+	binary.NativeEndian.PutUint64(ts[8:], 250)
+	hop := make([]byte, 4)
+	binary.NativeEndian.PutUint32(hop, 255)
+	both := append(cmsg(unix.SOL_SOCKET, unix.SCM_TIMESTAMPNS, ts), cmsg(unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, hop)...)
+	// Real time 1_700_000_001 s is monotonic 5 s: the stamp, 1 s earlier, is 4 s + 250 ns.
+	got, h, err := arrivalOf(both, 1_700_000_001*1e9, 5e9)
+	if err != nil || got != 4e9+250 || h != 255 {
+		t.Fatalf("arrival %d hop %d: %v", got, h, err)
+	}
+	if _, _, err := arrivalOf(cmsg(unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, hop), 0, 0); err == nil {
+		t.Error("no time stamp accepted")
+	}
+	if _, _, err := arrivalOf(cmsg(unix.SOL_SOCKET, unix.SCM_TIMESTAMPNS, ts), 0, 0); err == nil {
+		t.Error("no hop limit accepted")
 	}
 }

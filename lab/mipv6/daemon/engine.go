@@ -36,6 +36,11 @@ const (
 	KindBUReceived timeline.Kind = "bu_received"
 	// KindBAckSent: a HA or CN sent a Binding Acknowledgement.
 	KindBAckSent timeline.Kind = "back_sent"
+	// KindDADSolicit: the HA sent DAD's Neighbor Solicitation for a home address (Peer).
+	KindDADSolicit timeline.Kind = "dad_ns_sent"
+	// KindNeighborAdvert: the HA got a Neighbor Advertisement on the home link (Peer: its
+	// target; stamped with the socket's kernel arrival time).
+	KindNeighborAdvert timeline.Kind = "na_received"
 	// KindBinding: a binding went into (Detail "bind") or out of (Detail "unbind") the
 	// datapath: the HA's tunnel, the CN's type 2 RH path, the MN's route optimisation.
 	KindBinding timeline.Kind = "mip6_binding"
@@ -55,9 +60,12 @@ type Config struct {
 	HomePrefix netip.Prefix
 	// HomeLink is the HA's interface on the home link (proxy ND for away home addresses).
 	HomeLink string
-	// ProcessingDelay: HA: T_HA added to BU processing (0: the baseline's own, immediate; the
-	// thesis measured ~1 s for UMIP). CN: T_CN added to every answer.
+	// ProcessingDelay: HA: T_HA added to BU processing, on top of DAD (0: none). CN: T_CN
+	// added to every answer.
 	ProcessingDelay time.Duration
+	// DADTimeout (HA): how long DAD of a new binding's home address waits for a defence (0:
+	// UMIP's 1 s, binding.DefaultDADTimeout).
+	DADTimeout time.Duration
 	// HomeAddress and HomeAgent (MN).
 	HomeAddress netip.Addr
 	HomeAgent   netip.Addr
@@ -97,8 +105,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("unknown role %v", c.Role)
 	}
-	if c.ProcessingDelay < 0 {
-		return fmt.Errorf("negative processing delay %v", c.ProcessingDelay)
+	if c.ProcessingDelay < 0 || c.DADTimeout < 0 {
+		return fmt.Errorf("negative processing delay %v or DAD timeout %v", c.ProcessingDelay, c.DADTimeout)
 	}
 	return nil
 }
@@ -111,6 +119,9 @@ type Plane interface {
 	SetRO(cn netip.Addr, on bool) error
 	// ProxyND defends hoa on the home link (HA).
 	ProxyND(hoa netip.Addr, on bool) error
+	// SolicitDAD sends the Neighbor Solicitation of DAD for hoa on the home link (HA):
+	// from ::, to hoa's solicited-node group; answers come back through NeighborAdvert.
+	SolicitDAD(hoa netip.Addr) error
 	// SetEgress makes the MN's tunnelled and route-optimised packets leave by link's router;
 	// "" lets routing decide.
 	SetEgress(link string) error
@@ -178,7 +189,7 @@ func NewEngine(cfg Config, plane Plane, send func([]byte, netip.Addr) error, emi
 	switch cfg.Role {
 	case datapath.RoleHomeAgent:
 		ha, err := binding.NewHomeAgent(binding.HAConfig{Addr: cfg.Addr, HomePrefix: cfg.HomePrefix,
-			ProcessingDelay: cfg.ProcessingDelay, Node: cfg.Node})
+			ProcessingDelay: cfg.ProcessingDelay, DADTimeout: cfg.DADTimeout, Node: cfg.Node})
 		if err != nil {
 			return nil, err
 		}
@@ -282,6 +293,20 @@ func (e *Engine) Signal(pkt []byte, arrivalNs int64, now time.Time) {
 	e.runLater()
 }
 
+// NeighborAdvert hands the HA a Neighbor Advertisement for target that arrived on the home
+// link (arrivalNs: its kernel arrival, 0 when unknown): during DAD for that home address it
+// is a defence, and the BU is refused (status 134).
+func (e *Engine) NeighborAdvert(target netip.Addr, arrivalNs int64, now time.Time) {
+	if e.cfg.Role != datapath.RoleHomeAgent {
+		return
+	}
+	e.emit(timeline.Event{MonoNS: arrivalNs, Kind: KindNeighborAdvert, Node: e.cfg.Node, Peer: target.String()})
+	for _, s := range e.slots {
+		e.apply(s, s.m.Event(binding.Defended{Addr: target}, now), arrivalNs, now)
+	}
+	e.runLater()
+}
+
 // Movement feeds the MN's movement detection; a new decision moves the registration.
 func (e *Engine) Movement(ev movement.Event, now time.Time) {
 	if e.det == nil {
@@ -355,6 +380,15 @@ func (e *Engine) apply(s *slot, acts []binding.Action, arrivalNs int64, now time
 				ev.MonoNS = e.lastSend
 			}
 			e.emit(ev)
+		case binding.Probe:
+			e.lastSend = e.now()
+			if err := e.plane.SolicitDAD(a.Binding.HomeAddress); err != nil {
+				// Unsent, DAD simply finds no defender: the binding still waits its timeout.
+				e.planeDo("DAD solicitation", err)
+			} else {
+				e.emit(timeline.Event{MonoNS: e.lastSend, Kind: KindDADSolicit, Node: e.cfg.Node, Peer: a.Binding.HomeAddress.String(),
+					Locator: a.Binding.CareOf.String(), Seq: uint32(a.Binding.Seq)})
+			}
 		case binding.Bind:
 			e.bind(a.Binding)
 		case binding.Unbind:

@@ -37,6 +37,7 @@ func (p *fakePlane) DeleteBinding(h netip.Addr) error    { return p.rec("unbind 
 func (p *fakePlane) SetRO(cn netip.Addr, on bool) error  { return p.rec("ro %v %v", cn, on) }
 func (p *fakePlane) ProxyND(h netip.Addr, on bool) error { return p.rec("proxynd %v %v", h, on) }
 func (p *fakePlane) SetEgress(link string) error         { return p.rec("egress %q", link) }
+func (p *fakePlane) SolicitDAD(h netip.Addr) error       { return p.rec("dad %v", h) }
 func (p *fakePlane) has(call string) bool                { return indexOf(p.calls, call) >= 0 }
 func indexOf(list []string, s string) int {
 	for i, x := range list {
@@ -195,8 +196,9 @@ func moveAway(n *simNet, mn *Engine) time.Time {
 }
 
 // Home registration through the engines: the MN's own binding and egress before the BU, the
-// HA's tunnel and proxy ND, BU -> BAck delay = one RTT with T_HA 0, one RTT + T_HA with 1 s,
-// the BAck stamped with its arrival; no route optimisation without correspondents.
+// HA's DAD solicitation at once, its tunnel and proxy ND, BU -> BAck delay = one RTT + DAD
+// (1 s) + T_HA, the BAck stamped with its arrival; no route optimisation without
+// correspondents.
 func TestEngineHomeRegistration(t *testing.T) {
 	for _, tha := range []time.Duration{0, time.Second} {
 		t.Run(fmt.Sprint("T_HA=", tha), func(t *testing.T) {
@@ -216,8 +218,11 @@ func TestEngineHomeRegistration(t *testing.T) {
 			if bu.MonoNS != n.mono(left) {
 				t.Errorf("BU sent at %d, want at the move %d", bu.MonoNS, n.mono(left))
 			}
-			if got, want := time.Duration(back.MonoNS-bu.MonoNS), 10*time.Millisecond+tha; got != want {
-				t.Errorf("BU -> BAck %v, want RTT + T_HA = %v", got, want)
+			if got, want := time.Duration(back.MonoNS-bu.MonoNS), 10*time.Millisecond+time.Second+tha; got != want {
+				t.Errorf("BU -> BAck %v, want RTT + DAD + T_HA = %v", got, want)
+			}
+			if !haPlane.has(fmt.Sprintf("dad %v", hoa)) || indexOf(haPlane.calls, fmt.Sprintf("dad %v", hoa)) > indexOf(haPlane.calls, fmt.Sprintf("bind %v %v", hoa, coa)) {
+				t.Errorf("HA datapath: DAD solicitation missing or after the binding: %v", haPlane.calls)
 			}
 			if !strings.Contains(back.Detail, "accepted") {
 				t.Errorf("BAck: %+v", back)
@@ -227,8 +232,11 @@ func TestEngineHomeRegistration(t *testing.T) {
 			}
 			bind, _ := n.first("ha", KindBinding, "bind")
 			recv, _ := n.first("ha", KindBUReceived, "")
-			if d := time.Duration(bind.MonoNS - recv.MonoNS); d != tha {
-				t.Errorf("HA bound %v after the BU arrived, want T_HA %v", d, tha)
+			if d := time.Duration(bind.MonoNS - recv.MonoNS); d != time.Second+tha {
+				t.Errorf("HA bound %v after the BU arrived, want DAD + T_HA %v", d, time.Second+tha)
+			}
+			if ns, ok := n.first("ha", KindDADSolicit, ""); !ok || ns.MonoNS != recv.MonoNS || ns.Peer != hoa.String() {
+				t.Errorf("DAD solicitation %+v (%v), want at the BU's arrival %d", ns, ok, recv.MonoNS)
 			}
 			for _, c := range mnPlane.calls {
 				if strings.HasPrefix(c, "ro ") && strings.HasSuffix(c, "true") {
@@ -250,7 +258,7 @@ func TestEngineRouteOptimisation(t *testing.T) {
 	mn, mnPlane := n.add(mnConfig(true), hoa, coa)
 	_, cnPlane := n.add(Config{Role: datapath.RoleCorrespondent, Node: "cn", Interfaces: []string{"cn-r1"}, Addr: cnAddr}, cnAddr)
 	left := moveAway(n, mn)
-	n.run(left.Add(2 * time.Second))
+	n.run(left.Add(3 * time.Second))
 	var seq []string
 	for _, ev := range n.events["mn"] {
 		if ev.Kind == timeline.BUSent || ev.Kind == timeline.BAckReceived || ev.Kind == timeline.RRMessage {
@@ -273,11 +281,11 @@ func TestEngineRouteOptimisation(t *testing.T) {
 	if on < 0 || on < indexOf(mnPlane.calls, fmt.Sprintf("bind %v %v", hoa, coa)) {
 		t.Fatalf("MN datapath: %v", mnPlane.calls)
 	}
-	// BU sent -> CN's BAck: home registration (1 RTT), then RR (1 RTT) and the BU (1 RTT).
+	// BU sent -> CN's BAck: home registration (1 RTT + DAD), then RR (1 RTT) and the BU (1 RTT).
 	bu, _ := n.first("mn", timeline.BUSent, "home registration")
 	cnBack, _ := n.first("mn", timeline.BAckReceived, "correspondent registration: ")
-	if d := time.Duration(cnBack.MonoNS - bu.MonoNS); d != 30*time.Millisecond {
-		t.Errorf("first BU -> CN's BAck %v, want 3 RTTs (30 ms)", d)
+	if d := time.Duration(cnBack.MonoNS - bu.MonoNS); d != time.Second+30*time.Millisecond {
+		t.Errorf("first BU -> CN's BAck %v, want DAD + 3 RTTs (1.03 s)", d)
 	}
 	// Back home: bindings go, RO off, deregistrations sent.
 	mn.Movement(movement.LinkState{Link: "mn-r2", Up: true}, n.now)
@@ -312,7 +320,7 @@ func TestEngineRetransmission(t *testing.T) {
 	}
 	// The HA comes back: the next retransmission completes the exchange.
 	n.drop = nil
-	n.run(left.Add(11 * time.Second))
+	n.run(left.Add(12 * time.Second))
 	if back, ok := n.first("mn", timeline.BAckReceived, "home registration"); !ok || back.Attempt != 4 {
 		t.Fatalf("BAck after the 4th BU: %+v %v", back, ok)
 	}

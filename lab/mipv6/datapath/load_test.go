@@ -19,9 +19,7 @@ import (
 func TestPinnedMapsSurviveReload(t *testing.T) {
 	nstest.RequireRoot(t)
 	fs := t.TempDir()
-	if err := unix.Mount("bpf", fs, "bpf", 0, ""); err != nil {
-		t.Skipf("mount bpffs: %v", err)
-	}
+	nstest.Require(t, "a bpffs mount", unix.Mount("bpf", fs, "bpf", 0, ""))
 	t.Cleanup(func() { _ = unix.Unmount(fs, 0) })
 	dir := filepath.Join(fs, "mip6")
 

@@ -107,5 +107,21 @@ func (s *Sender) Send(pkt []byte) error {
 	return nil
 }
 
+// SendOn sends pkt out of interface ifindex: for link-scoped destinations (the solicited-node
+// group of a DAD Neighbor Solicitation), which have no route of their own.
+func (s *Sender) SendOn(pkt []byte, ifindex int) error {
+	if len(pkt) < 40 || pkt[0]>>4 != 6 || 40+int(binary.BigEndian.Uint16(pkt[4:])) != len(pkt) {
+		return fmt.Errorf("mipv6 datapath: send: not a whole IPv6 packet (%d bytes)", len(pkt))
+	}
+	if ifindex <= 0 {
+		return fmt.Errorf("mipv6 datapath: send: interface index %d", ifindex)
+	}
+	to := &unix.SockaddrInet6{Addr: [16]byte(pkt[24:40]), ZoneId: uint32(ifindex)}
+	if err := unix.Sendto(s.fd, pkt, 0, to); err != nil {
+		return fmt.Errorf("mipv6 datapath: send to %v on interface %d: %w", netip.AddrFrom16(to.Addr), ifindex, err)
+	}
+	return nil
+}
+
 // Close closes the socket.
 func (s *Sender) Close() error { return unix.Close(s.fd) }

@@ -3,7 +3,7 @@
 // the product never ships it. Configuration is by flags only:
 //
 //	mip6d -role ha -addr 2001:db8:2::1 -home-prefix 2001:db8:2::/64 -home-link r2-mn \
-//	      -ifaces r2-r1,r2-mn [-t-ha 1s] -events ha.jsonl
+//	      -ifaces r2-r1,r2-mn [-dad-timeout 1s] [-t-ha 0] -events ha.jsonl
 //	mip6d -role mn -hoa HOA -ha 2001:db8:2::1 -home-prefix 2001:db8:2::/64 -ifaces mn-r2,mn-r3 \
 //	      [-cn CN[,CN...]] -events mn.jsonl
 //	mip6d -role cn -addr CN -ifaces cn-r1 [-t-cn 0] -events cn.jsonl
@@ -42,7 +42,8 @@ func run(args []string) error {
 	addr := fs.String("addr", "", "ha: the home agent's address on the home link; cn: the correspondent's address")
 	homePrefix := fs.String("home-prefix", "", "ha, mn: the home link's /64")
 	homeLink := fs.String("home-link", "", "ha: the home link interface (proxy ND)")
-	tha := fs.Duration("t-ha", 0, "ha: T_HA added to Binding Update processing (0: the baseline's own; the thesis's UMIP: ~1s)")
+	tha := fs.Duration("t-ha", 0, "ha: T_HA, an extra delay added to Binding Update processing on top of DAD (default 0)")
+	dad := fs.Duration("dad-timeout", 0, "ha: DAD wait for a new binding's home address (0: UMIP's 1s)")
 	tcn := fs.Duration("t-cn", 0, "cn: processing delay added to HoT, CoT and BAck")
 	hoa := fs.String("hoa", "", "mn: home address")
 	ha := fs.String("ha", "", "mn: home agent address")
@@ -59,7 +60,7 @@ func run(args []string) error {
 	var cfg daemon.Config
 	switch *role {
 	case "ha":
-		cfg.Role, cfg.ProcessingDelay = datapath.RoleHomeAgent, *tha
+		cfg.Role, cfg.ProcessingDelay, cfg.DADTimeout = datapath.RoleHomeAgent, *tha, *dad
 	case "mn":
 		cfg.Role = datapath.RoleMobileNode
 	case "cn":
@@ -104,7 +105,7 @@ func run(args []string) error {
 		return err
 	}
 	cfg.HomeLink, cfg.Lifetime, cfg.Events = *homeLink, *lifetime, *events
-	if cfg.Lifetime < 0 || *tha < 0 || *tcn < 0 {
+	if cfg.Lifetime < 0 || *tha < 0 || *tcn < 0 || *dad < 0 {
 		return fmt.Errorf("negative duration")
 	}
 	if err := cfg.Validate(); err != nil {

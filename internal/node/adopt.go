@@ -1,0 +1,443 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/config"
+	"ilnp/internal/datapath"
+	"ilnp/internal/ilcc"
+	"ilnp/internal/state"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// Restart and crash: SIGTERM, SIGKILL and a panic all leave the datapath running (pinned maps
+// and TCX links, identity addresses, locator addresses, peer routes), so packets keep flowing
+// while ilnpd is down. The next ilnpd with the same configuration adopts it: the pinned links
+// get the new programs by a link update (datapath/pin.go), the sessions and local locators are
+// read back from the maps and checked against the kernel, and what the maps do not hold comes
+// from the state file (internal/state), which the loop rewrites whenever it changes. A flush
+// (`ilnpd -flush`, `ilnpctl flush`) removes it all.
+
+// continuity is the node's restart and flush state.
+type continuity struct {
+	lastState []byte      // the state file as last written (loop-owned)
+	flushing  atomic.Bool // shutdown removes everything instead of keeping it
+	adopted   bool        // setup got through adopt: the state file may be written
+	stopMu    sync.Mutex
+	stop      context.CancelFunc // ends Run
+}
+
+func (c *continuity) setStop(stop context.CancelFunc) {
+	c.stopMu.Lock()
+	c.stop = stop
+	c.stopMu.Unlock()
+}
+
+// adopt takes over what a previous ilnpd left (setup calls it once the datapath is attached
+// and the LU socket open). Locators that went away while the daemon was down are dropped, new
+// ones come from discovery as usual, and every correspondent that does not know the current
+// locator set gets an LU.
+func (n *Node) adopt() error {
+	st, err := state.Read(n.cfg.StateDir)
+	switch {
+	case errors.Is(err, state.ErrNotExist):
+	case errors.Is(err, state.ErrVersion):
+		return fmt.Errorf("%w: run `ilnpd -flush -config FILE` (ends the sessions it describes) and start again", err)
+	case err != nil:
+		n.log.Warn("state file unreadable; adopting from the datapath alone (correspondents get an LU)", "err", err)
+		st = state.File{}
+	}
+	if st.NID != 0 && st.NID != n.nid {
+		return fmt.Errorf("the pinned datapath in %s belongs to NID %v, this configuration has NID %v: "+
+			"run `ilnpd -flush -config FILE` (ends its sessions) and start again", n.cfg.BPFDir(), st.NID, n.nid)
+	}
+	for _, p := range st.Peers {
+		ilvs := make([]wire.RankedILV, 0, len(p.ILVs))
+		for _, v := range p.ILVs {
+			if ilv, err := wire.ILVFromAddr(v.Addr); err == nil {
+				ilvs = append(ilvs, wire.RankedILV{ILV: ilv, Preference: v.Preference})
+			}
+		}
+		n.mu.Lock()
+		n.peers[p.Name] = ilvs
+		n.mu.Unlock()
+	}
+	var attached []int
+	for idx := range n.ifaces {
+		attached = append(attached, idx)
+	}
+	if gone, err := n.dp.DetachOthers(attached); err != nil || gone > 0 {
+		n.log.Info("detached from interfaces no longer configured", "links", gone, "err", err)
+	}
+	// Identity addresses the last daemon kept on lo: pruned below unless still in use.
+	for _, a := range st.Identities {
+		if ilv, err := wire.ILVFromAddr(a); err == nil && ilv.NID == n.nid {
+			n.host.identities[a] = true
+		}
+	}
+	now := time.Now()
+	nLocals := n.adoptLocals(st, now)
+	sessions, err := n.dp.Sessions()
+	if err != nil {
+		return fmt.Errorf("adopt sessions: %w", err)
+	}
+	acked := map[wire.NID][]wire.LocatorEntry{}
+	for _, c := range st.Correspondents {
+		if c.Acked {
+			adv := make([]wire.LocatorEntry, 0, len(c.Advertised))
+			for _, a := range c.Advertised {
+				adv = append(adv, wire.LocatorEntry{Locator: a.Locator, Preference: a.Preference})
+			}
+			acked[c.NID] = adv
+		}
+	}
+	adopted := 0
+	for _, s := range sessions {
+		if s.LocalNID != n.nid {
+			continue
+		}
+		remote := make([]ilcc.RemoteLocator, 0, len(s.RemoteLocators))
+		for _, r := range s.RemoteLocators {
+			remote = append(remote, ilcc.RemoteLocator{Locator: r.Locator, Preference: r.Preference,
+				Lifetime: r.Lifetime, State: ilccState(r.State)})
+		}
+		eff, err := n.cache.AdoptSession(ilcc.AdoptedSession{
+			Local:      wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
+			Remote:     wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
+			LocalNonce: s.LocalNonce, RemoteNonce: s.RemoteNonce,
+			RemoteLocators: remote, RemoteActive: s.RemoteActive,
+			Advertised: acked[s.RemoteNID],
+		}, now)
+		if err != nil {
+			n.log.Warn("pinned session not adopted", "peer", s.RemoteNID, "err", err)
+			continue
+		}
+		adopted++
+		if err := n.host.addIdentity(s.LocalAddr()); err != nil {
+			n.log.Warn("identity address", "err", err)
+		}
+		n.routeAdopted(s.RemoteAddr())
+		n.apply(eff, now)
+	}
+	if peers, err := n.dp.Peers(); err == nil {
+		for _, p := range peers {
+			n.routeAdopted(p.Addr)
+		}
+	}
+	for _, a := range st.PeerRoutes {
+		n.routeAdopted(a)
+	}
+	// Correspondents that do not know where the node is now hear it.
+	n.apply(n.cache.Resync(now), now)
+	n.pruneIdentities()
+	n.continuity.adopted = true
+	if nLocals > 0 || adopted > 0 || n.dp.Adopted() > 0 {
+		n.log.Info("adopted the running datapath", "links", n.dp.Adopted(), "locators", nLocals, "sessions", adopted)
+		n.emit(timeline.Event{Kind: "adopted", Detail: fmt.Sprintf("links=%d locators=%d sessions=%d",
+			n.dp.Adopted(), nLocals, adopted)})
+	}
+	return nil
+}
+
+// routeAdopted gives an adopted correspondent its MTU route again (through the active
+// locator), so that later moves reroute it.
+func (n *Node) routeAdopted(peer netip.Addr) {
+	active, ok := n.cache.Active()
+	if !ok {
+		return
+	}
+	if err := n.host.routePeer(peer, active.IfIndex, active.Router); err != nil {
+		n.log.Warn("peer route", "err", err)
+	}
+}
+
+// adoptLocals takes the datapath's local locators whose [L64:NID] address is still on its
+// interface and that interface is running; the others went away while the daemon was down.
+// They enter the ILCC in their old ranking (the state file's, else active first) with the
+// address's remaining lifetimes.
+func (n *Node) adoptLocals(st state.File, now time.Time) int {
+	dpLocals, err := n.dp.LocalLocators()
+	if err != nil {
+		n.log.Warn("pinned local locators", "err", err)
+		return 0
+	}
+	rank := map[wire.L64]int{}
+	for i, l := range st.Locals {
+		rank[l.Locator] = i + 1
+	}
+	order := func(l datapath.LocalLocator) int {
+		if r, ok := rank[l.Locator]; ok {
+			return r
+		}
+		return len(rank) + 1 + int(l.State) // active < valid < aged
+	}
+	slices.SortStableFunc(dpLocals, func(a, b datapath.LocalLocator) int { return order(a) - order(b) })
+	formed := map[netip.Addr]bool{}
+	for _, a := range st.Formed {
+		formed[a.Addr] = true
+	}
+	adopted := 0
+	// Worst first, each a microsecond "newer" than the last: the policy ranks them as before.
+	for i := len(dpLocals) - 1; i >= 0; i-- {
+		l := dpLocals[i]
+		addr := wire.ILV{Locator: l.Locator, NID: n.nid}.Addr()
+		valid, preferred, ok := n.host.addressLifetimes(l.Ifindex, addr)
+		if !ok {
+			n.log.Info("locator gone while ilnpd was down", "locator", l.Locator, "ifindex", l.Ifindex)
+			if err := n.dp.DeleteLocalLocator(l.Locator); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+				n.log.Warn("datapath locator delete", "locator", l.Locator, "err", err)
+			}
+			continue
+		}
+		at := now.Add(-time.Duration(i) * time.Microsecond)
+		eff, err := n.cache.UpdateLocal(ilcc.LocalUpdate{Locator: l.Locator, IfIndex: l.Ifindex, Router: l.NextHop,
+			ValidLifetime: valid, PreferredLifetime: preferred}, at)
+		if err != nil {
+			n.log.Warn("pinned locator not adopted", "locator", l.Locator, "err", err)
+			continue
+		}
+		adopted++
+		if formed[addr] || valid != ilcc.Infinite {
+			n.formed[addr] = l.Ifindex
+		}
+		if err := n.host.addIdentity(addr); err != nil {
+			n.log.Warn("identity address", "err", err)
+		}
+		n.apply(eff, now)
+	}
+	return adopted
+}
+
+// addressLifetimes reports whether addr is on interface ifindex and the interface is running,
+// with its remaining valid and preferred lifetimes (ilcc.Infinite for a permanent address).
+func (h *host) addressLifetimes(ifindex int, addr netip.Addr) (valid, preferred time.Duration, ok bool) {
+	ifc, err := net.InterfaceByIndex(ifindex)
+	if err != nil || ifc.Flags&net.FlagRunning == 0 {
+		return 0, 0, false
+	}
+	link, err := h.nl.LinkByIndex(ifindex)
+	if err != nil {
+		return 0, 0, false
+	}
+	addrs, err := h.nl.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return 0, 0, false
+	}
+	life := func(secs int) time.Duration {
+		if secs < 0 || uint64(secs) >= 0xffffffff {
+			return ilcc.Infinite
+		}
+		return time.Duration(secs) * time.Second
+	}
+	for _, a := range addrs {
+		if ip, _ := netip.AddrFromSlice(a.IP); ip.Unmap() == addr {
+			if a.Flags&unix.IFA_F_PERMANENT != 0 {
+				return ilcc.Infinite, ilcc.Infinite, true
+			}
+			return life(a.ValidLft), life(a.PreferedLft), life(a.ValidLft) > 0
+		}
+	}
+	return 0, 0, false
+}
+
+func ilccState(s datapath.LocatorState) ilcc.State {
+	switch s {
+	case datapath.LocatorActive:
+		return ilcc.Active
+	case datapath.LocatorValid:
+		return ilcc.Valid
+	case datapath.LocatorAged:
+		return ilcc.Aged
+	}
+	return ilcc.Expired
+}
+
+// stateFile is what the loop persists now.
+func (n *Node) stateFile() state.File {
+	st := state.File{NID: n.nid}
+	if layout, err := datapath.Layout(); err == nil {
+		st.Layout = layout
+	}
+	for _, l := range n.cache.Locals() {
+		st.Locals = append(st.Locals, state.Local{Locator: l.Locator, IfIndex: l.IfIndex})
+	}
+	for addr, idx := range n.formed {
+		st.Formed = append(st.Formed, state.Address{Addr: addr, IfIndex: idx})
+	}
+	slices.SortFunc(st.Formed, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
+	for addr := range n.host.identities {
+		st.Identities = append(st.Identities, addr)
+	}
+	slices.SortFunc(st.Identities, netip.Addr.Compare)
+	for addr := range n.host.peerRoutes {
+		st.PeerRoutes = append(st.PeerRoutes, addr)
+	}
+	slices.SortFunc(st.PeerRoutes, netip.Addr.Compare)
+	n.mu.Lock()
+	for name, ilvs := range n.peers {
+		p := state.Peer{Name: name}
+		for _, v := range ilvs {
+			p.ILVs = append(p.ILVs, state.RankedIL{Addr: v.ILV.Addr(), Preference: v.Preference})
+		}
+		if len(p.ILVs) > 0 {
+			st.Peers = append(st.Peers, p)
+		}
+	}
+	n.mu.Unlock()
+	slices.SortFunc(st.Peers, func(a, b state.Peer) int { return cmpString(a.Name, b.Name) })
+	for _, b := range n.cache.Bindings() {
+		c := state.Correspondent{NID: b.Peer}
+		for _, e := range n.cache.Advertised(b.Peer) {
+			c.Advertised = append(c.Advertised, state.Advertised{Locator: e.Locator, Preference: e.Preference})
+		}
+		_, outstanding := n.engine.Outstanding(b.Peer)
+		c.Acked = !outstanding && len(c.Advertised) > 0
+		st.Correspondents = append(st.Correspondents, c)
+	}
+	return st
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// persist rewrites the state file when what it would hold changed (the loop calls it after
+// every event; a SIGKILL loses at most the event being handled).
+func (n *Node) persist() {
+	if !n.continuity.adopted {
+		return // setup failed: the file still describes what is pinned
+	}
+	b, err := state.Encode(n.stateFile())
+	if err != nil {
+		n.log.Warn("state file", "err", err)
+		return
+	}
+	if bytes.Equal(b, n.lastState) {
+		return
+	}
+	if err := state.Write(n.cfg.StateDir, b); err != nil {
+		n.log.Warn("state file", "err", err)
+		return
+	}
+	n.lastState = b
+}
+
+// keep ends the daemon and leaves the datapath running for the next one (SIGTERM).
+func (n *Node) keep() error {
+	var errs []error
+	if n.lusock != nil {
+		errs = append(errs, n.lusock.Close())
+	}
+	n.persist()
+	if n.dp != nil {
+		errs = append(errs, n.dp.Close()) // KeepPinned: maps and links stay
+	}
+	if n.host != nil {
+		n.host.nl.Close()
+	}
+	n.log.Info("datapath left running for the next ilnpd (`ilnpd -flush` removes it)")
+	return errors.Join(errs...)
+}
+
+// flushAll removes everything this ilnpd set up: programs, pins, peer routes, identity and
+// locator addresses, the state file and its bpffs mount.
+func (n *Node) flushAll() error {
+	var errs []error
+	if n.lusock != nil {
+		errs = append(errs, n.lusock.Close())
+	}
+	if n.dp != nil {
+		errs = append(errs, n.dp.Flush())
+	}
+	if n.host != nil {
+		for addr, idx := range n.formed {
+			errs = append(errs, n.host.removeAddress(idx, addr))
+		}
+		errs = append(errs, n.host.close())
+	}
+	errs = append(errs, state.Remove(n.cfg.StateDir), unmountBPFFS(n.cfg.BPFDir()))
+	n.log.Info("flushed: datapath detached, pins, routes, addresses and state removed")
+	return errors.Join(errs...)
+}
+
+// Flush makes the running node remove everything it set up and end (`ilnpctl flush`) once
+// the caller runs stop (after it has answered the client).
+func (n *Node) Flush(ctx context.Context) (stop func(), err error) {
+	n.stopMu.Lock()
+	stop = n.stop
+	n.stopMu.Unlock()
+	if stop == nil {
+		return nil, errors.New("not running")
+	}
+	n.flushing.Store(true)
+	return stop, nil
+}
+
+// FlushStopped removes what an ilnpd with cfg left behind when none is running (`ilnpd
+// -flush`): detaches the programs and removes the pins, the peer routes, identity and locator
+// addresses the state file lists, the state file and the bpffs mount. Without a state file
+// only the datapath goes.
+func FlushStopped(cfg config.Config) error {
+	var errs []error
+	st, err := state.Read(cfg.StateDir)
+	if err != nil && !errors.Is(err, state.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("state file (addresses and routes it lists are left): %w", err))
+	}
+	if h, err := newHost(cfg.MTUHeadroom); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, a := range st.PeerRoutes {
+			r := &netlink.Route{Dst: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)},
+				Protocol: netlink.RouteProtocol(unix.RTPROT_STATIC)}
+			if err := h.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("remove route to %s: %w", a, err))
+			}
+		}
+		for _, a := range st.Identities {
+			h.identities[a] = true
+			errs = append(errs, h.removeIdentity(a))
+		}
+		for _, a := range st.Formed {
+			if err := h.removeAddress(a.IfIndex, a.Addr); err != nil && !errors.Is(err, unix.ENODEV) {
+				errs = append(errs, err)
+			}
+		}
+		h.nl.Close()
+	}
+	errs = append(errs, datapath.FlushPinned(cfg.BPFDir()), state.Remove(cfg.StateDir), unmountBPFFS(cfg.BPFDir()))
+	return errors.Join(errs...)
+}
+
+// mountPins makes sure the pin directory is a bpffs. One that ilnpd mounts itself inside a
+// private mount namespace (`ip netns exec`) dies with the process and takes the datapath
+// with it: mount it beforehand from the persistent namespace (README, "Restart and upgrade").
+func (n *Node) mountPins() error {
+	mounted, err := mountBPFFS(n.cfg.BPFDir())
+	if err != nil {
+		return err
+	}
+	if mounted && privateMountNS() {
+		n.log.Warn("bpffs mounted in a private mount namespace: the datapath will not outlive this ilnpd; "+
+			"mount a bpffs at the pin directory from the host's namespace before starting ilnpd", "dir", n.cfg.BPFDir())
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package node
+
+import (
+	"time"
+
+	"ilnp/internal/datapath"
+)
+
+// unprovenPackets: a responder session whose correspondent sent no more than this (only the
+// packet that opened it) is what a spoofed packet that drew an answer from an application (a
+// ping) leaves in the session table.
+// The datapath promotes it on that answer; nothing shows the correspondent is really at its
+// locator, so it gets the short session-unproven-timeout instead of session-idle-timeout.
+// Together with new-sessions-per-second that bounds the table: rate x (timeout + touchInterval)
+// sessions at most (1000/s x 15 s = 15,000 of 65,536 by default).
+const unprovenPackets = 1
+
+// expireUnproven closes responder sessions that stayed unproven longer than the configured
+// timeout (sessions: the datapath's session table, read once by touchSessions).
+func (n *Node) expireUnproven(sessions []datapath.Session, now time.Time) {
+	timeout := n.cfg.SessionUnprovenTimeout
+	if timeout <= 0 {
+		return
+	}
+	mono := datapath.MonotonicNs()
+	for _, s := range sessions {
+		if s.Flags&datapath.SessionResponder == 0 || s.RxPackets > unprovenPackets {
+			continue
+		}
+		last := max(s.LastTxNs, s.LastRxNs, s.CreatedNs)
+		if mono < last || time.Duration(mono-last) < timeout {
+			continue
+		}
+		logged := n.securityEvent("sessions_unproven_expired", "unproven session closed", "peer", s.RemoteNID,
+			"rx_packets", s.RxPackets)
+		eff := n.cache.CloseSession(s.RemoteNID, "unproven: the correspondent sent nothing after its first packet")
+		if !logged {
+			eff.Events = nil // a flood's worth of expiries is summarised, not put on the timeline
+		}
+		if len(eff.Removed) == 0 {
+			// Not in the ILCC (promoted while the daemon was away): the datapath entry only.
+			if err := n.dp.DeleteSession(s.LocalNID, s.RemoteNID); err != nil {
+				n.log.Debug("delete unproven session", "peer", s.RemoteNID, "err", err)
+			}
+			continue
+		}
+		n.apply(eff, now)
+	}
+}

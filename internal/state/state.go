@@ -1,0 +1,244 @@
+// Package state is the small file ilnpd keeps beside its pinned BPF maps: what a restarted
+// daemon needs to take the running datapath over that the maps do not hold (the addresses and
+// routes it added, the locators' ranking, the peers' names, what each correspondent was last
+// told). It is written atomically (a temporary file renamed over the old one), so a crash
+// leaves the previous version or the new one, never half of either, and it carries a version:
+// a file of another version is refused, never half understood.
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"ilnp/internal/wire"
+)
+
+// Version is the format of the file. A daemon refuses a file of another version (the way out
+// is `ilnpd -flush`, which removes it with the datapath it describes).
+const Version = 1
+
+// FileName is the state file's name in the daemon's state directory.
+const FileName = "ilnpd.state"
+
+// maxSize bounds what Read accepts: the file is a few KB for hundreds of correspondents.
+const maxSize = 4 << 20
+
+// File is what the daemon persists.
+type File struct {
+	Version int `json:"version"`
+	// NID is the node's identifier (an ephemeral NID must survive a restart for the pinned
+	// sessions to stay its own).
+	NID wire.NID `json:"nid"`
+	// Layout is the datapath layout the pinned maps were created with (datapath.Layout).
+	Layout string `json:"layout"`
+	// Locals are the local locators, best first (the handoff policy's ranking).
+	Locals []Local `json:"locals,omitempty"`
+	// Formed are the [L64:NID] addresses the daemon added to its interfaces.
+	Formed []Address `json:"formed,omitempty"`
+	// Identities are the /128 identity addresses it keeps on lo.
+	Identities []netip.Addr `json:"identities,omitempty"`
+	// PeerRoutes are the session-view addresses it routes with MTU headroom.
+	PeerRoutes []netip.Addr `json:"peer_routes,omitempty"`
+	// Peers are the correspondents registered by name (resolver, ilnpctl peer add).
+	Peers []Peer `json:"peers,omitempty"`
+	// Correspondents is, per session, what the correspondent was last told and whether it
+	// acknowledged it.
+	Correspondents []Correspondent `json:"correspondents,omitempty"`
+}
+
+// Local is one local locator.
+type Local struct {
+	Locator wire.L64 `json:"locator"`
+	IfIndex int      `json:"ifindex"`
+}
+
+// Address is an address on an interface.
+type Address struct {
+	Addr    netip.Addr `json:"addr"`
+	IfIndex int        `json:"ifindex"`
+}
+
+// Peer is one registered correspondent: its name and I-LVs, most preferred first.
+type Peer struct {
+	Name string     `json:"name"`
+	ILVs []RankedIL `json:"ilvs"`
+}
+
+// RankedIL is one I-LV of a peer with its preference.
+type RankedIL struct {
+	Addr       netip.Addr `json:"addr"`
+	Preference uint16     `json:"preference"`
+}
+
+// Correspondent is the LU state of one session.
+type Correspondent struct {
+	NID wire.NID `json:"nid"`
+	// Advertised is the locator set last sent in an LU (or known to the correspondent when
+	// the session opened), best first.
+	Advertised []Advertised `json:"advertised,omitempty"`
+	// Acked: the correspondent acknowledged Advertised (no LU was outstanding).
+	Acked bool `json:"acked"`
+}
+
+// Advertised is one entry of an advertised locator set.
+type Advertised struct {
+	Locator    wire.L64 `json:"locator"`
+	Preference uint16   `json:"preference"`
+}
+
+// Errors of Read.
+var (
+	// ErrNotExist: there is no state file (a first start, or after a flush).
+	ErrNotExist = errors.New("no state file")
+	// ErrVersion: the file was written by a daemon with another format.
+	ErrVersion = errors.New("state file of another version")
+)
+
+// Path is the state file's path in dir.
+func Path(dir string) string { return filepath.Join(dir, FileName) }
+
+// Encode returns f as the file's bytes.
+func Encode(f File) ([]byte, error) {
+	f.Version = Version
+	b, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("state: encode: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Parse reads a state file's bytes strictly: unknown fields, a wrong version and invalid
+// values are errors naming what is wrong.
+func Parse(b []byte) (File, error) {
+	var probe struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return File{}, fmt.Errorf("state: %w", err)
+	}
+	if probe.Version == nil {
+		return File{}, errors.New("state: no version")
+	}
+	if *probe.Version != Version {
+		return File{}, fmt.Errorf("state: %w: version %d, this ilnpd reads %d", ErrVersion, *probe.Version, Version)
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("state: %w", err)
+	}
+	if dec.More() {
+		return File{}, errors.New("state: trailing data after the object")
+	}
+	if err := f.validate(); err != nil {
+		return File{}, fmt.Errorf("state: %w", err)
+	}
+	return f, nil
+}
+
+func (f File) validate() error {
+	if f.NID == 0 {
+		return errors.New("NID 0")
+	}
+	for _, l := range f.Locals {
+		if l.Locator == 0 || l.IfIndex <= 0 {
+			return fmt.Errorf("local locator %v on interface %d: invalid", l.Locator, l.IfIndex)
+		}
+	}
+	for _, a := range f.Formed {
+		if !a.Addr.Is6() || a.Addr.Is4In6() || a.IfIndex <= 0 {
+			return fmt.Errorf("formed address %v on interface %d: invalid", a.Addr, a.IfIndex)
+		}
+	}
+	for _, list := range [][]netip.Addr{f.Identities, f.PeerRoutes} {
+		for _, a := range list {
+			if !a.Is6() || a.Is4In6() {
+				return fmt.Errorf("address %v: not IPv6", a)
+			}
+		}
+	}
+	for _, p := range f.Peers {
+		if p.Name == "" || len(p.ILVs) == 0 {
+			return fmt.Errorf("peer %q: no name or no I-LV", p.Name)
+		}
+		for _, v := range p.ILVs {
+			if !v.Addr.Is6() || v.Addr.Is4In6() {
+				return fmt.Errorf("peer %s: I-LV %v not IPv6", p.Name, v.Addr)
+			}
+		}
+	}
+	for _, c := range f.Correspondents {
+		if c.NID == 0 {
+			return errors.New("correspondent NID 0")
+		}
+	}
+	return nil
+}
+
+// Read reads and parses the state file in dir; ErrNotExist when there is none.
+func Read(dir string) (File, error) {
+	fh, err := os.Open(Path(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return File{}, ErrNotExist
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("state: %w", err)
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
+	if err != nil {
+		return File{}, fmt.Errorf("state: read %s: %w", Path(dir), err)
+	}
+	if len(b) > maxSize {
+		return File{}, fmt.Errorf("state: %s larger than %d bytes", Path(dir), maxSize)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		return File{}, fmt.Errorf("%s: %w", Path(dir), err)
+	}
+	return f, nil
+}
+
+// Write replaces the state file in dir atomically with b (from Encode): a temporary file in
+// the same directory, synced, renamed over the old one.
+func Write(dir string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(b)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, Path(dir))
+	}
+	if werr != nil {
+		_ = os.Remove(name)
+		return fmt.Errorf("state: write %s: %w", Path(dir), werr)
+	}
+	return nil
+}
+
+// Remove deletes the state file (and temporary files a crash left).
+func Remove(dir string) error {
+	tmps, _ := filepath.Glob(filepath.Join(dir, FileName+".tmp-*"))
+	for _, t := range tmps {
+		_ = os.Remove(t)
+	}
+	if err := os.Remove(Path(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state: %w", err)
+	}
+	return nil
+}

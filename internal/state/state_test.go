@@ -1,0 +1,116 @@
+package state
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func sample() File {
+	return File{
+		NID:        0x02144ffffe20ee64,
+		Layout:     "v1-abcdef",
+		Locals:     []Local{{Locator: 0x20010db800030000, IfIndex: 3}, {Locator: 0x20010db800020000, IfIndex: 2}},
+		Formed:     []Address{{Addr: netip.MustParseAddr("2001:db8:3::214:4fff:fe20:ee64"), IfIndex: 3}},
+		Identities: []netip.Addr{netip.MustParseAddr("2001:db8:2::214:4fff:fe20:ee64")},
+		PeerRoutes: []netip.Addr{netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01")},
+		Peers:      []Peer{{Name: "cn", ILVs: []RankedIL{{Addr: netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01"), Preference: 10}}}},
+		Correspondents: []Correspondent{{NID: 0x02144ffffe20cc01, Acked: true,
+			Advertised: []Advertised{{Locator: 0x20010db800030000}, {Locator: 0x20010db800020000, Preference: 1}}}},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Read(dir); !errors.Is(err, ErrNotExist) {
+		t.Fatalf("Read of an empty dir: %v, want ErrNotExist", err)
+	}
+	b, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sample()
+	want.Version = Version
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back %+v, want %+v", got, want)
+	}
+	// Replaced atomically: no temporary file stays behind.
+	if m, _ := filepath.Glob(filepath.Join(dir, FileName+".tmp-*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+	if err := Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(Path(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state file still there after Remove: %v", err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	good, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"not JSON", "nope", "state:"},
+		{"no version", `{"nid":1}`, "no version"},
+		{"other version", `{"version":2,"nid":1}`, "another version: version 2, this ilnpd reads 1"},
+		{"unknown field", `{"version":1,"nid":1,"extra":true}`, "unknown field"},
+		{"NID 0", `{"version":1,"nid":0}`, "NID 0"},
+		{"bad local", `{"version":1,"nid":1,"locals":[{"locator":0,"ifindex":1}]}`, "local locator"},
+		{"IPv4 identity", `{"version":1,"nid":1,"identities":["192.0.2.1"]}`, "not IPv6"},
+		{"peer without I-LV", `{"version":1,"nid":1,"peers":[{"name":"x","ilvs":[]}]}`, "no I-LV"},
+		{"trailing", string(good) + "{}", "after top-level value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+			}
+		})
+	}
+	if _, err := Parse([]byte(`{"version":2,"nid":1}`)); !errors.Is(err, ErrVersion) {
+		t.Fatalf("other version: %v, want ErrVersion", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	good, err := Encode(sample())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"nid":1}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := Parse(b)
+		if err != nil {
+			return
+		}
+		// What Parse accepts encodes and parses back to the same thing.
+		again, err := Encode(st)
+		if err != nil {
+			t.Fatalf("accepted state does not encode: %v", err)
+		}
+		st2, err := Parse(again)
+		if err != nil {
+			t.Fatalf("re-encoded state refused: %v\n%s", err, again)
+		}
+		if !reflect.DeepEqual(st, st2) {
+			t.Fatalf("round trip changed the state:\n%+v\n%+v", st, st2)
+		}
+	})
+}

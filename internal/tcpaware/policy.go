@@ -1,0 +1,152 @@
+package tcpaware
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Kernel values the policy restores or respects.
+const (
+	// RTOCapMs is TCP_RTO_MAX_MS while a correspondent moves: the smallest the kernel accepts,
+	// so a socket backing off across the disconnection probes the path at least once a second.
+	RTOCapMs = 1000
+	// DefaultRTOMaxMs is net.ipv4.tcp_rto_max_ms's default (TCP_RTO_MAX), restored after a move.
+	DefaultRTOMaxMs = 120000
+	// The loss window: while a correspondent moves (moveWindowMs, renewed at the end) and for
+	// a while after its end (windowRTTs new-path RTTs, at least minWindowMs; windowUnknownMs
+	// without an RTT), a loss on its cubic sockets is the move's, not congestion.
+	moveWindowMs    = 5000
+	minWindowMs     = 1000
+	maxWindowMs     = 5000
+	windowUnknownMs = 2000
+	windowRTTs      = 10
+)
+
+func lossWindowMs(rtt time.Duration) uint32 {
+	if rtt <= 0 {
+		return windowUnknownMs
+	}
+	return uint32(min(max(windowRTTs*rtt.Milliseconds(), minWindowMs), maxWindowMs))
+}
+
+// Policy decides, per correspondent, what the iterator applies to its TCP sockets when a move
+// starts and ends. It is pure: the node's loop owns it and carries out its results.
+type Policy struct {
+	enabled bool
+	peers   map[netip.Addr]*peerState
+}
+
+type peerState struct {
+	epoch  uint32
+	moving bool
+}
+
+// Update is one entry to write and whether the sockets' retransmission timers are to be
+// reverted after the run (RFC 6069).
+type Update struct {
+	Peer   netip.Addr
+	Entry  Peer
+	Revert bool
+}
+
+// NewPolicy returns a policy, switched on or off.
+func NewPolicy(enabled bool) *Policy {
+	return &Policy{enabled: enabled, peers: map[netip.Addr]*peerState{}}
+}
+
+// Enabled says whether reactions are on.
+func (p *Policy) Enabled() bool { return p.enabled }
+
+// SetEnabled switches the reactions; switching off returns the updates that undo what is
+// still applied (moving correspondents' RTO caps).
+func (p *Policy) SetEnabled(on bool) []Update {
+	if on == p.enabled {
+		return nil
+	}
+	p.enabled = on
+	if on {
+		return nil
+	}
+	var out []Update
+	for addr, s := range p.peers {
+		if s.moving {
+			out = append(out, Update{Peer: addr, Entry: Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs}})
+		}
+	}
+	clear(p.peers)
+	return out
+}
+
+func (p *Policy) state(peer netip.Addr) *peerState {
+	s := p.peers[peer]
+	if s == nil {
+		s = &peerState{}
+		p.peers[peer] = s
+	}
+	return s
+}
+
+// MoveStarted: the path to peer broke (the MN's active locator died or changed). Its sockets'
+// RTO is capped so that backoff does not grow across the disconnection, and its cubic sockets
+// get a loss window.
+func (p *Policy) MoveStarted(peer netip.Addr) (Update, bool) {
+	if !p.enabled || !peer.IsValid() {
+		return Update{}, false
+	}
+	s := p.state(peer)
+	if s.moving {
+		return Update{}, false
+	}
+	s.epoch++
+	s.moving = true
+	return Update{Peer: peer, Entry: Peer{Epoch: s.epoch, Moving: 1, RtoMaxMs: RTOCapMs, LossWindowMs: moveWindowMs}}, true
+}
+
+// MoveEnded: the path to peer works again (LU-ACK on the MN with the exchange's RTT, LU applied
+// on the CN with rtt 0). The RTO cap is lifted, the timers are reverted, and a loss window
+// opens for 10 new-path RTTs (1-5 s; 2 s without an RTT).
+func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration) (Update, bool) {
+	if !p.enabled || !peer.IsValid() {
+		return Update{}, false
+	}
+	s := p.state(peer)
+	if !s.moving {
+		s.epoch++ // the CN learns of a move only at its end
+	}
+	s.moving = false
+	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs, LossWindowMs: lossWindowMs(rtt)}
+	return Update{Peer: peer, Entry: e, Revert: true}, true
+}
+
+// Forget drops a correspondent whose session ended.
+func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }
+
+// Describe summarises one update and the run that carried it out, for the event timeline.
+func Describe(u Update, socks []Socket, reverts int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "peer=%s epoch=%d", u.Peer, u.Entry.Epoch)
+	if u.Entry.Moving != 0 {
+		b.WriteString(" moving")
+	} else {
+		b.WriteString(" settled")
+	}
+	if u.Entry.RtoMaxMs != 0 {
+		fmt.Fprintf(&b, " rto_max=%dms", u.Entry.RtoMaxMs)
+	}
+	if u.Entry.LossWindowMs != 0 {
+		fmt.Fprintf(&b, " loss_window=%dms", u.Entry.LossWindowMs)
+	}
+	n := 0
+	for _, s := range socks {
+		if s.Remote.Addr() == u.Peer {
+			n++
+		}
+	}
+	fmt.Fprintf(&b, " sockets=%d", n)
+	if u.Revert {
+		fmt.Fprintf(&b, " reverts=%d", reverts)
+	}
+	return b.String()
+}

@@ -1,0 +1,94 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Tolerances of the short soak: what may differ between the start and the end sample without
+// being growth. RSS: a Go heap breathes with the collector (GOGC=100 lets it double before a
+// collection), so a quarter of the start or 4 MB, whichever is more. Open files and goroutines:
+// the control connection ilnpctl's sample itself makes, and one in flight. Map entries, routes
+// and addresses: none.
+const (
+	soakRSSSlackKB   = 4096
+	soakFDSlack      = 2
+	soakGoroutSlack  = 3
+	soakShortMoves   = 50
+	soakSwitchEvery  = 10
+	soakContractKeys = "acked fds_end fds_start map_entries_end map_entries_start moves rss_end_kb rss_start_kb sessions_broken udp_lost"
+)
+
+// TestSoakShort runs 50 moves L2 <-> L3 (soft and hard alternating every 10) under a TCP byte
+// stream and a UDP echo flow: every move acknowledged, no session broken, no UDP datagram lost
+// in soft moves, and the MN daemon's resources, map entries, routes and addresses flat within
+// the tolerances above.
+func TestSoakShort(t *testing.T) {
+	requireLab(t)
+	out := t.TempDir()
+	rep, err := Soak(context.Background(), SoakConfig{Out: out, BinDir: ilnpBinaries(t), Moves: soakShortMoves, SwitchEvery: soakSwitchEvery})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d moves (soft %d, hard %d) in %.0f s; UDP lost %d of %d (soft %d, hard %d), longest gap %.0f ms\nstart: %s\nend:   %s",
+		rep.Result.Moves, rep.SoftMoves, rep.HardMoves, rep.DurationSecs, rep.Result.UDPLost, rep.UDPSent,
+		rep.UDPLostSoft, rep.UDPLostHard, rep.MaxUDPGapMs, rep.Start, rep.End)
+	if rep.UDPLostSoft+rep.UDPLostHard != rep.Result.UDPLost {
+		t.Errorf("UDP lost %d in soft and %d in hard moves, %d in all", rep.UDPLostSoft, rep.UDPLostHard, rep.Result.UDPLost)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "soak.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if got := strings.Join(keys, " "); got != soakContractKeys {
+		t.Errorf("soak.json has fields %q, the contract is %q", got, soakContractKeys)
+	}
+	var back SoakResult
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, rep.Result) {
+		t.Errorf("soak.json = %s, want %+v (%v)", b, rep.Result, err)
+	}
+	r, s, e := rep.Result, rep.Start, rep.End
+	if r.Moves != soakShortMoves || r.Acked != r.Moves {
+		t.Errorf("%d moves, %d acknowledged: %v", r.Moves, r.Acked, rep.Unacked)
+	}
+	if r.SessionsBroken != 0 {
+		t.Errorf("%d sessions broken (TCP: %s)", r.SessionsBroken, rep.TCPError)
+	}
+	if rep.UDPLostSoft != 0 {
+		t.Errorf("soft handoff lost %d UDP datagrams", rep.UDPLostSoft)
+	}
+	if rep.HardMoves == 0 || rep.SoftMoves == 0 {
+		t.Errorf("soft %d, hard %d moves: want both", rep.SoftMoves, rep.HardMoves)
+	}
+	if e.RSSKB > s.RSSKB+max(s.RSSKB/4, soakRSSSlackKB) {
+		t.Errorf("ilnpd RSS grew from %d to %d KB", s.RSSKB, e.RSSKB)
+	}
+	if e.FDs > s.FDs+soakFDSlack {
+		t.Errorf("ilnpd open files grew from %d to %d", s.FDs, e.FDs)
+	}
+	if e.Goroutines > s.Goroutines+soakGoroutSlack {
+		t.Errorf("ilnpd goroutines grew from %d to %d", s.Goroutines, e.Goroutines)
+	}
+	if e.MapEntries != s.MapEntries || e.Routes != s.Routes || e.Addresses != s.Addresses {
+		t.Errorf("map entries %d -> %d, routes %d -> %d, addresses %d -> %d: want them unchanged",
+			s.MapEntries, e.MapEntries, s.Routes, e.Routes, s.Addresses, e.Addresses)
+	}
+	if mounts, err := os.ReadFile("/proc/self/mounts"); err != nil || strings.Contains(string(mounts), out) {
+		t.Errorf("mounts left under %s (%v)", out, err)
+	}
+}

@@ -3,9 +3,12 @@ package datapath
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,97 +38,11 @@ func TestNetnsEncapNAT(t *testing.T) {
 }
 
 func testEncapNAT(t *testing.T, roam bool) {
-	mtu, err := encap.InnerMTU(1500, 4)
-	must(t, err)
-	mss, err := encap.TCPMSS(1500, 4)
-	must(t, err)
-	a, r, b := nstest.New(t, "enA"), nstest.New(t, "enR"), nstest.New(t, "enB")
-	nstest.Link(t, a, "a0", r, "r0")
-	nstest.Link(t, b, "b1", r, "r1")
-	nstest.Link(t, b, "b2", r, "r2")
-	r.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
-	r.Run("sysctl", "-qw", "net.ipv4.ip_forward=1")
-	for i, l := range []wire.L64{lA1, lB1} {
-		dev := []string{"r0", "r1"}[i]
-		r.Run("ip", "addr", "add", "fe80::1/64", "dev", dev, "nodad")
-		r.Run("ip", "addr", "add", addr(l, 1).String()+"/64", "dev", dev, "nodad")
-	}
-	r.Run("ip", "addr", "add", "198.51.100.1/24", "dev", "r0")
-	r.Run("ip", "addr", "add", "10.0.0.1/24", "dev", "r2")
-	// The NAT: masquerade from B's IPv4 network out of r0, UDP source ports moved into a
-	// range of their own so the translation is visible.
-	r.Run("nft", "add table ip nat")
-	r.Run("nft", "add chain ip nat post { type nat hook postrouting priority 100 ; }")
-	r.Run("nft", "add rule ip nat post oifname r0 ip saddr 10.0.0.0/24 meta l4proto udp masquerade to :61000-61100")
-	r.Run("nft", "add rule ip nat post oifname r0 ip saddr 10.0.0.0/24 masquerade")
-	viewA, viewB := addr(lA1, nidA), addr(lB1, nidB)
-	a.Run("ip", "addr", "add", viewA.String()+"/64", "dev", "a0", "nodad")
-	a.Run("ip", "addr", "add", "198.51.100.2/24", "dev", "a0")
-	b.Run("ip", "addr", "add", viewB.String()+"/64", "dev", "b1", "nodad")
-	b.Run("ip", "addr", "add", viewB.String()+"/128", "dev", "lo")
-	b.Run("ip", "addr", "add", "10.0.0.2/24", "dev", "b2")
-	b.Run("ip", "route", "add", "default", "via", "10.0.0.1", "dev", "b2")
-	for _, h := range []struct {
-		ns  *nstest.NS
-		dev string
-	}{{a, "a0"}, {b, "b1"}} {
-		h.ns.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", h.dev, "mtu", strconv.Itoa(mtu), "advmss", strconv.Itoa(mss))
-	}
-	for _, d := range []struct {
-		ns   *nstest.NS
-		devs []string
-	}{{a, []string{"a0"}}, {b, []string{"b1", "b2"}}} {
-		for _, dev := range d.devs {
-			d.ns.Run("ethtool", "-K", dev, "tx", "off", "tso", "off")
-		}
-	}
-	aIf, b1If, b2If := a.Ifindex("a0"), b.Ifindex("b1"), b.Ifindex("b2")
-	ll := netip.MustParseAddr("fe80::1")
-
-	da, db := newDatapath(t, Options{}), newDatapath(t, Options{})
-	must(t, da.SetLocalNID(nidA, lA1))
-	must(t, da.PutLocalLocator(LocalLocator{Locator: lA1, State: LocatorActive, Ifindex: aIf, NextHop: ll}))
-	must(t, da.SetActiveLocator(lA1))
-	la4, err := da.PutLocalIPv4Locator(netip.MustParseAddrPort("198.51.100.2:49191"), LocatorActive, aIf, netip.MustParseAddr("198.51.100.1"))
-	must(t, err)
-	must(t, da.SetEncap(EncapConfig{Port: encap.DefaultPort, LocalL32: la4, Roam: roam}))
-	must(t, da.PutPeer(Peer{Addr: viewB, Active: lB1, Locators: []RemoteLocator{{Locator: lB1, State: LocatorActive}}}))
-	must(t, db.SetLocalNID(nidB, lB1))
-	must(t, db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorActive, Ifindex: b1If, NextHop: ll}))
-	must(t, db.SetActiveLocator(lB1))
-	lb4, err := db.PutLocalIPv4Locator(netip.MustParseAddrPort("10.0.0.2:49191"), LocatorValid, b2If, netip.MustParseAddr("10.0.0.1"))
-	must(t, err)
-	must(t, db.SetEncap(EncapConfig{Port: encap.DefaultPort, LocalL32: lb4}))
-	must(t, a.Do(func() error { return da.Attach(aIf) }))
-	must(t, b.Do(func() error {
-		if err := db.Attach(b1If); err != nil {
-			return err
-		}
-		return db.Attach(b2If)
-	}))
-
+	et := newEncapTopo(t, roam)
+	a, r, b, da, db := et.a, et.r, et.b, et.da, et.db
+	viewB, learned := et.viewB, et.learned
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// A's roaming: an L32 locator of B seen on a nonce-verified packet becomes B's active
-	// locator (the datapath reports it as unknown and drops the packet until then).
-	var learned atomic.Uint64
-	evs, err := da.Events(ctx)
-	must(t, err)
-	go func() {
-		for ev := range evs {
-			if ev.Type != EventUnknownLocator || ev.RemoteNID != nidB {
-				continue
-			}
-			l := wire.L64(binary.BigEndian.Uint64(ev.Src.AsSlice()[:8]))
-			if !encap.IsL32(l) {
-				continue
-			}
-			set := []RemoteLocator{{Locator: lB1, State: LocatorValid}, {Locator: l, State: LocatorActive}}
-			if _, err := da.SetRemoteLocators(nidB, set, l); err == nil {
-				learned.Store(uint64(l))
-			}
-		}
-	}()
 
 	ln := b.Listen("tcp6", "[::]:5001")
 	defer ln.Close()
@@ -187,16 +104,10 @@ func testEncapNAT(t *testing.T, roam bool) {
 	}
 	progress("ipv6")
 
-	// B moves to its IPv4 network behind the NAT: its IPv4 locator becomes active and A's
-	// IPv4 locator its active remote one (what an LU or DNS L32 record tells B's daemon).
-	must(t, db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorValid, Ifindex: b1If, NextHop: ll}))
-	_, err = db.PutLocalIPv4Locator(netip.MustParseAddrPort("10.0.0.2:49191"), LocatorActive, b2If, netip.MustParseAddr("10.0.0.1"))
-	must(t, err)
+	// B moves to its IPv4 network behind the NAT.
 	decap0 := encapCounter(t, db, "encap_ingress_decapsulated")
 	t0 := time.Now()
-	if _, err := db.SetRemoteLocators(nidA, []RemoteLocator{{Locator: lA1, State: LocatorValid}, {Locator: la4, State: LocatorActive}}, la4); err != nil {
-		t.Fatal(err)
-	}
+	et.toIPv4(t)
 	// The HIP seed's handover duration, datapath part only (no LU processing): from B's
 	// switch to the first packet from A received on B's new locator (polled every 0.2 ms).
 	for encapCounter(t, db, "encap_ingress_decapsulated") == decap0 {
@@ -217,13 +128,7 @@ func testEncapNAT(t *testing.T, roam bool) {
 	forge(t, r, da, seen)
 
 	// Back to IPv6 (B's LU tells A; here A's daemon's update is made directly).
-	must(t, db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorActive, Ifindex: b1If, NextHop: ll}))
-	if _, err := db.SetRemoteLocators(nidA, []RemoteLocator{{Locator: lA1, State: LocatorActive}, {Locator: la4, State: LocatorValid}}, lA1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := da.SetRemoteLocators(nidB, []RemoteLocator{{Locator: lB1, State: LocatorActive}, {Locator: wire.L64(learned.Load()), State: LocatorValid}}, lB1); err != nil {
-		t.Fatal(err)
-	}
+	et.toIPv6(t)
 	progress("ipv6 again")
 	cancel()
 	time.Sleep(100 * time.Millisecond) // the last echoes come back
@@ -284,4 +189,203 @@ func forge(t *testing.T, r *nstest.NS, da *Datapath, seen netip.AddrPort) {
 	if after.RemoteActive != before.RemoteActive || len(after.RemoteLocators) != len(before.RemoteLocators) {
 		t.Fatalf("forged packets changed B's session at A: %+v -> %+v", before.RemoteLocators, after.RemoteLocators)
 	}
+}
+
+// encapTopo is A (dual stack) - R - B: A on one link with IPv6 and public IPv4; B with an IPv6
+// link (b1) and an IPv4-only link (b2) behind R's nftables masquerade; both datapaths loaded
+// and attached, A learning B's IPv4 endpoint from unknown-locator events (roaming).
+type encapTopo struct {
+	a, r, b      *nstest.NS
+	da, db       *Datapath
+	la4, lb4     wire.L64 // A's and B's IPv4 locators
+	b1If, b2If   int
+	ll           netip.Addr
+	viewA, viewB netip.Addr
+	learned      *atomic.Uint64 // the L32 A last made B's active locator
+}
+
+func newEncapTopo(tb testing.TB, roam bool) *encapTopo {
+	tb.Helper()
+	mtu, err := encap.InnerMTU(1500, 4)
+	must(tb, err)
+	mss, err := encap.TCPMSS(1500, 4)
+	must(tb, err)
+	a, r, b := nstest.New(tb, "enA"), nstest.New(tb, "enR"), nstest.New(tb, "enB")
+	nstest.Link(tb, a, "a0", r, "r0")
+	nstest.Link(tb, b, "b1", r, "r1")
+	nstest.Link(tb, b, "b2", r, "r2")
+	r.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	r.Run("sysctl", "-qw", "net.ipv4.ip_forward=1")
+	for i, l := range []wire.L64{lA1, lB1} {
+		dev := []string{"r0", "r1"}[i]
+		r.Run("ip", "addr", "add", "fe80::1/64", "dev", dev, "nodad")
+		r.Run("ip", "addr", "add", addr(l, 1).String()+"/64", "dev", dev, "nodad")
+	}
+	r.Run("ip", "addr", "add", "198.51.100.1/24", "dev", "r0")
+	r.Run("ip", "addr", "add", "10.0.0.1/24", "dev", "r2")
+	// The NAT: masquerade from B's IPv4 network out of r0, UDP source ports moved into a
+	// range of their own so the translation is visible.
+	r.Run("nft", "add table ip nat")
+	r.Run("nft", "add chain ip nat post { type nat hook postrouting priority 100 ; }")
+	r.Run("nft", "add rule ip nat post oifname r0 ip saddr 10.0.0.0/24 meta l4proto udp masquerade to :61000-61100")
+	r.Run("nft", "add rule ip nat post oifname r0 ip saddr 10.0.0.0/24 masquerade")
+	viewA, viewB := addr(lA1, nidA), addr(lB1, nidB)
+	a.Run("ip", "addr", "add", viewA.String()+"/64", "dev", "a0", "nodad")
+	a.Run("ip", "addr", "add", "198.51.100.2/24", "dev", "a0")
+	b.Run("ip", "addr", "add", viewB.String()+"/64", "dev", "b1", "nodad")
+	b.Run("ip", "addr", "add", viewB.String()+"/128", "dev", "lo")
+	b.Run("ip", "addr", "add", "10.0.0.2/24", "dev", "b2")
+	b.Run("ip", "route", "add", "default", "via", "10.0.0.1", "dev", "b2")
+	for _, h := range []struct {
+		ns  *nstest.NS
+		dev string
+	}{{a, "a0"}, {b, "b1"}} {
+		h.ns.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", h.dev, "mtu", strconv.Itoa(mtu), "advmss", strconv.Itoa(mss))
+	}
+	for _, d := range []struct {
+		ns   *nstest.NS
+		devs []string
+	}{{a, []string{"a0"}}, {b, []string{"b1", "b2"}}} {
+		for _, dev := range d.devs {
+			d.ns.Run("ethtool", "-K", dev, "tx", "off", "tso", "off")
+		}
+	}
+	aIf, b1If, b2If := a.Ifindex("a0"), b.Ifindex("b1"), b.Ifindex("b2")
+	ll := netip.MustParseAddr("fe80::1")
+
+	da, db := newDatapath(tb, Options{}), newDatapath(tb, Options{})
+	must(tb, da.SetLocalNID(nidA, lA1))
+	must(tb, da.PutLocalLocator(LocalLocator{Locator: lA1, State: LocatorActive, Ifindex: aIf, NextHop: ll}))
+	must(tb, da.SetActiveLocator(lA1))
+	la4, err := da.PutLocalIPv4Locator(netip.MustParseAddrPort("198.51.100.2:49191"), LocatorActive, aIf, netip.MustParseAddr("198.51.100.1"))
+	must(tb, err)
+	must(tb, da.SetEncap(EncapConfig{Port: encap.DefaultPort, LocalL32: la4, Roam: roam}))
+	must(tb, da.PutPeer(Peer{Addr: viewB, Active: lB1, Locators: []RemoteLocator{{Locator: lB1, State: LocatorActive}}}))
+	must(tb, db.SetLocalNID(nidB, lB1))
+	must(tb, db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorActive, Ifindex: b1If, NextHop: ll}))
+	must(tb, db.SetActiveLocator(lB1))
+	lb4, err := db.PutLocalIPv4Locator(netip.MustParseAddrPort("10.0.0.2:49191"), LocatorValid, b2If, netip.MustParseAddr("10.0.0.1"))
+	must(tb, err)
+	must(tb, db.SetEncap(EncapConfig{Port: encap.DefaultPort, LocalL32: lb4}))
+	must(tb, a.Do(func() error { return da.Attach(aIf) }))
+	must(tb, b.Do(func() error {
+		if err := db.Attach(b1If); err != nil {
+			return err
+		}
+		return db.Attach(b2If)
+	}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	// A's roaming: an L32 locator of B seen on a nonce-verified packet becomes B's active
+	// locator (the datapath reports it as unknown and drops the packet until then).
+	learned := new(atomic.Uint64)
+	evs, err := da.Events(ctx)
+	must(tb, err)
+	go func() {
+		for ev := range evs {
+			if ev.Type != EventUnknownLocator || ev.RemoteNID != nidB {
+				continue
+			}
+			l := wire.L64(binary.BigEndian.Uint64(ev.Src.AsSlice()[:8]))
+			if !encap.IsL32(l) {
+				continue
+			}
+			set := []RemoteLocator{{Locator: lB1, State: LocatorValid}, {Locator: l, State: LocatorActive}}
+			if _, err := da.SetRemoteLocators(nidB, set, l); err == nil {
+				learned.Store(uint64(l))
+			}
+		}
+	}()
+	return &encapTopo{a: a, r: r, b: b, da: da, db: db, la4: la4, lb4: lb4, b1If: b1If, b2If: b2If, ll: ll,
+		viewA: viewA, viewB: viewB, learned: learned}
+}
+
+// toIPv4 moves B to its IPv4 network behind the NAT: its IPv4 locator becomes active and A's
+// IPv4 locator its active remote one (what an LU or DNS L32 record tells B's daemon).
+func (et *encapTopo) toIPv4(tb testing.TB) {
+	tb.Helper()
+	must(tb, et.db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorValid, Ifindex: et.b1If, NextHop: et.ll}))
+	_, err := et.db.PutLocalIPv4Locator(netip.MustParseAddrPort("10.0.0.2:49191"), LocatorActive, et.b2If, netip.MustParseAddr("10.0.0.1"))
+	must(tb, err)
+	if _, err := et.db.SetRemoteLocators(nidA, []RemoteLocator{{Locator: lA1, State: LocatorValid}, {Locator: et.la4, State: LocatorActive}}, et.la4); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// toIPv6 moves B back to its IPv6 link on both ends (what B's LU tells A's daemon), the IPv4
+// locators staying valid.
+func (et *encapTopo) toIPv6(tb testing.TB) {
+	tb.Helper()
+	must(tb, et.db.PutLocalLocator(LocalLocator{Locator: lB1, State: LocatorActive, Ifindex: et.b1If, NextHop: et.ll}))
+	if _, err := et.db.SetRemoteLocators(nidA, []RemoteLocator{{Locator: lA1, State: LocatorActive}, {Locator: et.la4, State: LocatorValid}}, lA1); err != nil {
+		tb.Fatal(err)
+	}
+	set := []RemoteLocator{{Locator: lB1, State: LocatorActive}}
+	if l := wire.L64(et.learned.Load()); l != 0 {
+		set = append(set, RemoteLocator{Locator: l, State: LocatorValid})
+	}
+	if _, err := et.da.SetRemoteLocators(nidB, set, lB1); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkEncapThroughput: iperf3 TCP from A to B's session view, ILNPv6 in UDP/IPv4 through
+// the NAT against native ILNPv6 over the same topology and offloads (TSO off on the hosts),
+// in alternating 3-second pairs; each figure is the median over the pairs, the ratio the
+// median of the per-pair ratios (the issue's target: encapsulated >= 0.9x native).
+func BenchmarkEncapThroughput(b *testing.B) {
+	nstest.RequireTool(b, "iperf3", "nft", "ethtool")
+	et := newEncapTopo(b, true)
+	et.b.Start(nil, "iperf3", "-s", "-p", "5201")
+	time.Sleep(300 * time.Millisecond)
+	run := func(ipv4 bool) float64 {
+		if ipv4 {
+			et.toIPv4(b)
+		} else {
+			et.toIPv6(b)
+		}
+		out, err := et.a.Try("iperf3", "-c", et.viewB.String(), "-p", "5201", "-t", "3", "-J")
+		if err != nil {
+			b.Fatalf("iperf3: %v", err)
+		}
+		var r struct {
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &r); err != nil {
+			b.Fatalf("iperf3 JSON: %v", err)
+		}
+		return r.End.SumReceived.BitsPerSecond
+	}
+	// The session first (the moves update it), over IPv6.
+	if _, err := et.a.Try("iperf3", "-c", et.viewB.String(), "-p", "5201", "-t", "1"); err != nil {
+		b.Fatalf("iperf3: %v", err)
+	}
+	const pairs = 5
+	var enc, nat, ratios []float64
+	for i := 0; i < pairs; i++ {
+		var x, y float64
+		if i%2 == 0 {
+			x, y = run(true), run(false)
+		} else {
+			y = run(false)
+			x = run(true)
+		}
+		enc, nat, ratios = append(enc, x), append(nat, y), append(ratios, x/y)
+	}
+	ec, err := et.da.EncapCounters()
+	must(b, err)
+	if ec["encap_egress_packets"] == 0 {
+		b.Fatal("the encapsulated runs did not go through encap")
+	}
+	b.Logf("encapsulated %v\nnative %v\nratios %v", enc, nat, ratios)
+	b.ReportMetric(median(enc)/1e9, "encap-Gbit/s")
+	b.ReportMetric(median(nat)/1e9, "native-Gbit/s")
+	b.ReportMetric(median(ratios), "ratio")
+	fmt.Printf("encap: TCP ILNPv6 in UDP/IPv4 through NAT %.2f Gbit/s vs native ILNPv6 %.2f Gbit/s, ratio %.3f (median of %d pairs)\n",
+		median(enc)/1e9, median(nat)/1e9, median(ratios), pairs)
 }

@@ -11,6 +11,7 @@
 #include "lib/parse.h"
 #include "lib/rewrite.h"
 #include "lib/session.h"
+#include "lib/encap.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
  * same hook see the packet; that is how untouched packets leave. */
@@ -116,8 +117,12 @@ int ilnp_egress(struct __sk_buff *skb)
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
+	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
+	int l32 = ilnp_is_l32(remote);
 	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
-		    pkt.l4_proto == ILNP_NH_ICMPV6;
+		    pkt.l4_proto == ILNP_NH_ICMPV6 || l32;
+
+	local = ilnp_encap_pick_local(local, remote);
 	__u8 nonce_bytes[ILNP_NONCE_MAX];
 	__u8 nonce_len = sess->local_nonce_len;
 	__be64 pseudo_old[2] = {view_src, view_dst};
@@ -138,6 +143,8 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
+	if (l32)
+		return ilnp_encap_egress(skb, local, remote);
 	return ilnp_egress_redirect(skb, local, nonce);
 }
 
@@ -216,8 +223,7 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 	return TCX_NEXT;
 }
 
-SEC("tcx/ingress")
-int ilnp_ingress(struct __sk_buff *skb)
+static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_encap_rx *rx)
 {
 	struct ilnp_pkt pkt = {};
 	struct ilnp_session_key key, *found;
@@ -240,6 +246,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_IN_MALFORMED);
 		return TCX_NEXT;
 	}
+	if (ilnp_encap_rx_locators(skb, &pkt, cfg, rx) < 0)
+		return TCX_DROP;
 	if (pkt.fragment)
 		ilnp_count(ILNP_C_IN_FRAGMENTS);
 	addrs = (const __u8 *)&pkt.ip6.src_l64;
@@ -329,7 +337,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
 	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
 		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
-		if (learn || !(cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR)) {
+		if (learn || !((cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR) || ilnp_encap_roaming(rx))) {
 			ilnp_count(ILNP_C_IN_UNKNOWN_LOCATOR);
 			return TCX_DROP;
 		}
@@ -359,5 +367,18 @@ int ilnp_ingress(struct __sk_buff *skb)
 	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
+	if (rx->state == ILNP_ENCAP_RX_DECAP)
+		rx->state = ILNP_ENCAP_RX_ACCEPT;
 	return TCX_NEXT;
+}
+
+SEC("tcx/ingress")
+int ilnp_ingress(struct __sk_buff *skb)
+{
+	struct ilnp_encap_rx rx = {};
+
+	/* ILNPv6 in UDP/IPv4 (encap.h) goes through the same checks once unwrapped. */
+	if (ilnp_encap_ingress(skb, &rx) != 0)
+		return TCX_DROP;
+	return ilnp_encap_rx_verdict(&rx, ilnp_ingress_ipv6(skb, &rx));
 }

@@ -298,6 +298,63 @@ struct {
 	__type(value, struct ilnp_session);
 } scratch SEC(".maps");
 
+/* ---- encap (issue 14): ILNPv6 in UDP/IPv4 across IPv4-only networks and NAT, bpf/lib/encap.h ---- */
+
+/* ilnp_encap_config.flags */
+enum ilnp_encap_flag {
+	/* A nonce-verified encapsulated packet from an IPv4 endpoint the session does not list is
+	 * accepted (NAT rebinding, WireGuard-style roaming) and reported as an unknown locator so
+	 * the daemon makes it the session's; the nonce authenticates it as it does an LU. */
+	ILNP_ENCAP_ROAM = 1 << 0,
+};
+
+struct ilnp_encap_config {
+	__be16 port;      /* UDP port encapsulated packets go to and are accepted on; 0 = off */
+	__u16 pad;
+	__u32 flags;      /* enum ilnp_encap_flag */
+	__be64 local_l32; /* default IPv4 locator for sessions whose local locator is an L64 */
+};
+
+enum ilnp_encap_counter {
+	ILNP_EC_EG_PACKETS,          /* encapsulated and sent */
+	ILNP_EC_EG_DISABLED,         /* remote locator is IPv4 but no port configured */
+	ILNP_EC_EG_NO_LOCAL_L32,     /* remote locator is IPv4 but we have no IPv4 locator */
+	ILNP_EC_EG_TOO_BIG,          /* would exceed the interface MTU: dropped, never fragmented */
+	ILNP_EC_EG_ERRORS,
+	ILNP_EC_IN_PACKETS,          /* UDP/IPv4 to the port */
+	ILNP_EC_IN_DECAPSULATED,
+	ILNP_EC_IN_FRAGMENTS,        /* outer IPv4 fragment */
+	ILNP_EC_IN_BAD_OUTER,        /* IPv4 options, zero address or port */
+	ILNP_EC_IN_BAD_CHECKSUM,     /* outer IPv4 header checksum */
+	ILNP_EC_IN_TRUNCATED,        /* lengths of IPv4, UDP and packet disagree */
+	ILNP_EC_IN_NOT_IPV6,         /* inner packet is not IPv6 */
+	ILNP_EC_IN_NO_NONCE,         /* inner packet without nonce */
+	ILNP_EC_IN_BAD_INNER,        /* inner packet malformed or with several nonces */
+	ILNP_EC_IN_NOT_ACCEPTED,     /* inner packet not accepted by the ILNP checks */
+	ILNP_EC_IN_LOCATORS_AS_SEEN, /* inner locators replaced by the outer endpoints (NAT) */
+	ILNP_EC_IN_ERRORS,
+	ILNP_EC_IN_ROAMED,           /* accepted from an IPv4 endpoint not (yet) in the set */
+	ILNP_EC_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_encap_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} encap_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ILNP_EC_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} encap_counters SEC(".maps");
+
+/* ---- end encap ---- */
+
 #endif
 
 /* ==== tcpaware (bpf/tcpaware.c, internal/tcpaware): the mobility signal to TCP sockets ====

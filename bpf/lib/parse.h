@@ -170,6 +170,7 @@ __noinline int ilnp_scan_dstopts(struct __sk_buff *skb, struct ilnp_pkt *pkt, __
 static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pkt)
 {
 	__u32 off = ILNP_IP6_OFF + ILNP_IP6_HLEN;
+	__u32 end; /* the packet ends where its payload length says, not where the buffer does */
 	__u8 nh;
 
 	if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF, &pkt->ip6, sizeof(pkt->ip6)) < 0)
@@ -180,7 +181,8 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 		pkt->malformed = ILNP_JUMBO; /* RFC 2675 jumbogram or garbage */
 		return 0;
 	}
-	if (ILNP_IP6_OFF + ILNP_IP6_HLEN + (__u32)bpf_ntohs(pkt->ip6.payload_len) > skb->len) {
+	end = ILNP_IP6_OFF + ILNP_IP6_HLEN + (__u32)bpf_ntohs(pkt->ip6.payload_len);
+	if (end > skb->len) {
 		pkt->malformed = ILNP_BAD_IPV6;
 		return 0;
 	}
@@ -209,6 +211,11 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 			}
 			nh = hdr[0];
 			off += len;
+			if (off > end) {
+				/* A header past the payload length: stripping the nonce would wrap it. */
+				pkt->malformed = ILNP_BAD_EXT;
+				return 0;
+			}
 			break;
 		case ILNP_NH_FRAGMENT: {
 			__u8 frag[4];
@@ -220,6 +227,10 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 			pkt->fragment = 1;
 			nh = frag[0];
 			off += 8;
+			if (off > end) {
+				pkt->malformed = ILNP_BAD_EXT;
+				return 0;
+			}
 			if (((frag[2] << 8 | frag[3]) & 0xfff8) != 0) {
 				/* Not the first fragment: no upper-layer header here. */
 				pkt->l4_proto = nh;
@@ -238,23 +249,23 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 upper:
 	pkt->l4_proto = nh;
 	pkt->l4_off = off;
-	if (off > skb->len) {
+	if (off > end) {
 		pkt->malformed = ILNP_BAD_EXT;
 		return 0;
 	}
 	switch (nh) {
 	case ILNP_NH_TCP:
-		if (off + 20 > skb->len || bpf_skb_load_bytes(skb, off + 13, &pkt->tcp_flags, 1) < 0)
+		if (off + 20 > end || bpf_skb_load_bytes(skb, off + 13, &pkt->tcp_flags, 1) < 0)
 			pkt->malformed = ILNP_BAD_L4;
 		break;
 	case ILNP_NH_UDP:
-		if (off + 8 > skb->len)
+		if (off + 8 > end)
 			pkt->malformed = ILNP_BAD_L4;
 		break;
 	case ILNP_NH_ICMPV6: {
 		__u8 icmp[2];
 
-		if (off + 4 > skb->len || bpf_skb_load_bytes(skb, off, icmp, 2) < 0) {
+		if (off + 4 > end || bpf_skb_load_bytes(skb, off, icmp, 2) < 0) {
 			pkt->malformed = ILNP_BAD_L4;
 			break;
 		}

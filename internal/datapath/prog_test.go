@@ -362,6 +362,16 @@ func TestTruncatedPackets(t *testing.T) {
 		if ret, out := c.run(t, in); ret != verdictDrop && !(ret == verdictNext && bytes.Equal(out, in)) {
 			t.Fatalf("%s with a payload length past the end: verdict %d", c.name, ret)
 		}
+		// ... and one that ends inside the headers (the bytes after it are link padding, not
+		// the packet's): stripping the 8-byte nonce header from a 4-byte payload would wrap the
+		// length around. Found by FuzzEncapIngress.
+		for _, plen := range []uint16{4, 8, 12} {
+			in := append([]byte(nil), c.in...)
+			binary.BigEndian.PutUint16(in[18:], plen)
+			if ret, out := c.run(t, in); ret != verdictDrop && !(ret == verdictNext && bytes.Equal(out, in)) {
+				t.Fatalf("%s with payload length %d, inside its headers: verdict %d, output changed %v", c.name, plen, ret, !bytes.Equal(out, in))
+			}
+		}
 	}
 	if counter(t, d, "ingress_malformed") == 0 || counter(t, d, "egress_malformed") == 0 {
 		t.Fatalf("malformed packets not counted: %v/%v", counter(t, d, "ingress_malformed"), counter(t, d, "egress_malformed"))

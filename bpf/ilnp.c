@@ -11,6 +11,7 @@
 #include "lib/parse.h"
 #include "lib/rewrite.h"
 #include "lib/session.h"
+#include "lib/paths.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
  * same hook see the packet; that is how untouched packets leave. */
@@ -114,6 +115,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
+
+	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
 		    pkt.l4_proto == ILNP_NH_ICMPV6;
 	__u8 nonce_bytes[ILNP_NONCE_MAX];
@@ -133,6 +136,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	}
 	__sync_fetch_and_add(&sess->tx_packets, 1);
 	sess->last_tx_ns = bpf_ktime_get_coarse_ns();
+	ilnp_path_tx(&key, local, remote, skb->len);
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
@@ -324,6 +328,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	/* Locator Updates keep their wire addresses: the daemon reads them from a raw ICMPv6
 	 * socket and needs the locator they came from; their nonce is verified here. */
 	__be64 pseudo_old[2], pseudo_new[2];
+	__be64 wire_local = pkt.ip6.dst_l64, wire_remote = pkt.ip6.src_l64;
 
 	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
 	if (ilnp_decap(skb, &pkt, is_lu, sess->remote_view, sess->local_view, pseudo_old, pseudo_new) < 0) {
@@ -332,6 +337,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	}
 	__sync_fetch_and_add(&sess->rx_packets, 1);
 	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
+	ilnp_path_rx(&key, wire_local, wire_remote, skb->len);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	return TCX_NEXT;

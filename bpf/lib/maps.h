@@ -279,4 +279,46 @@ struct {
 	__type(value, struct ilnp_session);
 } scratch SEC(".maps");
 
+/* Per locator pair of a session: what the liveness monitor (internal/paths) reads. A pair is
+ * the session's key plus the wire locators a packet carried (local, remote). */
+struct ilnp_path_key {
+	__be64 local_nid;
+	__be64 remote_nid;
+	__be64 local_l64;
+	__be64 remote_l64;
+};
+
+struct ilnp_path_stats {
+	__u64 tx_packets;
+	__u64 tx_bytes;
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 last_tx_ns;         /* CLOCK_MONOTONIC_COARSE */
+	__u64 last_rx_ns;
+	__u64 first_unanswered_ns; /* first packet sent on the pair since the last one received */
+	__u64 unanswered;          /* packets sent on the pair since the last one received */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ilnp_path_key);
+	__type(value, struct ilnp_path_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paths SEC(".maps");
+
+/* Liveness probes: a packet whose mark is ILNP_PROBE_MARK | slot leaves on the locator pair of
+ * probe_pairs[slot] when that entry names the packet's session. */
+#define ILNP_PROBE_MARK 0x494c0000 /* "IL" */
+#define ILNP_PROBE_MARK_MASK 0xffff0000
+#define ILNP_PROBE_SLOTS 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ILNP_PROBE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ilnp_path_key);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} probe_pairs SEC(".maps");
+
 #endif

@@ -75,6 +75,7 @@ type local struct {
 	preferEnd   time.Time // zero: infinite
 	deprecated  bool
 	lastRefresh time.Time
+	down        bool // its paths stopped delivering (SetLocalDown)
 }
 
 type remote struct {
@@ -100,6 +101,7 @@ type peer struct {
 	retryAt      time.Time
 	binding      Binding
 	bound        bool
+	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
 }
 
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
@@ -364,7 +366,7 @@ func (c *Cache) reselect(now time.Time, eff *Effects) {
 				Deprecated: l.deprecated, Current: l.state == Active,
 			}
 		}
-		for i, cand := range rank(c.cfg.Policy, cands) {
+		for i, cand := range c.demoteDown(rank(c.cfg.Policy, cands)) {
 			l := c.locals[cand.Locator]
 			l.rank = i
 			to := Valid
@@ -547,7 +549,7 @@ func remoteExpiry(now time.Time, lifetime uint16) time.Time {
 func (p *peer) selectRemote() bool {
 	best := -1
 	for i, r := range p.remotes {
-		if r.state != Expired && (best < 0 || r.pref < p.remotes[best].pref) {
+		if r.state != Expired && (best < 0 || p.better(r, p.remotes[best])) {
 			best = i
 		}
 	}

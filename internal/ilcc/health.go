@@ -80,3 +80,23 @@ func (p *peer) better(a, b remote) bool {
 	}
 	return a.pref < b.pref
 }
+
+// Announce sends nid an LU with the current advertisement unless the session's view locator
+// alone is what it would list. A session opened while the node is multihomed (or after it
+// moved) is assumed to know only the locator its packets show; the correspondent needs the
+// whole set to use another pair when one fails. Nothing without the correspondent's nonce.
+func (c *Cache) Announce(nid wire.NID, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	p := c.peers[nid]
+	if p == nil || p.remoteNonce.IsZero() {
+		return eff
+	}
+	adv := c.advertisement(now)
+	if len(adv) == 0 || (len(adv) == 1 && adv[0].Locator == p.sessLocal.Locator) {
+		return eff
+	}
+	c.emitLU(p, adv, now, &eff)
+	return eff
+}

@@ -87,3 +87,27 @@ func TestRemoteDownAndUp(t *testing.T) {
 		t.Fatalf("unknown peer: %+v", eff)
 	}
 }
+
+// A session opened while multihomed gets the whole set announced; a single-homed node whose
+// view is its locator sends nothing.
+func TestAnnounce(t *testing.T) {
+	c, err := New(Config{NID: myNID, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	if _, err := c.OpenSession(Session{Local: wire.ILV{Locator: lMN1, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID}, RemoteNonce: nonce(0xcccc)}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if eff := c.Announce(cnNID, t0); len(eff.Updates) != 0 {
+		t.Fatalf("single-homed: %+v", eff.Updates)
+	}
+	mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0.Add(time.Second)) // sends its own LU
+	eff := c.Announce(cnNID, t0.Add(2*time.Second))
+	if len(eff.Updates) != 1 || len(eff.Updates[0].Update.Locators) != 2 || eff.Updates[0].Update.Locators[0].Locator != lMN2 {
+		t.Fatalf("multihomed: %+v", eff.Updates)
+	}
+	if eff := c.Announce(wire.NID(5), t0); !eff.Empty() {
+		t.Fatalf("unknown peer: %+v", eff)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ilnp/internal/config"
@@ -59,6 +60,8 @@ type Node struct {
 	lastTouch uint64
 
 	cmds chan func()
+
+	pathmon atomic.Pointer[pathMonitor] // path liveness (paths.go); nil until it runs
 
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV

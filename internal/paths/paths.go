@@ -132,10 +132,43 @@ type pair struct {
 	flows      int
 }
 
+// heardAt is how many packets had come from a peer (all pairs) at a time.
+type heardAt struct {
+	at time.Time
+	n  uint64
+}
+
+// heardHistory is how long the per-peer counts are kept (beyond any RTT + margin).
+const heardHistory = 3 * time.Second
+
+// heardSince is how many packets came from peer on any pair after since (as far as the
+// history and the polling granularity tell).
+func (t *Tracker) heardSince(peer wire.NID, since time.Time) uint64 {
+	h := t.heard[peer]
+	if len(h) == 0 {
+		return 0
+	}
+	base := h[0].n
+	for _, x := range h {
+		if x.at.After(since) {
+			break
+		}
+		base = x.n
+	}
+	if last := h[len(h)-1].n; last > base {
+		return last - base
+	}
+	return 0
+}
+
 type probe struct {
 	at       time.Time
 	answered bool
 }
+
+// answeredElsewhereMin is how many packets from the peer on other pairs answer a data pair:
+// more than the probes (one a second per pair) and their echoes in an RTT + 100 ms.
+const answeredElsewhereMin = 4
 
 // probeWindow is how many recent probes the loss figure is taken over.
 const probeWindow = 10
@@ -144,6 +177,7 @@ const probeWindow = 10
 type Tracker struct {
 	cfg   Config
 	pairs map[Key]*pair
+	heard map[wire.NID][]heardAt
 }
 
 // New returns a Tracker.
@@ -171,7 +205,7 @@ func New(cfg Config) (*Tracker, error) {
 	case cfg.ProbeInterval < 100*time.Millisecond:
 		return nil, fmt.Errorf("paths config: probe interval %v: want at least 100ms", cfg.ProbeInterval)
 	}
-	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}}, nil
+	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, heard: map[wire.NID][]heardAt{}}, nil
 }
 
 func (p *pair) rtt(cfg Config) time.Duration {
@@ -202,10 +236,33 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 			p.observe(s)
 		}
 	}
+	// Packets from each peer on any pair (also pairs not among the candidates): a pair
+	// carrying data whose packets are answered on another pair (the peer has not switched yet,
+	// or chose otherwise) is delivering.
+	heard := map[wire.NID]uint64{}
+	for _, s := range samples {
+		heard[s.Key.Peer] += s.RxPackets
+	}
+	for peer, n := range heard {
+		h := append(t.heard[peer], heardAt{at: now, n: n})
+		for len(h) > 1 && now.Sub(h[0].at) > heardHistory {
+			h = h[1:]
+		}
+		t.heard[peer] = h
+	}
+	for peer := range t.heard {
+		if _, ok := heard[peer]; !ok {
+			delete(t.heard, peer)
+		}
+	}
 	var res Result
 	for _, p := range t.sorted() {
 		from := p.state
-		to, probeNow := p.judge(t.cfg, now)
+		since := now.Add(-(p.rtt(t.cfg) + t.cfg.Margin))
+		if p.s.FirstUnanswered.After(since) {
+			since = p.s.FirstUnanswered
+		}
+		to, probeNow := p.judge(t.cfg, now, t.heardSince(p.key.Peer, since))
 		if to != from {
 			p.state = to
 			c := Change{Key: p.key, From: from, To: to}
@@ -236,20 +293,34 @@ func (p *pair) observe(s Sample) {
 }
 
 // judge returns the pair's new state and whether to probe it now.
-func (p *pair) judge(cfg Config, now time.Time) (State, bool) {
+//
+// A pair that carries data is answered by a steady stream from the peer since its first
+// unanswered packet (heardSince packets on whichever pairs the peer sends; more than probes and
+// their answers could make); an idle pair only by a packet on itself (the peer's probes), since
+// the peer's answers to our probes come back on the peer's choice of pair.
+func (p *pair) judge(cfg Config, now time.Time, heardSince uint64) (State, bool) {
 	s := p.s
 	state := p.state
 	quietFor := time.Duration(0)
 	if !s.FirstUnanswered.IsZero() && s.Unanswered > 0 {
 		quietFor = now.Sub(s.FirstUnanswered)
 	}
+	data := s.TxPackets > p.txAtProbe+1 // more went out than the last probe
+	answeredElsewhere := data && quietFor > 0 && heardSince >= answeredElsewhereMin
 	rtt := p.rtt(cfg)
 	switch {
 	case s.Unanswered == 0 && !s.LastRx.IsZero():
 		state = Alive
-	case s.Unanswered >= cfg.MinUnanswered && quietFor >= rtt+cfg.Margin:
+	case answeredElsewhere:
+		if state == Suspect {
+			state = Alive
+		}
+	case s.Unanswered >= cfg.MinUnanswered && quietFor >= rtt+cfg.Margin && data:
 		state = Dead
-	case state != Dead && quietFor >= rtt+cfg.SuspectAfter && s.TxPackets > p.txAtProbe+1:
+	case s.Unanswered >= cfg.MinUnanswered && quietFor >= cfg.ProbeInterval+rtt+cfg.Margin:
+		// Idle: the peer's probe (one per interval) did not come either.
+		state = Dead
+	case state != Dead && quietFor >= rtt+cfg.SuspectAfter && data:
 		// Data (not only the last probe) went out and nothing came back: ask now.
 		state = Suspect
 	}

@@ -265,3 +265,30 @@ func TestConfig(t *testing.T) {
 		}
 	}
 }
+
+// Data on one pair answered on another (the peer still sends to our other locator, or chose
+// to) is delivering: the pair is not declared dead. An idle pair is proven only on itself.
+func TestAnsweredOnAnotherPair(t *testing.T) {
+	tr := newTracker(t)
+	var a, b link
+	tr.Step([]Key{kA, kB}, nil, at(0))
+	a.send(at(0))
+	b.send(at(0))
+	for ms := 10; ms <= 1000; ms += 10 {
+		now := at(ms)
+		a.send(now) // data out on kA
+		b.recv(now) // the peer's packets come in on kB
+		tr.Step([]Key{kA, kB}, []Sample{withKey(a.s, kA), withKey(b.s, kB)}, now)
+		if st := tr.State(kA); st == Dead {
+			t.Fatalf("at %d ms: data pair answered on the other pair declared dead", ms)
+		}
+	}
+	// Now the peer goes silent everywhere: kA dies within RTT (initial 100 ms) + margin.
+	for ms := 1010; ms <= 1300; ms += 10 {
+		a.send(at(ms))
+		tr.Step([]Key{kA, kB}, []Sample{withKey(a.s, kA), withKey(b.s, kB)}, at(ms))
+	}
+	if st := tr.State(kA); st != Dead {
+		t.Fatalf("peer silent for 300 ms: kA %v, want dead", st)
+	}
+}

@@ -41,7 +41,9 @@ const usage = `usage: ilnpctl [-s SOCKET] [-j] COMMAND
   show locators|sessions|peers|stats   print a table (-j: JSON)
   show config                          the configuration in effect (after a SIGHUP reload)
   events [-f|--follow]                 print the event timeline (-j: JSON lines)
+  show paths                          per session and locator pair: state, RTT, loss, bytes
   set handoff soft|hard                switch the handoff mode
+  set policy newest|preference|quality switch the handoff policy
   peer add NAME ILV...                 register an ILNP peer; ILV is an IPv6 address,
                                        L64,NID or L64|PREFERENCE,NID
 options:
@@ -129,7 +131,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return nil
 	case "show":
 		if len(args) != 1 {
-			return usagef("show: want one of locators, sessions, peers, stats")
+			return usagef("show: want one of locators, sessions, peers, stats, config, paths")
 		}
 		names := make([]string, len(control.Whats))
 		for i, w := range control.Whats {
@@ -155,10 +157,14 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.events(ctx, follow)
 	case "set":
 		if len(args) != 2 {
-			return usagef("set: want \"set handoff soft|hard\"")
+			return usagef("set: want \"set handoff soft|hard\" or \"set policy NAME\"")
 		}
-		if _, ok := match(args[0], "handoff"); !ok {
+		setting, ok := match(args[0], "handoff", "policy")
+		if !ok {
 			return usagef("set: unknown setting %q", args[0])
+		}
+		if setting == "policy" {
+			return c.client.SetPolicy(ctx, args[1])
 		}
 		if args[1] != "soft" && args[1] != "hard" {
 			return usagef("set handoff: want soft or hard, got %q", args[1])

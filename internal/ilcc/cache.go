@@ -76,6 +76,7 @@ type local struct {
 	deprecated  bool
 	lastRefresh time.Time
 	down        bool // its paths stopped delivering (SetLocalDown)
+	quality     Quality
 }
 
 type remote struct {
@@ -363,7 +364,7 @@ func (c *Cache) reselect(now time.Time, eff *Effects) {
 		for i, l := range ls {
 			cands[i] = Candidate{
 				Locator: l.loc, IfIndex: l.ifindex, Preference: l.pref, Learned: l.learned,
-				Deprecated: l.deprecated, Current: l.state == Active,
+				Deprecated: l.deprecated, Current: l.state == Active, Quality: l.quality,
 			}
 		}
 		for i, cand := range c.demoteDown(rank(c.cfg.Policy, cands)) {

@@ -100,3 +100,20 @@ func (c *Cache) Announce(nid wire.NID, now time.Time) Effects {
 	c.emitLU(p, adv, now, &eff)
 	return eff
 }
+
+// SetLocalQuality records what the paths through a local locator measured and re-ranks the
+// locators (only the quality policy looks at it).
+func (c *Cache) SetLocalQuality(loc wire.L64, q Quality, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	l := c.locals[loc]
+	if l == nil || l.quality == q {
+		return eff
+	}
+	l.quality = q
+	if c.cfg.Policy.Name() == (ByQuality{}).Name() {
+		c.reselect(now, &eff)
+	}
+	return eff
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
@@ -39,6 +40,7 @@ type pathMonitor struct {
 	sent    map[uint16]sentProbe
 	down    map[healthKey]bool
 	told    map[wire.NID]bool // sessions whose peer got the whole locator set
+	flowsAt time.Time         // when the sockets were last counted
 
 	mu    sync.Mutex
 	views []paths.View
@@ -168,6 +170,11 @@ func (n *Node) pollPaths(m *pathMonitor) {
 	for _, k := range res.Probes {
 		n.sendProbe(m, bindings[k.Peer], k, now)
 	}
+	n.applyPathQuality(m, cands, now)
+	if now.Sub(m.flowsAt) >= time.Second {
+		m.flowsAt = now
+		countFlows(m, bindings, cands)
+	}
 	views := m.tracker.Views(now)
 	m.mu.Lock()
 	m.views = views
@@ -201,6 +208,58 @@ func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, now time.Time)
 		}
 	}
 }
+
+// applyPathQuality gives the ILCC each local locator's best measured pair (lowest loss, then
+// RTT) for the quality policy.
+func (n *Node) applyPathQuality(m *pathMonitor, cands []paths.Key, now time.Time) {
+	best := map[wire.L64]ilcc.Quality{}
+	for _, k := range cands {
+		rtt, ok := m.tracker.RTT(k)
+		if !ok || m.tracker.State(k) == paths.Dead {
+			continue
+		}
+		loss, _ := m.tracker.Loss(k, now, lossGiveUp)
+		q := ilcc.Quality{Measured: true, RTT: rtt.Round(100 * time.Microsecond), Loss: loss}
+		if b, ok := best[k.Local]; !ok || q.Loss < b.Loss || (q.Loss == b.Loss && q.RTT < b.RTT) {
+			best[k.Local] = q
+		}
+	}
+	for loc, q := range best {
+		n.apply(n.cache.SetLocalQuality(loc, q, now), now)
+	}
+}
+
+// countFlows counts the TCP and UDP sockets of each session (between its view addresses) and
+// puts them on the session's active pair: every flow of a session takes that pair.
+func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []paths.Key) {
+	type ends struct{ src, dst netip.Addr }
+	count := map[ends]int{}
+	var socks []*netlink.Socket
+	if tcp, err := netlink.SocketDiagTCP(unix.AF_INET6); err == nil {
+		socks = append(socks, tcp...)
+	}
+	if udp, err := netlink.SocketDiagUDP(unix.AF_INET6); err == nil {
+		socks = append(socks, udp...)
+	}
+	for _, s := range socks {
+		src, ok1 := netip.AddrFromSlice(s.ID.Source)
+		dst, ok2 := netip.AddrFromSlice(s.ID.Destination)
+		if ok1 && ok2 {
+			count[ends{src.Unmap(), dst.Unmap()}]++
+		}
+	}
+	for _, k := range cands {
+		b := bindings[k.Peer]
+		flows := 0
+		if b.HasLocal && k.Local == b.LocalLocator && k.Remote == b.RemoteLocator {
+			flows = count[ends{b.SessionLocal.Addr(), b.SessionRemote.Addr()}]
+		}
+		m.tracker.SetFlows(k, flows)
+	}
+}
+
+// lossGiveUp is when an unanswered probe counts as lost.
+const lossGiveUp = time.Second
 
 func (n *Node) setHealth(h healthKey, down bool, now time.Time) {
 	if h.peer == 0 {
@@ -325,4 +384,36 @@ func (s *probeSocket) read(ctx context.Context, out chan<- echoAnswer) {
 			return
 		}
 	}
+}
+
+// PathRow is one line of `ilnpctl show paths`.
+type PathRow = paths.View
+
+// ShowPaths lists every session's locator pairs as the liveness monitor last saw them.
+func (n *Node) ShowPaths(ctx context.Context) (any, error) {
+	m := n.pathmon.Load()
+	if m == nil {
+		return []PathRow{}, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]PathRow{}, m.views...), nil
+}
+
+// SetPolicy switches the handoff policy at run time (`ilnpctl set policy`).
+func (n *Node) SetPolicy(ctx context.Context, name string) error {
+	p, err := ilcc.PolicyByName(name)
+	if err != nil {
+		return err
+	}
+	return n.do(ctx, func() error {
+		now := time.Now()
+		eff, err := n.cache.SetPolicy(p, now)
+		if err != nil {
+			return err
+		}
+		n.cfg.Policy = p.Name()
+		n.apply(eff, now)
+		return nil
+	})
 }

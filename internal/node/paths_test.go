@@ -274,6 +274,51 @@ func TestSilentPathFailover(t *testing.T) {
 			t.Errorf("no path_state alive event on the MN")
 		}
 	})
+	t.Run("ilnpctl show paths", func(t *testing.T) {
+		var rows []paths.View
+		time.Sleep(1100 * time.Millisecond) // flows are counted once a second
+		if err := n.mn.showJSON("paths", &rows); err != nil {
+			t.Fatal(err)
+		}
+		byPair := map[string]paths.View{}
+		for _, r := range rows {
+			if r.Peer == cnNID.String() {
+				byPair[r.Local+"->"+r.Remote] = r
+			}
+		}
+		act, idle := byPair[l3.String()+"->"+l1.String()], byPair[l2.String()+"->"+l1.String()]
+		if len(byPair) != 2 || act.State != paths.Alive || idle.State != paths.Alive {
+			t.Fatalf("MN paths to the CN: %+v, want L3->L1 and L2->L1 alive", rows)
+		}
+		if act.TxBytes < 1<<20 || act.RxBytes == 0 || act.RTTMs == nil || act.LastProofMsAgo == nil || *act.LastProofMsAgo > 100 {
+			t.Errorf("active pair: %+v", act)
+		}
+		if act.Flows != 2 || idle.Flows != 0 {
+			t.Errorf("flows: active pair %d (want 2: the TCP and the UDP socket), other %d (want 0)", act.Flows, idle.Flows)
+		}
+		if idle.TxBytes == 0 || idle.RxBytes == 0 {
+			t.Errorf("the pair used during the failure shows no traffic: %+v", idle)
+		}
+		if out, err := n.mn.ctl("show", "paths"); err != nil || !strings.Contains(out, "alive") {
+			t.Errorf("ilnpctl show paths: %v\n%s", err, out)
+		}
+	})
+	t.Run("ilnpctl set policy", func(t *testing.T) {
+		if out, err := n.mn.ctl("set", "policy", "bogus"); err == nil {
+			t.Errorf("set policy bogus accepted: %s", out)
+		}
+		if out, err := n.mn.ctl("set", "policy", "quality"); err != nil {
+			t.Fatalf("set policy quality: %v %s", err, out)
+		}
+		n.waitFor(3*time.Second, "policy event", func() (bool, string) {
+			evs, err := n.mn.events()
+			return err == nil && hasEvent(evs, timeline.HandoffMode, "policy newest -> quality"), fmt.Sprint(err)
+		})
+		out, err := n.mn.ctl("show", "config")
+		if err != nil || !strings.Contains(out, "quality") {
+			t.Errorf("show config after set policy: %v\n%s", err, out)
+		}
+	})
 	cancel()
 	if err := <-writeErr; err != nil {
 		t.Errorf("TCP writer: %v", err)

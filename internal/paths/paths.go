@@ -65,6 +65,17 @@ func (s State) String() string {
 // MarshalText makes State a JSON string.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads the names MarshalText writes.
+func (s *State) UnmarshalText(b []byte) error {
+	for i, name := range stateNames {
+		if name == string(b) {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("path state %q: want unknown, alive, suspect or dead", b)
+}
+
 // Usable reports whether traffic may be put on a pair in this state.
 func (s State) Usable() bool { return s != Dead }
 

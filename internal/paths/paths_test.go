@@ -292,3 +292,17 @@ func TestAnsweredOnAnotherPair(t *testing.T) {
 		t.Fatalf("peer silent for 300 ms: kA %v, want dead", st)
 	}
 }
+
+func TestStateText(t *testing.T) {
+	for _, s := range []State{Unknown, Alive, Suspect, Dead} {
+		b, _ := s.MarshalText()
+		var got State
+		if err := got.UnmarshalText(b); err != nil || got != s {
+			t.Errorf("%v: round trip %v %v", s, got, err)
+		}
+	}
+	var s State
+	if err := s.UnmarshalText([]byte("gone")); err == nil {
+		t.Error("unknown name accepted")
+	}
+}

@@ -116,6 +116,7 @@ int ilnp_egress(struct __sk_buff *skb)
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
 
+	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
 		    pkt.l4_proto == ILNP_NH_ICMPV6;

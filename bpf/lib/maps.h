@@ -321,4 +321,29 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } probe_pairs SEC(".maps");
 
+/* Multipath policy: a session's TCP and UDP flows spread over these locator pairs by weight,
+ * each flow (its 5-tuple's hash) always on the same pair so that it never reorders. */
+#define ILNP_MULTIPATH_MAX 4
+
+struct ilnp_mp_pair {
+	__be64 local_l64;
+	__be64 remote_l64;
+	__u32 weight;
+	__u32 pad;
+};
+
+struct ilnp_multipath {
+	__u32 count;  /* pairs in use */
+	__u32 total;  /* sum of their weights */
+	struct ilnp_mp_pair pair[ILNP_MULTIPATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ilnp_session_key);
+	__type(value, struct ilnp_multipath);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} multipath SEC(".maps");
+
 #endif

@@ -5,6 +5,7 @@
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
 #include "maps.h"
+#include "parse.h"
 
 static __always_inline struct ilnp_path_stats *
 ilnp_path_get(const struct ilnp_session_key *key, __be64 local, __be64 remote)
@@ -68,6 +69,55 @@ static __always_inline void ilnp_path_probe_pair(const struct __sk_buff *skb,
 		return;
 	*local = pk->local_l64;
 	*remote = pk->remote_l64;
+}
+
+/* A flow's hash over the session-view addresses, the protocol and the ports: the same for
+ * every packet of the flow. */
+static __always_inline __u64 ilnp_flow_hash(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
+{
+	__u32 ports = 0;
+	__u64 h;
+
+	if (pkt->l4_off)
+		bpf_skb_load_bytes(skb, pkt->l4_off, &ports, sizeof(ports));
+	h = pkt->ip6.src_l64 ^ (pkt->ip6.src_nid * 0x9e3779b97f4a7c15ULL) ^
+	    (pkt->ip6.dst_l64 * 0xc2b2ae3d27d4eb4fULL) ^ (pkt->ip6.dst_nid * 0x165667b19e3779f9ULL) ^
+	    ((__u64)ports << 8 | pkt->l4_proto);
+	/* murmur3's 64-bit finaliser */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* Under the multipath policy a TCP or UDP packet leaves on its flow's pair. */
+static __always_inline void ilnp_multipath_pair(struct __sk_buff *skb, const struct ilnp_pkt *pkt,
+						const struct ilnp_session_key *key,
+						__be64 *local, __be64 *remote)
+{
+	struct ilnp_multipath *mp;
+	__u64 x;
+
+	if (pkt->l4_proto != ILNP_NH_TCP && pkt->l4_proto != ILNP_NH_UDP)
+		return;
+	mp = bpf_map_lookup_elem(&multipath, key);
+	if (!mp || !mp->total || !mp->count)
+		return;
+	x = ilnp_flow_hash(skb, pkt) % mp->total;
+	for (int i = 0; i < ILNP_MULTIPATH_MAX; i++) {
+		if (i >= mp->count)
+			return;
+		if (x < mp->pair[i].weight) {
+			if (mp->pair[i].local_l64 && mp->pair[i].remote_l64) {
+				*local = mp->pair[i].local_l64;
+				*remote = mp->pair[i].remote_l64;
+			}
+			return;
+		}
+		x -= mp->pair[i].weight;
+	}
 }
 
 #endif

@@ -162,7 +162,7 @@ func (d *Datapath) Close() error {
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
 	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Events, m.LocalLocators, m.LocalNids,
-		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.Paths, m.ProbePairs}
+		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.Paths, m.ProbePairs, m.Multipath}
 }
 
 // be64 converts between a locator or identifier value and the network-order bytes the BPF

@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/wire"
@@ -88,4 +90,46 @@ func MonotonicCoarseNow() uint64 {
 		return 0
 	}
 	return uint64(ts.Nano())
+}
+
+// MaxMultipathPairs is how many locator pairs one session's flows can spread over.
+const MaxMultipathPairs = 4
+
+// MultipathPair is one locator pair of a session under the multipath policy and its share.
+type MultipathPair struct {
+	Local, Remote wire.L64
+	Weight        uint32
+}
+
+// SetMultipath spreads the session's TCP and UDP flows over pairs by weight (each flow, by
+// the hash of its addresses, protocol and ports, always on the same pair). No pairs, or all
+// weights zero, removes the entry: the session's active pair carries everything.
+func (d *Datapath) SetMultipath(local, remote wire.NID, pairs []MultipathPair) error {
+	k := sessionKey(local, remote)
+	var v ilnpBPFIlnpMultipath
+	for _, p := range pairs {
+		if p.Weight == 0 {
+			continue
+		}
+		if v.Count == MaxMultipathPairs {
+			return fmt.Errorf("datapath: multipath %v-%v: more than %d pairs", local, remote, MaxMultipathPairs)
+		}
+		if p.Local == 0 || p.Remote == 0 {
+			return fmt.Errorf("datapath: multipath %v-%v: zero locator", local, remote)
+		}
+		v.Pair[v.Count].LocalL64, v.Pair[v.Count].RemoteL64 = be64(uint64(p.Local)), be64(uint64(p.Remote))
+		v.Pair[v.Count].Weight = p.Weight
+		v.Total += p.Weight
+		v.Count++
+	}
+	if v.Count == 0 {
+		if err := d.objs.Multipath.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("datapath: multipath %v-%v: %w", local, remote, err)
+		}
+		return nil
+	}
+	if err := d.objs.Multipath.Put(k, &v); err != nil {
+		return fmt.Errorf("datapath: multipath %v-%v: %w", local, remote, err)
+	}
+	return nil
 }

@@ -115,3 +115,62 @@ func TestProbePair(t *testing.T) {
 		t.Fatalf("probe pair counted %d sent, want 1", p.TxPackets)
 	}
 }
+
+// Multipath: flows (5-tuples) spread over the pairs by weight, and every packet of one flow
+// takes the same pair; ICMPv6 stays on the active pair.
+func TestMultipathPerFlow(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	pairs := []MultipathPair{{Local: lA1, Remote: lB1, Weight: 1}, {Local: lA2, Remote: lB2, Weight: 1}}
+	must(t, d.SetMultipath(nidA, nidB, pairs))
+	pairOf := func(t *testing.T, proto uint8, sport uint16) wire.L64 {
+		t.Helper()
+		l4 := transport(t, proto, h.viewSrc(), h.viewDst(), payload)
+		if proto == wire.ProtoTCP || proto == wire.ProtoUDP {
+			binary.BigEndian.PutUint16(l4[0:], sport) // the checksum is not checked here
+		}
+		_, out := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), proto, l4)))
+		p, _ := parseFrame(t, out)
+		src, err := wire.ILVFromAddr(p.IPv6.Src)
+		must(t, err)
+		dst, err := wire.ILVFromAddr(p.IPv6.Dst)
+		must(t, err)
+		if (src.Locator == lA1) != (dst.Locator == lB1) {
+			t.Fatalf("mixed pair %v -> %v", src.Locator, dst.Locator)
+		}
+		return src.Locator
+	}
+	for _, proto := range []uint8{wire.ProtoTCP, wire.ProtoUDP} {
+		seen := map[wire.L64]int{}
+		for port := uint16(40000); port < 40064; port++ {
+			first := pairOf(t, proto, port)
+			for range 3 {
+				if again := pairOf(t, proto, port); again != first {
+					t.Fatalf("proto %d port %d: pair changed %v -> %v", proto, port, first, again)
+				}
+			}
+			seen[first]++
+		}
+		// 64 flows, two pairs of equal weight: both used, neither by fewer than 16.
+		if seen[lA1] < 16 || seen[lA2] < 16 {
+			t.Fatalf("proto %d: flows per pair %v", proto, seen)
+		}
+	}
+	if got := pairOf(t, wire.ProtoICMPv6, 0); got != lA2 {
+		t.Fatalf("ICMPv6 left on %v, want the active %v", got, lA2)
+	}
+	// Weight 0 on one pair: everything on the other.
+	must(t, d.SetMultipath(nidA, nidB, []MultipathPair{{Local: lA1, Remote: lB1, Weight: 1}, {Local: lA2, Remote: lB2}}))
+	for port := uint16(40000); port < 40016; port++ {
+		if got := pairOf(t, wire.ProtoTCP, port); got != lA1 {
+			t.Fatalf("port %d on %v with its pair's weight 0", port, got)
+		}
+	}
+	must(t, d.SetMultipath(nidA, nidB, nil))
+	for port := uint16(40000); port < 40016; port++ {
+		if got := pairOf(t, wire.ProtoUDP, port); got != lA2 {
+			t.Fatalf("multipath off: port %d on %v, want the active pair", port, got)
+		}
+	}
+}

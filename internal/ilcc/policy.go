@@ -81,7 +81,7 @@ func (ByPreference) Order(cands []Candidate) []Candidate {
 	return out
 }
 
-var policies = map[string]Policy{"newest": Newest{}, "preference": ByPreference{}, "quality": ByQuality{}}
+var policies = map[string]Policy{"newest": Newest{}, "preference": ByPreference{}, "quality": ByQuality{}, "multipath": Multipath{}}
 
 // PolicyNames lists the built-in policies.
 func PolicyNames() []string {

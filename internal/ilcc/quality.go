@@ -78,3 +78,10 @@ func clearlyBetter(a, b Quality) bool {
 	}
 	return a.Loss <= b.Loss && float64(a.RTT)*qualityRTTFactor < float64(b.RTT) && b.RTT-a.RTT >= qualityRTTMin
 }
+
+// Multipath ranks like Newest (the newest locator is active and carries what is not spread:
+// LUs, ICMPv6, new sessions); the daemon spreads each session's flows over all its live
+// locator pairs in the datapath (issue 16's "multipath").
+type Multipath struct{ Newest }
+
+func (Multipath) Name() string { return "multipath" }

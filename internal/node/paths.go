@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,8 +40,9 @@ type pathMonitor struct {
 	seq     uint16
 	sent    map[uint16]sentProbe
 	down    map[healthKey]bool
-	told    map[wire.NID]bool // sessions whose peer got the whole locator set
-	flowsAt time.Time         // when the sockets were last counted
+	told    map[wire.NID]bool                     // sessions whose peer got the whole locator set
+	flowsAt time.Time                             // when the sockets were last counted
+	spread  map[wire.NID][]datapath.MultipathPair // what the multipath policy last wrote
 
 	mu    sync.Mutex
 	views []paths.View
@@ -71,7 +73,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	}
 	defer ps.Close()
 	m := &pathMonitor{tracker: tr, probes: ps, slots: map[paths.Key]uint32{}, sent: map[uint16]sentProbe{}, down: map[healthKey]bool{},
-		told: map[wire.NID]bool{}}
+		told: map[wire.NID]bool{}, spread: map[wire.NID][]datapath.MultipathPair{}}
 	n.pathmon.Store(m)
 	answers := make(chan echoAnswer, 64)
 	go ps.read(ctx, answers)
@@ -171,6 +173,7 @@ func (n *Node) pollPaths(m *pathMonitor) {
 		n.sendProbe(m, bindings[k.Peer], k, now)
 	}
 	n.applyPathQuality(m, cands, now)
+	n.applyMultipath(m, bindings)
 	if now.Sub(m.flowsAt) >= time.Second {
 		m.flowsAt = now
 		countFlows(m, bindings, cands)
@@ -255,6 +258,43 @@ func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []path
 			flows = count[ends{b.SessionLocal.Addr(), b.SessionRemote.Addr()}]
 		}
 		m.tracker.SetFlows(k, flows)
+	}
+}
+
+// applyMultipath: under the multipath policy every session's flows spread, equally weighted,
+// over its usable local locators that are not dead towards the session's active remote
+// locator; under any other policy the entries are removed.
+func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding) {
+	on := n.cache.Policy().Name() == (ilcc.Multipath{}).Name()
+	var locals []ilcc.Local
+	if on {
+		locals = n.cache.Locals()
+	}
+	for peer, b := range bindings {
+		var pairs []datapath.MultipathPair
+		for _, l := range locals {
+			k := paths.Key{Peer: peer, Local: l.Locator, Remote: b.RemoteLocator}
+			if !l.State.Usable() || m.tracker.State(k) == paths.Dead || len(pairs) == datapath.MaxMultipathPairs {
+				continue
+			}
+			pairs = append(pairs, datapath.MultipathPair{Local: l.Locator, Remote: b.RemoteLocator, Weight: 1})
+		}
+		if len(pairs) < 2 {
+			pairs = nil
+		}
+		if old, ok := m.spread[peer]; ok && slices.Equal(old, pairs) {
+			continue
+		}
+		if err := n.dp.SetMultipath(b.SessionLocal.NID, peer, pairs); err != nil {
+			n.log.Warn("multipath", "peer", peer, "err", err)
+			continue
+		}
+		m.spread[peer] = pairs
+	}
+	for peer := range m.spread {
+		if _, ok := bindings[peer]; !ok {
+			delete(m.spread, peer)
+		}
 	}
 }
 

@@ -187,9 +187,26 @@ func (n *Node) pollPaths(m *pathMonitor) {
 // applyPathHealth: a local locator is down when some pair through it is dead and none is
 // alive; so is a peer's remote locator among that peer's pairs.
 func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, now time.Time) {
+	// A local locator is only worth demoting when there is another to move to (a
+	// single-homed CN's one locator stays as it is); likewise a peer's remote locator.
+	locals, remotes := map[wire.L64]bool{}, map[wire.NID]map[wire.L64]bool{}
+	for _, k := range cands {
+		locals[k.Local] = true
+		if remotes[k.Peer] == nil {
+			remotes[k.Peer] = map[wire.L64]bool{}
+		}
+		remotes[k.Peer][k.Remote] = true
+	}
 	dead, alive := map[healthKey]bool{}, map[healthKey]bool{}
 	for _, k := range cands {
-		for _, h := range []healthKey{{loc: k.Local}, {peer: k.Peer, loc: k.Remote}} {
+		var hs []healthKey
+		if len(locals) > 1 {
+			hs = append(hs, healthKey{loc: k.Local})
+		}
+		if len(remotes[k.Peer]) > 1 {
+			hs = append(hs, healthKey{peer: k.Peer, loc: k.Remote})
+		}
+		for _, h := range hs {
 			switch m.tracker.State(k) {
 			case paths.Dead:
 				dead[h] = true

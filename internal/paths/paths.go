@@ -139,6 +139,7 @@ type pair struct {
 	lastProbe  time.Time
 	probeEpoch time.Time // FirstUnanswered the last suspect probe was sent for
 	txAtProbe  uint64    // packets sent on the pair when the last probe went out
+	suspectAt  time.Time // when the suspect probe for probeEpoch went out
 	probes     []probe   // recent probes, for loss
 	flows      int
 }
@@ -176,6 +177,10 @@ type probe struct {
 	at       time.Time
 	answered bool
 }
+
+// busyRx is how many packets a second from a peer make it a steady sender: when they stop, a
+// failure is declared without waiting for a probe's answer.
+const busyRx = 10
 
 // answeredElsewhereMin is how many packets from the peer on other pairs answer a data pair:
 // more than the probes (one a second per pair) and their echoes in an RTT + 100 ms.
@@ -273,7 +278,8 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 		if p.s.FirstUnanswered.After(since) {
 			since = p.s.FirstUnanswered
 		}
-		to, probeNow := p.judge(t.cfg, now, t.heardSince(p.key.Peer, since))
+		busy := t.heardSince(p.key.Peer, now.Add(-time.Second)) >= busyRx
+		to, probeNow := p.judge(t.cfg, now, t.heardSince(p.key.Peer, since), busy)
 		if to != from {
 			p.state = to
 			c := Change{Key: p.key, From: from, To: to}
@@ -309,7 +315,11 @@ func (p *pair) observe(s Sample) {
 // unanswered packet (heardSince packets on whichever pairs the peer sends; more than probes and
 // their answers could make); an idle pair only by a packet on itself (the peer's probes), since
 // the peer's answers to our probes come back on the peer's choice of pair.
-func (p *pair) judge(cfg Config, now time.Time, heardSince uint64) (State, bool) {
+//
+// Going quiet means a failure at once (RTT + margin) only when the peer was sending steadily
+// (busy: a two-way flow's answers stop); a one-way sender's pair is dead only when its suspect
+// probe, too, went unanswered for RTT + margin, since its silence proves nothing.
+func (p *pair) judge(cfg Config, now time.Time, heardSince uint64, busy bool) (State, bool) {
 	s := p.s
 	state := p.state
 	quietFor := time.Duration(0)
@@ -326,7 +336,8 @@ func (p *pair) judge(cfg Config, now time.Time, heardSince uint64) (State, bool)
 		if state == Suspect {
 			state = Alive
 		}
-	case s.Unanswered >= cfg.MinUnanswered && quietFor >= rtt+cfg.Margin && data:
+	case s.Unanswered >= cfg.MinUnanswered && quietFor >= rtt+cfg.Margin && data &&
+		(busy || (!p.suspectAt.IsZero() && p.probeEpoch.Equal(s.FirstUnanswered) && now.Sub(p.suspectAt) >= rtt+cfg.Margin)):
 		state = Dead
 	case s.Unanswered >= cfg.MinUnanswered && quietFor >= cfg.ProbeInterval+rtt+cfg.Margin:
 		// Idle: the peer's probe (one per interval) did not come either.
@@ -340,7 +351,7 @@ func (p *pair) judge(cfg Config, now time.Time, heardSince uint64) (State, bool)
 	}
 	probeNow := p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.ProbeInterval
 	if state == Suspect && !p.probeEpoch.Equal(s.FirstUnanswered) {
-		p.probeEpoch = s.FirstUnanswered
+		p.probeEpoch, p.suspectAt = s.FirstUnanswered, now
 		probeNow = true
 	}
 	return state, probeNow

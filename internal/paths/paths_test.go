@@ -72,7 +72,7 @@ func TestLiveness(t *testing.T) {
 			name: "flowing then silent failure", rtt: 10 * time.Millisecond,
 			steps: []step{
 				{ms: 480, send: 5, recv: 5, want: Alive},
-				{ms: 500, send: 5, recv: 5, want: Alive},
+				{ms: 500, send: 5, recv: 20, want: Alive}, // a two-way flow
 				{ms: 520, send: 5, want: Alive},
 				{ms: 540, send: 5, want: Alive},
 				{ms: 560, send: 5, want: Suspect, probe: true},
@@ -91,7 +91,7 @@ func TestLiveness(t *testing.T) {
 			name: "no RTT sample",
 			steps: []step{
 				{ms: 0, send: 5, recv: 5, want: Alive, probe: true},
-				{ms: 20, send: 5, recv: 5, want: Alive},
+				{ms: 20, send: 5, recv: 20, want: Alive},
 				{ms: 40, send: 5, want: Alive},
 				{ms: 170, send: 5, want: Suspect, probe: true},
 				{ms: 230, send: 5, want: Suspect},
@@ -110,6 +110,32 @@ func TestLiveness(t *testing.T) {
 				{ms: 600, send: 5, want: Alive},
 				{ms: 640, send: 5, want: Suspect, probe: true},
 				{ms: 650, recv: 1, want: Alive},
+			},
+		},
+		{
+			// A one-way sender over a long path (RTT 200 ms): the peer is silent, so going
+			// quiet proves nothing; the suspect probe's answer (an RTT later, after the
+			// RTT + 100 ms a two-way flow would get) keeps the pair alive.
+			name: "one-way sender, long RTT", rtt: 200 * time.Millisecond,
+			steps: []step{
+				{ms: 500, send: 5, recv: 1, want: Alive},
+				{ms: 520, send: 5, want: Alive},
+				{ms: 760, send: 5, want: Suspect, probe: true},
+				{ms: 880, send: 5, want: Suspect},
+				{ms: 960, send: 5, recv: 1, want: Alive},
+			},
+		},
+		{
+			// The same sender whose path fails: dead once the suspect probe went unanswered
+			// for RTT + 100 ms.
+			name: "one-way sender, long RTT, failure", rtt: 200 * time.Millisecond,
+			steps: []step{
+				{ms: 500, send: 5, recv: 1, want: Alive},
+				{ms: 520, send: 5, want: Alive},
+				{ms: 760, send: 5, want: Suspect, probe: true},
+				{ms: 880, send: 5, want: Suspect},
+				{ms: 1050, send: 5, want: Suspect},
+				{ms: 1060, send: 5, want: Dead},
 			},
 		},
 		{

@@ -107,6 +107,24 @@ func (n *Node) pollPaths(m *pathMonitor) {
 	now := time.Now()
 	mono := datapath.MonotonicCoarseNow()
 	locals := n.cache.Locals()
+	stats, err := n.dp.Paths()
+	if err != nil {
+		n.log.Warn("path counters", "err", err)
+		return
+	}
+	// A peer's locator is probed once something arrived from it (or it is the one in use): a
+	// locator known only from DNS or the hosts file may not exist yet, and probing it would
+	// leave the router's neighbour entry for it failed when it appears (losing the first
+	// packets, the LU-ACK among them, for a second).
+	heardFrom := map[wire.NID]map[wire.L64]bool{}
+	for _, st := range stats {
+		if st.RxPackets > 0 {
+			if heardFrom[st.Key.RemoteNID] == nil {
+				heardFrom[st.Key.RemoteNID] = map[wire.L64]bool{}
+			}
+			heardFrom[st.Key.RemoteNID][st.Key.Remote] = true
+		}
+	}
 	bindings := map[wire.NID]ilcc.Binding{}
 	var cands []paths.Key
 	for _, b := range n.cache.Bindings() {
@@ -123,16 +141,11 @@ func (n *Node) pollPaths(m *pathMonitor) {
 				continue
 			}
 			for _, r := range b.RemoteLocators {
-				if r.State.Usable() {
+				if r.State.Usable() && (r.Locator == b.RemoteLocator || heardFrom[b.Peer][r.Locator]) {
 					cands = append(cands, paths.Key{Peer: b.Peer, Local: l.Locator, Remote: r.Locator})
 				}
 			}
 		}
-	}
-	stats, err := n.dp.Paths()
-	if err != nil {
-		n.log.Warn("path counters", "err", err)
-		return
 	}
 	at := func(ns uint64) time.Time {
 		if ns == 0 {

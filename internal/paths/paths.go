@@ -350,7 +350,9 @@ func (p *pair) judge(cfg Config, now time.Time, heardSince uint64, busy bool) (S
 		state = Alive
 	}
 	probeNow := p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.ProbeInterval
-	if state == Suspect && !p.probeEpoch.Equal(s.FirstUnanswered) {
+	// At most one suspect probe per quiet episode, and none within Margin of the last probe
+	// (a bursty flow goes quiet often).
+	if state == Suspect && !p.probeEpoch.Equal(s.FirstUnanswered) && (p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.Margin) {
 		p.probeEpoch, p.suspectAt = s.FirstUnanswered, now
 		probeNow = true
 	}

@@ -108,8 +108,9 @@ func TestLiveness(t *testing.T) {
 				{ms: 560, send: 5, want: Suspect, probe: true},
 				{ms: 580, send: 5, recv: 1, want: Alive},
 				{ms: 600, send: 5, want: Alive},
-				{ms: 640, send: 5, want: Suspect, probe: true},
-				{ms: 650, recv: 1, want: Alive},
+				{ms: 640, send: 5, want: Suspect}, // within 100 ms of the last probe
+				{ms: 660, want: Suspect, probe: true},
+				{ms: 670, recv: 1, want: Alive},
 			},
 		},
 		{

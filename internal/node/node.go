@@ -224,6 +224,10 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.onLocatorEvent(ev)
 		case ev, ok := <-dpEvents:
 			if !ok {
+				// The stream closes when ctx ends too, and select may pick this case first.
+				if ctx.Err() != nil {
+					return nil
+				}
 				return errors.New("datapath event stream ended")
 			}
 			n.onDatapathEvent(ev)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/structops"
 )
 
 // pair is a sender namespace and a receiver namespace whose correspondents' session views are
@@ -335,7 +336,7 @@ func TestLossWindowRestoresCwnd(t *testing.T) {
 	if l.CwndErr != nil {
 		t.Fatalf("cubic wrapper: %v", l.CwndErr)
 	}
-	if reg, err := registered(l.WrapperName()); err != nil || !reg {
+	if reg, err := structops.Registered(l.WrapperName()); err != nil || !reg {
 		t.Fatalf("wrapper %q not registered: %v", l.WrapperName(), err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
+	"ilnp/internal/structops"
+
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 )
 
@@ -32,16 +31,6 @@ func closeProgs(progs []*ebpf.Program) {
 	}
 }
 
-const availablePath = "/proc/sys/net/ipv4/tcp_available_congestion_control"
-
-func registered(name string) (bool, error) {
-	b, err := os.ReadFile(availablePath)
-	if err != nil {
-		return false, fmt.Errorf("tcpaware: congestion controls: %w", err)
-	}
-	return slices.Contains(strings.Fields(string(b)), name), nil
-}
-
 func ccName(name string) tcpawareBPFTcpawareCc {
 	var v tcpawareBPFTcpawareCc
 	for i := 0; i < len(name) && i < len(v.Name)-1; i++ {
@@ -52,13 +41,13 @@ func ccName(name string) tcpawareBPFTcpawareCc {
 
 func loadWrapper(spec *ebpf.CollectionSpec, counters, socks *ebpf.Map) (*wrapper, error) {
 	name := fmt.Sprintf("ilnpcub%d", os.Getpid()%10000000)
-	if reg, err := registered(name); err != nil {
+	if reg, err := structops.Registered(name); err != nil {
 		return nil, err
 	} else if reg {
 		return nil, fmt.Errorf("tcpaware: congestion control %q already registered", name)
 	}
 	spec = spec.Copy()
-	if err := setOpsName(spec.Maps["tcpaware_cubic"], name); err != nil {
+	if err := structops.SetName(spec.Maps["tcpaware_cubic"], name); err != nil {
 		return nil, err
 	}
 	// The programs are named so that they load with the map that refers to them.
@@ -93,42 +82,8 @@ func (w *wrapper) close() error {
 	err := w.link.Close()
 	w.ops.Close()
 	closeProgs(w.progs)
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		reg, rerr := registered(w.name)
-		if rerr != nil || !reg {
-			return errors.Join(err, rerr)
-		}
-		if time.Now().After(deadline) {
-			return errors.Join(err, fmt.Errorf("tcpaware: %q still registered after closing its link", w.name))
-		}
+	if werr := structops.WaitUnregistered(w.name, 2*time.Second); werr != nil {
+		return errors.Join(err, fmt.Errorf("tcpaware: %w", werr))
 	}
-}
-
-// setOpsName writes name into the struct_ops value's name[16] before loading.
-func setOpsName(ms *ebpf.MapSpec, name string) error {
-	if ms == nil || ms.Type != ebpf.StructOpsMap || len(ms.Contents) != 1 {
-		return errors.New("tcpaware: no struct_ops map in the object")
-	}
-	st, ok := ms.Value.(*btf.Struct)
-	if !ok {
-		return fmt.Errorf("tcpaware: struct_ops value is %T, not a struct", ms.Value)
-	}
-	val, ok := ms.Contents[0].Value.([]byte)
-	if !ok {
-		return fmt.Errorf("tcpaware: struct_ops contents are %T", ms.Contents[0].Value)
-	}
-	for _, m := range st.Members {
-		if m.Name != "name" {
-			continue
-		}
-		off := int(m.Offset.Bytes())
-		if off+16 > len(val) {
-			return errors.New("tcpaware: struct_ops name beyond the value")
-		}
-		var buf [16]byte
-		copy(buf[:15], name)
-		copy(val[off:off+16], buf[:])
-		return nil
-	}
-	return errors.New("tcpaware: struct_ops value has no name member")
+	return err
 }

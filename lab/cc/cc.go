@@ -7,16 +7,15 @@
 package cc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"ilnp/internal/structops"
+
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 )
 
@@ -108,10 +107,10 @@ func Load(algo, name string) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", algo, err)
 	}
-	if err := setOpsName(spec.Maps[algo], name); err != nil {
+	if err := structops.SetName(spec.Maps[algo], name); err != nil {
 		return nil, fmt.Errorf("%s: %w", algo, err)
 	}
-	if reg, err := Registered(name); err != nil {
+	if reg, err := structops.Registered(name); err != nil {
 		return nil, err
 	} else if reg {
 		return nil, fmt.Errorf("congestion control %q is already registered (another lab run?)", name)
@@ -128,35 +127,6 @@ func Load(algo, name string) (*Loaded, error) {
 	return &Loaded{Algo: algo, Name: name, coll: coll, link: l}, nil
 }
 
-// setOpsName writes name into the struct_ops value's name[16] before loading.
-func setOpsName(ms *ebpf.MapSpec, name string) error {
-	if ms == nil || ms.Type != ebpf.StructOpsMap || len(ms.Contents) != 1 {
-		return errors.New("no struct_ops map in the object")
-	}
-	st, ok := ms.Value.(*btf.Struct)
-	if !ok {
-		return fmt.Errorf("struct_ops value is %T, not a struct", ms.Value)
-	}
-	val, ok := ms.Contents[0].Value.([]byte)
-	if !ok {
-		return fmt.Errorf("struct_ops contents are %T", ms.Contents[0].Value)
-	}
-	for _, m := range st.Members {
-		if m.Name != "name" {
-			continue
-		}
-		off := int(m.Offset.Bytes())
-		if off+16 > len(val) {
-			return errors.New("struct_ops name beyond the value")
-		}
-		buf := make([]byte, 16)
-		copy(buf, name)
-		copy(val[off:off+16], buf)
-		return nil
-	}
-	return errors.New("struct_ops value has no name member")
-}
-
 // Close unregisters the algorithm (closing the struct_ops link) and frees the programs; it
 // then waits (up to 2 s) until the kernel no longer lists the name. Sockets still using it
 // keep their copy until they close.
@@ -167,18 +137,8 @@ func (l *Loaded) Close() error {
 	err := l.link.Close()
 	l.link = nil
 	l.coll.Close()
-	for deadline := time.Now().Add(2 * time.Second); ; {
-		reg, rerr := Registered(l.Name)
-		if rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		if !reg {
-			break
-		}
-		if time.Now().After(deadline) {
-			return errors.Join(err, fmt.Errorf("congestion control %q still registered after closing its link", l.Name))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if werr := structops.WaitUnregistered(l.Name, 2*time.Second); werr != nil {
+		return errors.Join(err, werr)
 	}
 	if err != nil {
 		return fmt.Errorf("unregister %q: %w", l.Name, err)
@@ -213,16 +173,4 @@ func (l *Loaded) Trace() ([]Step, error) {
 		}
 	}
 	return steps, nil
-}
-
-// AvailablePath lists the registered congestion controls (kernel-wide).
-const AvailablePath = "/proc/sys/net/ipv4/tcp_available_congestion_control"
-
-// Registered says whether the kernel lists name as an available congestion control.
-func Registered(name string) (bool, error) {
-	b, err := os.ReadFile(AvailablePath)
-	if err != nil {
-		return false, fmt.Errorf("congestion controls: %w", err)
-	}
-	return slices.Contains(strings.Fields(string(bytes.TrimSpace(b))), name), nil
 }

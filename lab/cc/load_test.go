@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/structops"
 )
 
 // testName is a per-test registration name, so parallel tests and lab runs never collide on
@@ -49,8 +50,8 @@ func TestLoadRegistersAndCloseUnregisters(t *testing.T) {
 					_ = l.Close()
 				}
 			}()
-			if reg, err := Registered(l.Name); err != nil || !reg {
-				t.Fatalf("%s not in %s after loading (%v)", l.Name, AvailablePath, err)
+			if reg, err := structops.Registered(l.Name); err != nil || !reg {
+				t.Fatalf("%s not in %s after loading (%v)", l.Name, structops.AvailablePath, err)
 			}
 			if _, err := Load(algo, l.Name); err == nil {
 				t.Fatalf("a second registration under %q succeeded", l.Name)
@@ -66,7 +67,7 @@ func TestLoadRegistersAndCloseUnregisters(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if reg, err := Registered(l.Name); err != nil || reg {
+			if reg, err := structops.Registered(l.Name); err != nil || reg {
 				t.Fatalf("%s still registered after Close (%v)", l.Name, err)
 			}
 		})

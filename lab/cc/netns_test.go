@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/structops"
 )
 
 // A TCP flow between two namespaces, with 1 % of its segments dropped at the receiver so the
@@ -114,8 +115,8 @@ func TestFlowUsesProgram(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if reg, err := Registered(l.Name); err != nil || reg {
-				t.Fatalf("%s still in %s after unloading (%v)", l.Name, AvailablePath, err)
+			if reg, err := structops.Registered(l.Name); err != nil || reg {
+				t.Fatalf("%s still in %s after unloading (%v)", l.Name, structops.AvailablePath, err)
 			}
 		})
 	}

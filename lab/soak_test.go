@@ -84,8 +84,10 @@ func TestSoakShort(t *testing.T) {
 	if e.Goroutines > s.Goroutines+soakGoroutSlack {
 		t.Errorf("ilnpd goroutines grew from %d to %d", s.Goroutines, e.Goroutines)
 	}
-	if e.MapEntries != s.MapEntries || e.Routes != s.Routes || e.Addresses != s.Addresses {
-		t.Errorf("map entries %d -> %d, routes %d -> %d, addresses %d -> %d: want them unchanged",
+	// No growth (issue 12's contract): a start sample may still hold a moment's extra identity
+	// address and its route from the warm-up move; a leak only ever adds.
+	if e.MapEntries > s.MapEntries || e.Routes > s.Routes || e.Addresses > s.Addresses {
+		t.Errorf("map entries %d -> %d, routes %d -> %d, addresses %d -> %d: want no growth",
 			s.MapEntries, e.MapEntries, s.Routes, e.Routes, s.Addresses, e.Addresses)
 	}
 	if mounts, err := os.ReadFile("/proc/self/mounts"); err != nil || strings.Contains(string(mounts), out) {

@@ -75,6 +75,8 @@ type local struct {
 	preferEnd   time.Time // zero: infinite
 	deprecated  bool
 	lastRefresh time.Time
+	down        bool // its paths stopped delivering (SetLocalDown)
+	quality     Quality
 }
 
 type remote struct {
@@ -100,6 +102,7 @@ type peer struct {
 	retryAt      time.Time
 	binding      Binding
 	bound        bool
+	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
 }
 
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
@@ -361,10 +364,10 @@ func (c *Cache) reselect(now time.Time, eff *Effects) {
 		for i, l := range ls {
 			cands[i] = Candidate{
 				Locator: l.loc, IfIndex: l.ifindex, Preference: l.pref, Learned: l.learned,
-				Deprecated: l.deprecated, Current: l.state == Active,
+				Deprecated: l.deprecated, Current: l.state == Active, Quality: l.quality,
 			}
 		}
-		for i, cand := range rank(c.cfg.Policy, cands) {
+		for i, cand := range c.demoteDown(rank(c.cfg.Policy, cands)) {
 			l := c.locals[cand.Locator]
 			l.rank = i
 			to := Valid
@@ -547,7 +550,7 @@ func remoteExpiry(now time.Time, lifetime uint16) time.Time {
 func (p *peer) selectRemote() bool {
 	best := -1
 	for i, r := range p.remotes {
-		if r.state != Expired && (best < 0 || r.pref < p.remotes[best].pref) {
+		if r.state != Expired && (best < 0 || p.better(r, p.remotes[best])) {
 			best = i
 		}
 	}

@@ -1,0 +1,119 @@
+package ilcc
+
+import (
+	"slices"
+	"time"
+
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// Path health (issue 16): a locator whose paths stopped delivering without its link going
+// down (internal/paths decides) ranks after every healthy one, whatever the policy says, and
+// comes back to its place when a path through it delivers again. A down locator stays usable:
+// it still receives, and probes keep testing it.
+
+// SetLocalDown marks a local locator's paths as failed (down) or working again, re-ranks the
+// locators and tells the correspondents when the active one changes.
+func (c *Cache) SetLocalDown(loc wire.L64, down bool, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	l := c.locals[loc]
+	if l == nil || l.down == down {
+		return eff
+	}
+	l.down = down
+	eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Locator: loc, From: l.state, To: l.state, Detail: healthDetail(down)})
+	c.reselect(now, &eff)
+	return eff
+}
+
+// SetRemoteDown marks a correspondent's locator as unreachable (down) or reachable again; the
+// correspondent's active locator is chosen among the others while it is down.
+func (c *Cache) SetRemoteDown(nid wire.NID, loc wire.L64, down bool, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	p := c.peers[nid]
+	if p == nil || p.down[loc] == down {
+		return eff
+	}
+	if down {
+		if p.down == nil {
+			p.down = map[wire.L64]bool{}
+		}
+		p.down[loc] = true
+	} else {
+		delete(p.down, loc)
+	}
+	eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Peer: nid, Locator: loc, Detail: "remote " + healthDetail(down)})
+	if p.selectRemote() {
+		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active, Detail: "remote"})
+	}
+	c.syncBinding(p, &eff)
+	return eff
+}
+
+func healthDetail(down bool) string {
+	if down {
+		return "paths down"
+	}
+	return "paths up"
+}
+
+// demoteDown moves the down locators after the others, keeping each group's order.
+func (c *Cache) demoteDown(ranked []Candidate) []Candidate {
+	up := slices.DeleteFunc(slices.Clone(ranked), func(x Candidate) bool { return c.locals[x.Locator].down })
+	for _, x := range ranked {
+		if c.locals[x.Locator].down {
+			up = append(up, x)
+		}
+	}
+	return up
+}
+
+// better: a's locator is preferred to b's (a reachable one first, then the lower preference).
+func (p *peer) better(a, b remote) bool {
+	if p.down[a.loc] != p.down[b.loc] {
+		return !p.down[a.loc]
+	}
+	return a.pref < b.pref
+}
+
+// Announce sends nid an LU with the current advertisement unless the session's view locator
+// alone is what it would list. A session opened while the node is multihomed (or after it
+// moved) is assumed to know only the locator its packets show; the correspondent needs the
+// whole set to use another pair when one fails. Nothing without the correspondent's nonce.
+func (c *Cache) Announce(nid wire.NID, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	p := c.peers[nid]
+	if p == nil || p.remoteNonce.IsZero() {
+		return eff
+	}
+	adv := c.advertisement(now)
+	if len(adv) == 0 || (len(adv) == 1 && adv[0].Locator == p.sessLocal.Locator) {
+		return eff
+	}
+	c.emitLU(p, adv, now, &eff)
+	return eff
+}
+
+// SetLocalQuality records what the paths through a local locator measured and re-ranks the
+// locators (only the quality policy looks at it).
+func (c *Cache) SetLocalQuality(loc wire.L64, q Quality, now time.Time) Effects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	l := c.locals[loc]
+	if l == nil || l.quality == q {
+		return eff
+	}
+	l.quality = q
+	if c.cfg.Policy.Name() == (ByQuality{}).Name() {
+		c.reselect(now, &eff)
+	}
+	return eff
+}

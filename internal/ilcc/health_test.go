@@ -1,0 +1,113 @@
+package ilcc
+
+import (
+	"testing"
+	"time"
+
+	"ilnp/internal/wire"
+)
+
+// A multihomed MN whose active locator's paths fail (no link down) moves to the other one and
+// tells the correspondent; when the paths deliver again the policy's order comes back.
+func TestLocalDownAndUp(t *testing.T) {
+	c, err := New(Config{NID: myNID, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0.Add(1))
+	if _, err := c.OpenSession(Session{Local: wire.ILV{Locator: lMN2, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID}, RemoteNonce: nonce(0xcccc)}, t0.Add(2)); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := c.Active(); a.Locator != lMN2 {
+		t.Fatalf("newest: active %v, want %v", a.Locator, lMN2)
+	}
+	for _, tc := range []struct {
+		name       string
+		loc        wire.L64
+		down       bool
+		wantActive wire.L64
+		wantLU     bool
+	}{
+		{"newest fails", lMN2, true, lMN1, true},
+		{"again: nothing changes", lMN2, true, lMN1, false},
+		{"other fails too: policy order", lMN1, true, lMN2, true},
+		{"first back", lMN1, false, lMN1, true},
+		{"newest back", lMN2, false, lMN2, true},
+	} {
+		eff := c.SetLocalDown(tc.loc, tc.down, t0.Add(3))
+		if a, _ := c.Active(); a.Locator != tc.wantActive {
+			t.Fatalf("%s: active %v, want %v", tc.name, a.Locator, tc.wantActive)
+		}
+		if got := len(eff.Updates) == 1; got != tc.wantLU {
+			t.Fatalf("%s: LU sent %v, want %v (%+v)", tc.name, got, tc.wantLU, eff.Updates)
+		}
+		if tc.wantLU {
+			locs := eff.Updates[0].Update.Locators
+			if len(locs) != 2 || locs[0].Locator != tc.wantActive {
+				t.Fatalf("%s: LU lists %+v, want %v first and both", tc.name, locs, tc.wantActive)
+			}
+			if b := eff.Bindings; len(b) != 1 || b[0].LocalLocator != tc.wantActive {
+				t.Fatalf("%s: bindings %+v", tc.name, b)
+			}
+		}
+	}
+	if eff := c.SetLocalDown(wire.L64(0x99), true, t0); !eff.Empty() {
+		t.Fatalf("unknown locator: %+v", eff)
+	}
+}
+
+// A CN whose path to the MN's active locator fails sends to the MN's other locator, also across
+// an LU that lists the failed one first, until it is reachable again.
+func TestRemoteDownAndUp(t *testing.T) {
+	n := newTwoNodes(t, Soft)
+	n.now = t0.Add(time.Second)
+	n.mnApply(n.mn.UpdateLocal(ra(lMN2, ifLTE, router2), n.now))
+	n.run(t0.Add(3 * time.Second))
+	if b, _ := n.cn.Binding(myNID); b.RemoteLocator != lMN2 || len(b.RemoteLocators) != 2 {
+		t.Fatalf("CN binding after the LU: %+v", b)
+	}
+	eff := n.cn.SetRemoteDown(myNID, lMN2, true, n.now)
+	if len(eff.Bindings) != 1 || eff.Bindings[0].RemoteLocator != lMN1 {
+		t.Fatalf("remote down: bindings %+v, want active %v", eff.Bindings, lMN1)
+	}
+	// The MN's next LU still lists lMN2 first: the CN keeps away from it.
+	if _, err := n.cn.ApplyLU(myNID, nonce(0x3333), wire.LocatorUpdate{Op: wire.OpAdvertisement,
+		Locators: []wire.LocatorEntry{{Locator: lMN2}, {Locator: lMN1, Preference: 1}}}, n.now); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := n.cn.Binding(myNID); b.RemoteLocator != lMN1 {
+		t.Fatalf("after an LU listing the down locator first: active %v, want %v", b.RemoteLocator, lMN1)
+	}
+	eff = n.cn.SetRemoteDown(myNID, lMN2, false, n.now)
+	if len(eff.Bindings) != 1 || eff.Bindings[0].RemoteLocator != lMN2 {
+		t.Fatalf("remote up: bindings %+v, want active %v", eff.Bindings, lMN2)
+	}
+	if eff := n.cn.SetRemoteDown(wire.NID(7), lMN2, true, n.now); !eff.Empty() {
+		t.Fatalf("unknown peer: %+v", eff)
+	}
+}
+
+// A session opened while multihomed gets the whole set announced; a single-homed node whose
+// view is its locator sends nothing.
+func TestAnnounce(t *testing.T) {
+	c, err := New(Config{NID: myNID, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	if _, err := c.OpenSession(Session{Local: wire.ILV{Locator: lMN1, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID}, RemoteNonce: nonce(0xcccc)}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if eff := c.Announce(cnNID, t0); len(eff.Updates) != 0 {
+		t.Fatalf("single-homed: %+v", eff.Updates)
+	}
+	mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0.Add(time.Second)) // sends its own LU
+	eff := c.Announce(cnNID, t0.Add(2*time.Second))
+	if len(eff.Updates) != 1 || len(eff.Updates[0].Update.Locators) != 2 || eff.Updates[0].Update.Locators[0].Locator != lMN2 {
+		t.Fatalf("multihomed: %+v", eff.Updates)
+	}
+	if eff := c.Announce(wire.NID(5), t0); !eff.Empty() {
+		t.Fatalf("unknown peer: %+v", eff)
+	}
+}

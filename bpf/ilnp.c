@@ -121,6 +121,7 @@ int ilnp_egress(struct __sk_buff *skb)
 
 	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
+	int probe = ilnp_is_probe(skb, &pkt);
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);
 	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
@@ -142,9 +143,12 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_ERRORS);
 		return TCX_DROP;
 	}
-	__sync_fetch_and_add(&sess->tx_packets, 1);
-	sess->last_tx_ns = bpf_ktime_get_coarse_ns();
-	ilnp_path_tx(&key, local, remote, skb->len);
+	if (!probe) {
+		__sync_fetch_and_add(&sess->tx_packets, 1);
+		sess->last_tx_ns = bpf_ktime_get_coarse_ns();
+	}
+	if (ilnp_path_proven(sess))
+		ilnp_path_tx(&key, local, remote, skb->len, probe);
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
@@ -359,6 +363,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	__be64 pseudo_old[2], pseudo_new[2];
 	int err;
 	__be64 wire_local = pkt.ip6.dst_l64, wire_remote = pkt.ip6.src_l64;
+	int probe = ilnp_is_probe(skb, &pkt);
 
 	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
 	if (is_lu)
@@ -369,9 +374,12 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}
-	__sync_fetch_and_add(&sess->rx_packets, 1);
-	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
-	ilnp_path_rx(&key, wire_local, wire_remote, skb->len);
+	if (!probe) {
+		__sync_fetch_and_add(&sess->rx_packets, 1);
+		sess->last_rx_ns = bpf_ktime_get_coarse_ns();
+	}
+	if (ilnp_path_proven(sess))
+		ilnp_path_rx(&key, wire_local, wire_remote, skb->len);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	if (rx->state == ILNP_ENCAP_RX_DECAP)

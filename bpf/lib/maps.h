@@ -371,8 +371,8 @@ struct ilnp_path_stats {
 	__u64 rx_bytes;
 	__u64 last_tx_ns;         /* CLOCK_MONOTONIC_COARSE */
 	__u64 last_rx_ns;
-	__u64 first_unanswered_ns; /* first packet sent on the pair since the last one received */
-	__u64 unanswered;          /* packets sent on the pair since the last one received */
+	__u64 first_unanswered_ns; /* first data packet sent on the pair since the last one received */
+	__u64 unanswered;          /* data packets (not probes) sent since the last one received */
 };
 
 struct {

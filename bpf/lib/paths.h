@@ -7,6 +7,35 @@
 #include "maps.h"
 #include "parse.h"
 
+/* The payload of a liveness probe (internal/node/paths.go): an ICMPv6 echo request carrying it,
+ * and the peer kernel's echo reply, are the monitor's, not the application's: they touch
+ * neither the session's counters nor its idle timer, so a probed session still ages out. */
+#define ILNP_PROBE_PAYLOAD 0x68746170504e4c49ULL /* "ILNPpath" read as a little-endian u64 */
+
+static __always_inline int ilnp_is_probe(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
+{
+	__u64 data;
+
+	if (pkt->l4_proto != ILNP_NH_ICMPV6 || !pkt->l4_off ||
+	    (pkt->icmp_type != 128 && pkt->icmp_type != 129))
+		return 0;
+	if (bpf_skb_load_bytes(skb, pkt->l4_off + 8, &data, sizeof(data)) < 0)
+		return 0;
+	return data == ILNP_PROBE_PAYLOAD;
+}
+
+/* Pairs are counted only for sessions that proved two-way traffic: ours (initiator: it has
+ * the peer's nonce once the peer answered) or a responder this host answered whose
+ * correspondent then sent more than the packet that opened it (internal/node/unproven.go's
+ * rule). A spoofed flood (one packet per made-up NID, answered or not) leaves no pair for
+ * the daemon to list or probe. */
+static __always_inline int ilnp_path_proven(const struct ilnp_session *sess)
+{
+	if (sess->flags & ILNP_SESS_EMBRYONIC)
+		return 0;
+	return !(sess->flags & ILNP_SESS_RESPONDER) || sess->rx_packets > 1;
+}
+
 static __always_inline struct ilnp_path_stats *
 ilnp_path_get(const struct ilnp_session_key *key, __be64 local, __be64 remote)
 {
@@ -21,9 +50,11 @@ ilnp_path_get(const struct ilnp_session_key *key, __be64 local, __be64 remote)
 	return bpf_map_lookup_elem(&paths, &pk);
 }
 
-/* A packet of the session left on (local, remote). */
+/* A packet of the session left on (local, remote). Only data waits for an answer: a probe
+ * (ours, or our kernel's echo of the peer's) is answered on whichever pair the peer chooses,
+ * so an idle pair is never judged by its probes' silence. */
 static __always_inline void ilnp_path_tx(const struct ilnp_session_key *key, __be64 local,
-					 __be64 remote, __u32 len)
+					 __be64 remote, __u32 len, int probe)
 {
 	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
 	__u64 now = bpf_ktime_get_coarse_ns();
@@ -33,6 +64,8 @@ static __always_inline void ilnp_path_tx(const struct ilnp_session_key *key, __b
 	__sync_fetch_and_add(&st->tx_packets, 1);
 	__sync_fetch_and_add(&st->tx_bytes, len);
 	st->last_tx_ns = now;
+	if (probe)
+		return;
 	if (__sync_fetch_and_add(&st->unanswered, 1) == 0)
 		st->first_unanswered_ns = now;
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"ilnp/internal/pkttest"
 	"ilnp/internal/wire"
 )
 
@@ -172,5 +173,84 @@ func TestMultipathPerFlow(t *testing.T) {
 		if got := pairOf(t, wire.ProtoUDP, port); got != lA2 {
 			t.Fatalf("multipath off: port %d on %v, want the active pair", port, got)
 		}
+	}
+}
+
+// A responder session is counted per pair only once it proved two-way traffic: not while an
+// embryo, not on the answer that promotes it (a spoofed ping's), only from the correspondent's
+// second packet on. A flood of first packets leaves the paths map empty.
+func TestPathsOnlyForProvenSessions(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	from, to := addr(lB2, nidB), addr(lA2, nidA)
+	theirs := mustNonce(t, 9, 8, 7, 6)
+	in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, theirs, wire.ProtoUDP,
+		transport(t, wire.ProtoUDP, zeroLocator(from), zeroLocator(to), payload)))
+	noPaths := func(when string) {
+		t.Helper()
+		if ps, err := d.Paths(); err != nil || len(ps) != 0 {
+			t.Fatalf("%s: paths %+v %v, want none", when, ps, err)
+		}
+	}
+	if ret, _ := d.ingress(t, in); ret != verdictNext {
+		t.Fatalf("first packet verdict %d", ret)
+	}
+	noPaths("embryo")
+	reply := frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoUDP, transport(t, wire.ProtoUDP, addr(lA1, nidA), from, payload)))
+	if ret, _ := d.egress(t, reply); ret != verdictRedirect && ret != verdictPass {
+		t.Fatalf("answer verdict %d", ret)
+	}
+	noPaths("answered once (promoted)")
+	if ret, _ := d.ingress(t, in); ret != verdictNext {
+		t.Fatalf("second packet verdict %d", ret)
+	}
+	p := pathOf(t, d, PathKey{LocalNID: nidA, RemoteNID: nidB, Local: lA2, Remote: lB2})
+	if p.RxPackets != 1 || p.TxPackets != 0 {
+		t.Fatalf("after the second packet: %+v, want its receipt counted", p)
+	}
+}
+
+// Probes (ICMPv6 echoes carrying the probe payload, ours or our kernel's answer to the peer's)
+// touch neither the session's counters and idle timer nor a pair's unanswered count: an idle
+// session still ages out, and an idle pair is not judged by its probes.
+func TestProbesAreNotData(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	key := PathKey{LocalNID: nidA, RemoteNID: nidB, Local: lA2, Remote: lB2}
+	send := func(l4 []byte, proto uint8) {
+		t.Helper()
+		if ret, _ := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), proto, l4))); ret != verdictRedirect {
+			t.Fatalf("egress verdict %d", ret)
+		}
+	}
+	send(transport(t, wire.ProtoUDP, h.viewSrc(), h.viewDst(), payload), wire.ProtoUDP)
+	s0, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	p0 := pathOf(t, d, key)
+	for _, typ := range []byte{128, 129} {
+		m := pkttest.ICMPEcho(h.viewSrc(), h.viewDst(), []byte("ILNPpath"))
+		m[0] = typ
+		m[2], m[3] = 0, 0
+		binary.BigEndian.PutUint16(m[2:], wire.PseudoHeaderChecksum(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6, m))
+		send(m, wire.ProtoICMPv6)
+	}
+	s1, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	p1 := pathOf(t, d, key)
+	if s1.TxPackets != s0.TxPackets || s1.LastTxNs != s0.LastTxNs {
+		t.Errorf("probes counted on the session: tx %d -> %d, last tx %d -> %d", s0.TxPackets, s1.TxPackets, s0.LastTxNs, s1.LastTxNs)
+	}
+	if p1.TxPackets != p0.TxPackets+2 || p1.Unanswered != p0.Unanswered || p1.FirstUnansweredTxNs != p0.FirstUnansweredTxNs {
+		t.Errorf("pair after 2 probes: %+v (before %+v): want them sent, not waiting for an answer", p1, p0)
+	}
+	// An ordinary ping is the application's: counted.
+	send(transport(t, wire.ProtoICMPv6, h.viewSrc(), h.viewDst(), payload), wire.ProtoICMPv6)
+	if s2, err := d.GetSession(nidA, nidB); err != nil || s2.TxPackets != s1.TxPackets+1 {
+		t.Errorf("a ping not counted on the session: %+v %v", s2, err)
+	}
+	if p2 := pathOf(t, d, key); p2.Unanswered != p1.Unanswered+1 {
+		t.Errorf("a ping not waiting for an answer: %+v", p2)
 	}
 }

@@ -103,6 +103,7 @@ type peer struct {
 	binding      Binding
 	bound        bool
 	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
+	announced    bool              // an LU was sent (or an acknowledged one adopted): advertised is what it was told
 }
 
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
@@ -480,6 +481,7 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 		Update:  wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: slices.Clone(adv)},
 	})
 	p.advertised, p.advertisedAt, p.retryAt = slices.Clone(adv), now, time.Time{}
+	p.announced = true
 }
 
 // OpenSession records a session with a correspondent (keyed by its NID) and takes the local

@@ -81,16 +81,43 @@ func (p *peer) better(a, b remote) bool {
 	return a.pref < b.pref
 }
 
-// Announce sends nid an LU with the current advertisement unless the session's view locator
-// alone is what it would list. A session opened while the node is multihomed (or after it
-// moved) is assumed to know only the locator its packets show; the correspondent needs the
-// whole set to use another pair when one fails. Nothing without the correspondent's nonce.
+// Multihomed reports whether the node keeps several locators on purpose: more than one
+// usable local locator under a policy other than newest. The newest policy is the thesis's
+// single-homed model (s.3.2.7): a new locator means the node moved, and the older ones are
+// being left (the make-before-break overlap of a soft handoff, which lasts 15 s in the
+// thesis's runs), so under it the node is never multihomed and sends exactly the thesis's
+// LUs.
+func (c *Cache) Multihomed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.multihomed()
+}
+
+func (c *Cache) multihomed() bool {
+	if c.cfg.Policy.Name() == (Newest{}).Name() {
+		return false
+	}
+	usable := 0
+	for _, l := range c.locals {
+		if l.state.Usable() {
+			usable++
+		}
+	}
+	return usable > 1
+}
+
+// Announce sends nid an LU with the current advertisement when the node is multihomed and the
+// correspondent was never sent one: a session opened while multihomed is assumed (by
+// OpenSession, the thesis's rule) to know our usable locators, but it knows only the one its
+// packets show, and it needs the whole set to use another pair when one fails. Nothing without
+// the correspondent's nonce, nothing when the session's view locator alone is what it would
+// list, and nothing once an LU went to it (it was told the set then).
 func (c *Cache) Announce(nid wire.NID, now time.Time) Effects {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	p := c.peers[nid]
-	if p == nil || p.remoteNonce.IsZero() {
+	if p == nil || p.remoteNonce.IsZero() || p.announced || !c.multihomed() {
 		return eff
 	}
 	adv := c.advertisement(now)
@@ -99,6 +126,25 @@ func (c *Cache) Announce(nid wire.NID, now time.Time) Effects {
 	}
 	c.emitLU(p, adv, now, &eff)
 	return eff
+}
+
+// Told lists our locators the correspondent knows: those of the last LU sent to it, or, when
+// none was, the session's view locator alone (the one its packets show).
+func (c *Cache) Told(nid wire.NID) []wire.L64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[nid]
+	if p == nil {
+		return nil
+	}
+	if !p.announced {
+		return []wire.L64{p.sessLocal.Locator}
+	}
+	out := make([]wire.L64, len(p.advertised))
+	for i, e := range p.advertised {
+		out[i] = e.Locator
+	}
+	return out
 }
 
 // SetLocalQuality records what the paths through a local locator measured and re-ranks the

@@ -88,26 +88,80 @@ func TestRemoteDownAndUp(t *testing.T) {
 	}
 }
 
-// A session opened while multihomed gets the whole set announced; a single-homed node whose
-// view is its locator sends nothing.
+// Announce tells a correspondent our whole set only when the node is multihomed (two usable
+// locators under a policy other than newest) and the correspondent was never sent an LU. Under
+// the thesis's newest policy a second locator is a move in progress (the make-before-break
+// overlap), and a session that got the move's LU was told the set: neither gets another LU
+// (the issue-16 regression: TestScaleTwoByTwo counted 2·N·M first LUs).
 func TestAnnounce(t *testing.T) {
-	c, err := New(Config{NID: myNID, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+	open := func(t *testing.T, c *Cache, view wire.L64) {
+		t.Helper()
+		if _, err := c.OpenSession(Session{Local: wire.ILV{Locator: view, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID}, RemoteNonce: nonce(0xcccc)}, t0.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		policy    Policy
+		second    bool // a second locator before the session opens
+		moveAfter bool // the second locator comes after the session opened (its LU goes out)
+		wantLU    bool
+	}{
+		{name: "single-homed", policy: Newest{}},
+		{name: "newest, two locators at open (a move's overlap)", policy: Newest{}, second: true},
+		{name: "newest, moved after open", policy: Newest{}, moveAfter: true},
+		{name: "preference, moved after open: told by the move's LU", policy: ByPreference{}, moveAfter: true},
+		{name: "preference, two locators at open", policy: ByPreference{}, second: true, wantLU: true},
+		{name: "multipath, two locators at open", policy: Multipath{}, second: true, wantLU: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Config{NID: myNID, Policy: tc.policy, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+			if tc.second {
+				mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0.Add(time.Second))
+			}
+			active, _ := c.Active()
+			open(t, c, active.Locator)
+			if got := c.Told(cnNID); len(got) != 1 || got[0] != active.Locator {
+				t.Fatalf("told before any LU: %v, want the view locator %v only", got, active.Locator)
+			}
+			if tc.moveAfter {
+				eff, err := c.UpdateLocal(ra(lMN2, ifLTE, router2), t0.Add(3*time.Second))
+				if err != nil || len(eff.Updates) != 1 {
+					t.Fatalf("the move's LU: %+v %v", eff.Updates, err)
+				}
+				if got := c.Told(cnNID); len(got) != 2 {
+					t.Fatalf("told after the move's LU: %v, want both", got)
+				}
+			}
+			eff := c.Announce(cnNID, t0.Add(4*time.Second))
+			if got := len(eff.Updates) == 1; got != tc.wantLU {
+				t.Fatalf("announce LU %v, want %v (%+v)", got, tc.wantLU, eff.Updates)
+			}
+			if tc.wantLU {
+				if locs := eff.Updates[0].Update.Locators; len(locs) != 2 {
+					t.Fatalf("announced %+v, want both locators", locs)
+				}
+				if got := c.Told(cnNID); len(got) != 2 {
+					t.Fatalf("told after the announcement: %v", got)
+				}
+				if again := c.Announce(cnNID, t0.Add(5*time.Second)); len(again.Updates) != 0 {
+					t.Fatalf("announced twice: %+v", again.Updates)
+				}
+			}
+			if got := c.Multihomed(); got != (tc.policy.Name() != "newest" && (tc.second || tc.moveAfter)) {
+				t.Fatalf("multihomed %v", got)
+			}
+		})
+	}
+	c, err := New(Config{NID: myNID, Policy: Multipath{}, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
-	if _, err := c.OpenSession(Session{Local: wire.ILV{Locator: lMN1, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID}, RemoteNonce: nonce(0xcccc)}, t0); err != nil {
-		t.Fatal(err)
-	}
-	if eff := c.Announce(cnNID, t0); len(eff.Updates) != 0 {
-		t.Fatalf("single-homed: %+v", eff.Updates)
-	}
-	mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0.Add(time.Second)) // sends its own LU
-	eff := c.Announce(cnNID, t0.Add(2*time.Second))
-	if len(eff.Updates) != 1 || len(eff.Updates[0].Update.Locators) != 2 || eff.Updates[0].Update.Locators[0].Locator != lMN2 {
-		t.Fatalf("multihomed: %+v", eff.Updates)
-	}
-	if eff := c.Announce(wire.NID(5), t0); !eff.Empty() {
+	if eff := c.Announce(wire.NID(5), t0); !eff.Empty() || c.Told(wire.NID(5)) != nil {
 		t.Fatalf("unknown peer: %+v", eff)
 	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -112,6 +113,10 @@ func (n *Node) pollPaths(m *pathMonitor) {
 		n.log.Warn("path counters", "err", err)
 		return
 	}
+	// The datapath counts pairs only for sessions that proved two-way traffic (bpf/lib/paths.h:
+	// ours once the peer answered, a responder's once its correspondent sent again after our
+	// answer), so a session is tracked, probed and told about our locators only once some
+	// pair of it received: a spoofed flood of first packets leaves nothing here.
 	// A peer's locator is probed once something arrived from it (or it is the one in use): a
 	// locator known only from DNS or the hosts file may not exist yet, and probing it would
 	// leave the router's neighbour entry for it failed when it appears (losing the first
@@ -127,26 +132,41 @@ func (n *Node) pollPaths(m *pathMonitor) {
 	}
 	bindings := map[wire.NID]ilcc.Binding{}
 	var cands []paths.Key
-	for _, b := range n.cache.Bindings() {
-		if b.RemoteNonce.IsZero() {
-			continue // not two-way yet: nothing would prove a pair
+	for peer := range heardFrom {
+		b, ok := n.cache.Binding(peer)
+		if !ok || b.RemoteNonce.IsZero() {
+			continue // not two-way (in the ILCC) yet: nothing would prove a pair
 		}
-		bindings[b.Peer] = b
-		if !m.told[b.Peer] {
-			m.told[b.Peer] = true
-			n.apply(n.cache.Announce(b.Peer, now), now)
+		bindings[peer] = b
+		if !m.told[peer] {
+			m.told[peer] = true
+			n.apply(n.cache.Announce(peer, now), now) // only when multihomed (ilcc.Announce)
+		}
+		// While an LU to the peer is out, it may not know the locator we send from and keeps
+		// sending to the one it knows: its pairs are not judged (a move is not a failure).
+		if _, out := n.engine.Outstanding(peer); out {
+			m.tracker.Hold(peer, now)
+		}
+		// Only our locators the peer was told of in an LU (or the session's own): a probe
+		// from another would only meet its unknown-locator check.
+		told := map[wire.L64]bool{}
+		for _, l := range n.cache.Told(peer) {
+			told[l] = true
 		}
 		for _, l := range locals {
-			if !l.State.Usable() {
+			if !l.State.Usable() || !told[l.Locator] {
 				continue
 			}
 			for _, r := range b.RemoteLocators {
-				if r.State.Usable() && (r.Locator == b.RemoteLocator || heardFrom[b.Peer][r.Locator]) {
-					cands = append(cands, paths.Key{Peer: b.Peer, Local: l.Locator, Remote: r.Locator})
+				if r.State.Usable() && (r.Locator == b.RemoteLocator || heardFrom[peer][r.Locator]) {
+					cands = append(cands, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
 				}
 			}
 		}
 	}
+	slices.SortFunc(cands, func(a, b paths.Key) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
+	})
 	at := func(ns uint64) time.Time {
 		if ns == 0 {
 			return time.Time{}
@@ -180,7 +200,7 @@ func (n *Node) pollPaths(m *pathMonitor) {
 			Detail: fmt.Sprintf("%v->%v %s -> %s", c.Key.Local, c.Key.Remote, c.From, c.To), Duration: c.SinceProof.Nanoseconds()})
 	}
 	if len(res.Changes) > 0 {
-		n.applyPathHealth(m, cands, now)
+		n.applyPathHealth(m, cands, locals, now)
 	}
 	for _, k := range res.Probes {
 		n.sendProbe(m, bindings[k.Peer], k, now)
@@ -198,13 +218,20 @@ func (n *Node) pollPaths(m *pathMonitor) {
 }
 
 // applyPathHealth: a local locator is down when some pair through it is dead and none is
-// alive; so is a peer's remote locator among that peer's pairs.
-func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, now time.Time) {
-	// A local locator is only worth demoting when there is another to move to (a
-	// single-homed CN's one locator stays as it is); likewise a peer's remote locator.
-	locals, remotes := map[wire.L64]bool{}, map[wire.NID]map[wire.L64]bool{}
+// alive; so is a peer's remote locator among that peer's pairs. Only a dead verdict (or the
+// recovery from one) changes anything: the LU it may cause is one the peer needs.
+func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, all []ilcc.Local, now time.Time) {
+	// A local locator is only worth demoting when there is another usable one to move to (a
+	// single-homed CN's one locator stays as it is), even one the peer was not told of yet
+	// (the move's LU tells it); a peer's remote locator when the peer has another.
+	usable := 0
+	for _, l := range all {
+		if l.State.Usable() {
+			usable++
+		}
+	}
+	remotes := map[wire.NID]map[wire.L64]bool{}
 	for _, k := range cands {
-		locals[k.Local] = true
 		if remotes[k.Peer] == nil {
 			remotes[k.Peer] = map[wire.L64]bool{}
 		}
@@ -213,7 +240,7 @@ func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, now time.Time)
 	dead, alive := map[healthKey]bool{}, map[healthKey]bool{}
 	for _, k := range cands {
 		var hs []healthKey
-		if len(locals) > 1 {
+		if usable > 1 {
 			hs = append(hs, healthKey{loc: k.Local})
 		}
 		if len(remotes[k.Peer]) > 1 {
@@ -292,8 +319,8 @@ func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []path
 }
 
 // applyMultipath: under the multipath policy every session's flows spread, equally weighted,
-// over its usable local locators that are not dead towards the session's active remote
-// locator; under any other policy the entries are removed.
+// over its usable local locators the peer was told of that are not dead towards the
+// session's active remote locator; under any other policy the entries are removed.
 func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding) {
 	on := n.cache.Policy().Name() == (ilcc.Multipath{}).Name()
 	var locals []ilcc.Local
@@ -302,9 +329,15 @@ func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding
 	}
 	for peer, b := range bindings {
 		var pairs []datapath.MultipathPair
+		told := map[wire.L64]bool{}
+		if on {
+			for _, l := range n.cache.Told(peer) {
+				told[l] = true
+			}
+		}
 		for _, l := range locals {
 			k := paths.Key{Peer: peer, Local: l.Locator, Remote: b.RemoteLocator}
-			if !l.State.Usable() || m.tracker.State(k) == paths.Dead || len(pairs) == datapath.MaxMultipathPairs {
+			if !l.State.Usable() || !told[l.Locator] || m.tracker.State(k) == paths.Dead || len(pairs) == datapath.MaxMultipathPairs {
 				continue
 			}
 			pairs = append(pairs, datapath.MultipathPair{Local: l.Locator, Remote: b.RemoteLocator, Weight: 1})

@@ -96,21 +96,30 @@ func pathEvents(t *testing.T, d *daemon, to string) []timeline.Event {
 	return out
 }
 
-// TestSilentPathFailover: a multihomed MN (both access links up, two locators) with a TCP and
-// a UDP flow to the CN; the router stops forwarding anything to or from the MN's active link
+// TestSilentPathFailover: a multihomed MN (both access links up, two locators, the preference
+// policy: under the thesis's newest policy a second locator is a move in progress and the CN
+// is not told of the other one until it is needed) with a TCP and a UDP flow to the CN; the router stops forwarding anything to or from the MN's active link
 // without any link going down (the RAs keep coming). Both ends declare the pair dead within
 // RTT + 100 ms of its last delivery, the flows move to the other locator (the MN's LU tells the
 // CN), and the pair comes back when the router forwards again.
 func TestSilentPathFailover(t *testing.T) {
 	nstest.RequireTool(t, "nft")
-	n := newTestNet(t, "soft")
+	n := newTestNetConf(t, "soft", map[string]string{"mn": "policy preference\n"})
 	n.MN.Run("ip", "link", "set", "mn2", "up")
 	n.waitFor(15*time.Second, "MN multihomed: L3 active, L2 valid", func() (bool, string) {
 		rows, err := n.mn.locators()
 		return err == nil && stateOf(rows, l3) == "active" && stateOf(rows, l2) == "valid", fmt.Sprint(rows, err)
 	})
 
-	cnAddr := ilv(l1, cnNID)
+	// The MN resolves the CN (its datapath then knows it as an ILNP peer) and opens the
+	// session: dialled by address alone, the first SYN would go out as plain IPv6 and the
+	// CN's nonce-carrying answer open the session from the CN's side, which can learn the
+	// MN's nonce only from L2 (the locator it sent to; bpf: only the initiator's own choice
+	// vouches for it) while the MN answers from its active L3.
+	cnAddr, err := resolve(n.MN, "cn")
+	if err != nil || cnAddr != ilv(l1, cnNID) {
+		t.Fatalf("resolve cn on the MN: %v %v", cnAddr, err)
+	}
 	ln := n.CN.Listen("tcp", fmt.Sprintf("[%s]:5201", cnAddr))
 	defer ln.Close()
 	udpSrv := n.CN.ListenPacket("udp", fmt.Sprintf("[%s]:5202", cnAddr))
@@ -270,8 +279,8 @@ func TestSilentPathFailover(t *testing.T) {
 		}
 	})
 
-	// Restore: the probes (once a second per pair) find the pair again and the newest policy
-	// brings the MN back to L3.
+	// Restore: the probes (once a second per pair) find the pair again and the preference
+	// policy (equal preferences: the newest first) brings the MN back to L3.
 	n.R.Run("nft", "delete table inet ilnpfail")
 	restored := time.Now()
 	n.waitFor(5*time.Second, "MN back on L3", func() (bool, string) {
@@ -327,7 +336,7 @@ func TestSilentPathFailover(t *testing.T) {
 		}
 		n.waitFor(3*time.Second, "policy event", func() (bool, string) {
 			evs, err := n.mn.events()
-			return err == nil && hasEvent(evs, timeline.HandoffMode, "policy newest -> quality"), fmt.Sprint(err)
+			return err == nil && hasEvent(evs, timeline.HandoffMode, "policy preference -> quality"), fmt.Sprint(err)
 		})
 		out, err := n.mn.ctl("show", "config")
 		if err != nil || !strings.Contains(out, "quality") {

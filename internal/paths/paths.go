@@ -7,7 +7,10 @@
 // onto the pair), so that a merely one-way flow is not taken for a failure. Every pair gets at
 // most one periodic probe per ProbeInterval, which keeps idle pairs proven (both ends probe,
 // and each end's probes are the other's proof of life on that pair) and brings a dead pair
-// back when it delivers again.
+// back when it delivers again. Probes never wait for an answer in the datapath's count (their
+// answers come back on the peer's choice of pair), so only unanswered data makes a pair
+// suspect or dead: an idle pair is never declared dead, there being nothing to move.
+// All probes together stay within MaxProbesPerSecond.
 //
 // The Tracker is a pure state machine: Step takes the datapath's counters and the time and
 // returns the state changes and the probes to send. It does no I/O.
@@ -94,6 +97,10 @@ type Config struct {
 	MinUnanswered uint64
 	// InitialRTT stands in for a pair's RTT until a probe has measured it.
 	InitialRTT time.Duration
+	// MaxProbesPerSecond caps the probes of all pairs together (a token bucket holding one
+	// second's worth): whatever a peer's traffic makes us suspect, we never send more.
+	// Suspect probes go first, then the periodic ones longest unprobed first.
+	MaxProbesPerSecond int
 }
 
 // Defaults for Config.
@@ -103,6 +110,10 @@ const (
 	DefaultProbeInterval = time.Second
 	DefaultMinUnanswered = 2
 	DefaultInitialRTT    = 100 * time.Millisecond
+	// DefaultMaxProbesPerSecond: 50 probes of 64 bytes (with the nonce) are 3.2 kB/s, what
+	// a node may ever send for liveness whatever it holds: 50 idle pairs probed once a second,
+	// or a few suspect data pairs probed every RTT + margin.
+	DefaultMaxProbesPerSecond = 50
 )
 
 // Sample is the datapath's counters of one pair at one moment. Zero times mean never.
@@ -133,6 +144,7 @@ type Result struct {
 type pair struct {
 	key        Key
 	state      State
+	suspect    bool // the probe wanted now is a suspect probe (judge)
 	s          Sample
 	srtt       time.Duration
 	hasRTT     bool
@@ -191,9 +203,21 @@ const probeWindow = 10
 
 // Tracker holds the pairs' states. It is not safe for concurrent use (the daemon's loop owns it).
 type Tracker struct {
-	cfg   Config
-	pairs map[Key]*pair
-	heard map[wire.NID][]heardAt
+	cfg    Config
+	pairs  map[Key]*pair
+	heard  map[wire.NID][]heardAt
+	held   map[wire.NID]time.Time // Hold: the peer's last unsettled moment
+	tokens float64                // probe budget (MaxProbesPerSecond)
+	filled time.Time              // when tokens was last topped up
+}
+
+// Hold tells the tracker that the peer cannot yet be expected to answer on our pairs (a
+// Locator Update to it is outstanding: it may not know the locator we now send from, and it
+// keeps sending to the one it knows). Call it on every Step while that lasts: the peer's
+// pairs are neither probed nor declared dead then, and afterwards their silence counts only
+// from the last hold, so that the peer has an RTT and the margin to move to us as told.
+func (t *Tracker) Hold(peer wire.NID, now time.Time) {
+	t.held[peer] = now
 }
 
 // New returns a Tracker.
@@ -213,6 +237,9 @@ func New(cfg Config) (*Tracker, error) {
 	if cfg.InitialRTT == 0 {
 		cfg.InitialRTT = DefaultInitialRTT
 	}
+	if cfg.MaxProbesPerSecond == 0 {
+		cfg.MaxProbesPerSecond = DefaultMaxProbesPerSecond
+	}
 	switch {
 	case cfg.Margin < 0 || cfg.SuspectAfter < 0 || cfg.InitialRTT < 0:
 		return nil, fmt.Errorf("paths config: negative duration")
@@ -220,8 +247,11 @@ func New(cfg Config) (*Tracker, error) {
 		return nil, fmt.Errorf("paths config: suspect after %v must be below the margin %v", cfg.SuspectAfter, cfg.Margin)
 	case cfg.ProbeInterval < 100*time.Millisecond:
 		return nil, fmt.Errorf("paths config: probe interval %v: want at least 100ms", cfg.ProbeInterval)
+	case cfg.MaxProbesPerSecond < 0:
+		return nil, fmt.Errorf("paths config: max probes per second %d: want at least 1", cfg.MaxProbesPerSecond)
 	}
-	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, heard: map[wire.NID][]heardAt{}}, nil
+	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, heard: map[wire.NID][]heardAt{}, held: map[wire.NID]time.Time{},
+		tokens: float64(cfg.MaxProbesPerSecond)}, nil
 }
 
 func (p *pair) rtt(cfg Config) time.Duration {
@@ -271,7 +301,15 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 			delete(t.heard, peer)
 		}
 	}
-	var res Result
+	for peer, h := range t.held {
+		if _, ok := heard[peer]; !ok || now.Sub(h) > heardHistory {
+			delete(t.held, peer)
+		}
+	}
+	var (
+		res    Result
+		wanted []*pair
+	)
 	for _, p := range t.sorted() {
 		from := p.state
 		since := now.Add(-(p.rtt(t.cfg) + t.cfg.Margin))
@@ -279,7 +317,11 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 			since = p.s.FirstUnanswered
 		}
 		busy := t.heardSince(p.key.Peer, now.Add(-time.Second)) >= busyRx
-		to, probeNow := p.judge(t.cfg, now, t.heardSince(p.key.Peer, since), busy)
+		held, isHeld := t.held[p.key.Peer]
+		to, probeNow := p.judge(t.cfg, now, t.heardSince(p.key.Peer, since), busy, held)
+		if isHeld && held.Equal(now) {
+			probeNow = false
+		}
 		if to != from {
 			p.state = to
 			c := Change{Key: p.key, From: from, To: to}
@@ -289,15 +331,49 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 			res.Changes = append(res.Changes, c)
 		}
 		if probeNow {
-			res.Probes = append(res.Probes, p.key)
-			p.lastProbe, p.txAtProbe = now, p.s.TxPackets
-			p.probes = append(p.probes, probe{at: now})
-			if len(p.probes) > probeWindow {
-				p.probes = p.probes[len(p.probes)-probeWindow:]
-			}
+			wanted = append(wanted, p)
+		}
+	}
+	for _, p := range t.budget(wanted, now) {
+		res.Probes = append(res.Probes, p.key)
+		p.lastProbe, p.txAtProbe = now, p.s.TxPackets
+		p.probes = append(p.probes, probe{at: now})
+		if len(p.probes) > probeWindow {
+			p.probes = p.probes[len(p.probes)-probeWindow:]
 		}
 	}
 	return res
+}
+
+// budget keeps the probes the rate cap allows now: suspect probes first, then the pairs
+// longest unprobed. A pair left out keeps its turn (its last probe time is unchanged) and is
+// asked for again on the next Step; a suspect probe left out is taken back, so the pair
+// cannot be declared dead for a probe that was never sent.
+func (t *Tracker) budget(wanted []*pair, now time.Time) []*pair {
+	limit := float64(t.cfg.MaxProbesPerSecond)
+	if !t.filled.IsZero() && now.After(t.filled) {
+		t.tokens = min(limit, t.tokens+now.Sub(t.filled).Seconds()*limit)
+	}
+	if t.filled.IsZero() || now.After(t.filled) {
+		t.filled = now
+	}
+	slices.SortStableFunc(wanted, func(a, b *pair) int {
+		if a.suspect != b.suspect {
+			if a.suspect {
+				return -1
+			}
+			return 1
+		}
+		return a.lastProbe.Compare(b.lastProbe)
+	})
+	n := min(len(wanted), int(t.tokens))
+	for _, p := range wanted[n:] {
+		if p.suspect {
+			p.probeEpoch, p.suspectAt = time.Time{}, time.Time{}
+		}
+	}
+	t.tokens -= float64(n)
+	return wanted[:n]
 }
 
 // observe takes the new counters; a packet received since the last sample proves the pair.
@@ -319,12 +395,19 @@ func (p *pair) observe(s Sample) {
 // Going quiet means a failure at once (RTT + margin) only when the peer was sending steadily
 // (busy: a two-way flow's answers stop); a one-way sender's pair is dead only when its suspect
 // probe, too, went unanswered for RTT + margin, since its silence proves nothing.
-func (p *pair) judge(cfg Config, now time.Time, heardSince uint64, busy bool) (State, bool) {
+//
+// held is the peer's last Hold (zero: none): silence counts from it at the earliest.
+func (p *pair) judge(cfg Config, now time.Time, heardSince uint64, busy bool, held time.Time) (State, bool) {
 	s := p.s
 	state := p.state
+	p.suspect = false
 	quietFor := time.Duration(0)
 	if !s.FirstUnanswered.IsZero() && s.Unanswered > 0 {
-		quietFor = now.Sub(s.FirstUnanswered)
+		start := s.FirstUnanswered
+		if held.After(start) {
+			start = held
+		}
+		quietFor = max(now.Sub(start), 0)
 	}
 	data := s.TxPackets > p.txAtProbe+1 // more went out than the last probe
 	answeredElsewhere := data && quietFor > 0 && heardSince >= answeredElsewhereMin
@@ -354,7 +437,7 @@ func (p *pair) judge(cfg Config, now time.Time, heardSince uint64, busy bool) (S
 	// (a bursty flow goes quiet often).
 	if state == Suspect && !p.probeEpoch.Equal(s.FirstUnanswered) && (p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.Margin) {
 		p.probeEpoch, p.suspectAt = s.FirstUnanswered, now
-		probeNow = true
+		p.suspect, probeNow = true, true
 	}
 	return state, probeNow
 }

@@ -333,3 +333,117 @@ func TestStateText(t *testing.T) {
 		t.Error("unknown name accepted")
 	}
 }
+
+// A new local locator the peer has not acknowledged yet (its LU outstanding, lost on the way):
+// data sent from it goes unanswered for as long as the LU is out, and that proves nothing
+// about the pair: it is neither probed nor declared dead while held, and its silence counts
+// only from the last hold (the issue-16 regression: a dead verdict 200 ms into the move sent
+// the MN back to its old locator with an extra LU).
+func TestHoldWhileUnacknowledged(t *testing.T) {
+	for _, answered := range []bool{true, false} {
+		tr := newTracker(t)
+		var b link
+		lastHold := 0
+		for ms := 0; ms <= 1000; ms += 20 {
+			now := at(ms)
+			b.send(now) // a one-way flow from the new locator, nothing back
+			tr.Hold(peer, now)
+			lastHold = ms
+			res := tr.Step([]Key{kB}, []Sample{withKey(b.s, kB)}, now)
+			if len(res.Probes) != 0 || tr.State(kB) == Dead || tr.State(kB) == Suspect {
+				t.Fatalf("held at %d ms: probes %v, state %v", ms, res.Probes, tr.State(kB))
+			}
+		}
+		// The LU is acknowledged: the peer moves to us within an RTT, or never does.
+		var deadAt int
+		for ms := 1020; ms <= 3000 && deadAt == 0; ms += 20 {
+			now := at(ms)
+			b.send(now)
+			if answered && ms >= 1040 {
+				b.recv(now)
+			}
+			res := tr.Step([]Key{kB}, []Sample{withKey(b.s, kB)}, now)
+			for _, p := range res.Probes {
+				b.send(now)
+				_ = p
+			}
+			if tr.State(kB) == Dead {
+				deadAt = ms
+			}
+		}
+		switch {
+		case answered && deadAt != 0:
+			t.Fatalf("answered after the hold, yet dead at %d ms", deadAt)
+		case answered && tr.State(kB) != Alive:
+			t.Fatalf("answered after the hold: %v, want alive", tr.State(kB))
+		case !answered && deadAt == 0:
+			t.Fatal("never answered after the hold, never declared dead")
+		case !answered && deadAt < lastHold+int((DefaultInitialRTT+DefaultMargin)/time.Millisecond):
+			t.Fatalf("dead at %d ms, before RTT + margin after the hold ended at %d ms", deadAt, lastHold)
+		}
+	}
+}
+
+// Many idle pairs: the probes of all of them together stay within MaxProbesPerSecond (one
+// second's burst, then the rate), every pair gets its turn, and a pair that turns suspect is
+// probed before the waiting idle ones.
+func TestProbeCap(t *testing.T) {
+	const pairs, limit = 200, 20
+	tr, err := New(Config{MaxProbesPerSecond: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]Key, pairs)
+	for i := range keys {
+		keys[i] = Key{Peer: wire.NID(i + 1), Local: 0x20010db800020000, Remote: 0x20010db800010000}
+	}
+	links := make([]link, pairs)
+	samples := func() []Sample {
+		out := make([]Sample, pairs)
+		for i := range links {
+			out[i] = withKey(links[i].s, keys[i])
+		}
+		return out
+	}
+	probedAt := map[Key][]int{}
+	perSecond := map[int]int{}
+	hot := keys[pairs-1] // sorts last: only its suspicion puts it first
+	suspectProbe := -1
+	for ms := 0; ms <= 12000; ms += 20 {
+		now := at(ms)
+		if ms >= 10000 {
+			// A two-way flow on the hot pair until 10.1 s, then its answers stop.
+			links[pairs-1].send(now)
+			if ms <= 10100 {
+				links[pairs-1].recv(now)
+			}
+		}
+		res := tr.Step(keys, samples(), now)
+		perSecond[ms/1000] += len(res.Probes)
+		for _, k := range res.Probes {
+			probedAt[k] = append(probedAt[k], ms)
+			if k == hot && ms > 10100 && suspectProbe < 0 {
+				suspectProbe = ms
+			}
+			i := int(k.Peer) - 1
+			links[i].send(now)
+			if k != hot {
+				tr.Answered(k, now, now.Add(time.Millisecond))
+				links[i].recv(now.Add(time.Millisecond))
+			}
+		}
+	}
+	for sec, n := range perSecond {
+		if want := limit + 1; (sec == 0 && n > 2*limit) || (sec > 0 && n > want) {
+			t.Errorf("second %d: %d probes, cap %d/s", sec, n, limit)
+		}
+	}
+	for _, k := range keys {
+		if len(probedAt[k]) == 0 {
+			t.Fatalf("pair %v never probed in 12 s", k)
+		}
+	}
+	if suspectProbe < 0 || suspectProbe > 10100+int((DefaultInitialRTT+DefaultSuspectAfter)/time.Millisecond)+60 {
+		t.Fatalf("hot pair's suspect probe at %d ms, want soon after it went quiet at 10100 ms (before the idle backlog)", suspectProbe)
+	}
+}

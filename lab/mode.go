@@ -40,6 +40,8 @@ type ModeOptions struct {
 	Rendezvous string
 	// TCPAware turns on ilnpd's mobility-aware TCP (tcp-aware on).
 	TCPAware bool
+	// Policy is ilnpd's handoff policy on both nodes (empty: the default, newest).
+	Policy string
 }
 
 // Modes maps mode names to constructors. A MIPv6 baseline registers here.
@@ -167,6 +169,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		}
 		if m.opt.TCPAware {
 			text += "tcp-aware on\n"
+		}
+		if m.opt.Policy != "" {
+			text += "policy " + m.opt.Policy + "\n"
 		}
 		// The lab's file must be one the daemon accepts: check with the product's parser.
 		if _, err := config.Parse(strings.NewReader(text), *n.conf); err != nil {

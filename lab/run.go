@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/ilcc"
 	"ilnp/internal/timeline"
 	"ilnp/lab/measure"
 	"ilnp/lab/netns"
@@ -52,6 +53,12 @@ type RunConfig struct {
 	Congestion string
 	// TCPAware runs ilnpd with `tcp-aware on` (issue 15; ILNP modes only, ignored by others).
 	TCPAware bool
+	// Multihome keeps both of the MN's access links up for the whole run instead of moving
+	// (issue 16; ILNP modes); Fails are the failures injected then (multihome.go); Policy is
+	// ilnpd's handoff policy on both nodes (empty: the daemon's default, newest).
+	Multihome bool
+	Fails     []Fail
+	Policy    string
 	Out      string
 	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
 	Progress io.Writer // progress line (nil: none)
@@ -88,6 +95,24 @@ func (c *RunConfig) Validate() error {
 	if err := ValidRendezvous(cmp.Or(c.Rendezvous, DefaultRendezvous)); err != nil {
 		return err
 	}
+	ilnp := strings.HasPrefix(c.Mode, "ilnp-")
+	if len(c.Fails) > 0 && !c.Multihome {
+		return fmt.Errorf("--fail needs --multihome")
+	}
+	if c.Multihome && !ilnp {
+		return fmt.Errorf("--multihome needs an ILNP mode (ilnp-soft or ilnp-hard), not %s", c.Mode)
+	}
+	if err := validFails(c.Fails, p.Duration); err != nil {
+		return err
+	}
+	if c.Policy != "" {
+		if !ilnp {
+			return fmt.Errorf("--policy needs an ILNP mode, not %s", c.Mode)
+		}
+		if _, err := ilcc.PolicyByName(c.Policy); err != nil {
+			return err
+		}
+	}
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
@@ -118,6 +143,12 @@ type RunMeta struct {
 	DNS        *DNSMeasure `json:"dns,omitempty"`
 	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
 	TCPAware   bool        `json:"tcp_aware"`            // ilnpd ran with tcp-aware on
+	// Multihomed runs (issue 16): the failures as given, when each took effect (seconds
+	// since the flow started), and the policy.
+	Multihome bool      `json:"multihome,omitempty"`
+	Policy    string    `json:"policy,omitempty"`
+	Fails     []string  `json:"fails,omitempty"`
+	FailedAtS []float64 `json:"failed_at_s,omitempty"`
 	Error      string      `json:"error,omitempty"`
 }
 
@@ -198,7 +229,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
 		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware()}
-	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware()})
+	meta.Multihome, meta.Policy = cfg.Multihome, cfg.Policy
+	for _, f := range cfg.Fails {
+		meta.Fails = append(meta.Fails, f.String())
+	}
+	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware(), Policy: cfg.Policy})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
 			err = errors.Join(err, tErr)
@@ -211,9 +246,20 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 		writeJSON(filepath.Join(dir, "run.json"), meta)
 	}()
+	if cfg.Multihome {
+		if err := topo.multihomeBefore(ctx); err != nil {
+			return res, err
+		}
+	}
 	progress("starting %s", mode.Name())
 	if err := mode.Setup(ctx, topo); err != nil {
 		return res, err
+	}
+	if cfg.Multihome {
+		progress("multihoming: both access links up")
+		if err := topo.multihomeAfter(ctx); err != nil {
+			return res, err
+		}
 	}
 	if cfg.BeforeFlow != nil {
 		if err := cfg.BeforeFlow(ctx, topo, dir); err != nil {
@@ -283,8 +329,27 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
+	pending := slices.SortedFunc(slices.Values(cfg.Fails), func(a, b Fail) int { return cmp.Compare(a.At, b.At) })
+	var failAt *float64 // the silent failure, seconds since the flow started
+	if cfg.Multihome {
+		entered, left = true, true // no movement
+	}
 	for {
 		el := time.Since(t0Wall)
+		for len(pending) > 0 && el >= pending[0].At {
+			f := pending[0]
+			pending = pending[1:]
+			at, err := topo.applyFail(f)
+			if err != nil {
+				return res, err
+			}
+			rel := at.Sub(t0Wall).Seconds()
+			meta.FailedAtS = append(meta.FailedAtS, rel)
+			if f.Kind == FailR2Silent {
+				failAt = &rel
+			}
+			events.Emit(timeline.Event{Kind: "lab_fail", Node: "lab", Detail: f.String()})
+		}
 		if !entered && el >= prof.Enter {
 			enterCmdNS = timeline.Now()
 			if _, err := topo.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
@@ -303,6 +368,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 		phase := "in L2"
 		switch {
+		case cfg.Multihome:
+			phase = "multihomed"
+			if failAt != nil {
+				phase += ", R1-R2 silent"
+			}
 		case left:
 			phase = "in L3 (left L2)"
 		case entered:
@@ -345,13 +415,16 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		cfg.AfterFlow(topo, dir)
 	}
 	// Kernel counters of the end hosts (drops by the stack do not show in a capture).
-	var senderTimeouts *int
+	var senderTimeouts, reorderRetrans *int
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
 			if name == "cn" { // the TCP sender (iperf3 client, CN -> MN)
 				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
 					senderTimeouts = &v
+				}
+				if v, ok := NstatValue(out, "TcpExtTCPDSACKRecv"); ok && !tr.UDP {
+					reorderRetrans = &v
 				}
 			}
 		}
@@ -393,6 +466,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	res.Run.ReorderingRetransmissions = reorderRetrans
+	if failAt != nil {
+		res.Run.FailoverMs = FailoverMs(in.MN, t0Wall, in.CNNID, in.MNNID, *failAt)
+		if res.Run.FailoverMs == nil {
+			res.Notes = append(res.Notes, "no CN -> MN data arrived via L3 after the silent failure")
+		}
+	}
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
 			res.Notes = append(res.Notes, c.Name+": "+note)

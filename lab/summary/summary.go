@@ -6,7 +6,9 @@
 // throughput_window_bps, offered_bps, interruption_ms, tcp_bytes, tcp_retransmissions, tcp_lost,
 // session_survived, tcp_recovery_ms, tcp_rto_events, tcp_window_goodput_bps (issue 15: the
 // LU-ACK to the new path's steady rate within 10 %, retransmission timeouts at the TCP sender,
-// new bytes delivered per second in the 5-s window). Fields that do not apply are null. Mean and 95 % confidence half-width
+// new bytes delivered per second in the 5-s window), failover_ms, aggregate_goodput_bps,
+// single_link_goodput_bps, reordering_retransmissions (issue 16: multihomed runs with a silent
+// path failure, multipath). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.
@@ -39,6 +41,15 @@ type Run struct {
 	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
 	TCPRTOEvents        *int     `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
+	// Issue 16 (ilnp-lab run --multihome): the failure (--fail r2-silent@T) to the first
+	// CN -> MN delivery on the other path (null when no failure was injected); the goodput
+	// of all flows together and of the same flows over one locator pair (multipath runs);
+	// the TCP sender's retransmissions that the receiver reported as spurious (D-SACK: the
+	// original had arrived, late, as reordering delivers it).
+	FailoverMs                *float64 `json:"failover_ms"`
+	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
+	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
+	ReorderingRetransmissions *int     `json:"reordering_retransmissions"`
 }
 
 // Agg is a mean or a confidence half-width per field (null where no run had a value, and
@@ -60,6 +71,11 @@ type Agg struct {
 	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
 	TCPRTOEvents        *float64 `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
+
+	FailoverMs                *float64 `json:"failover_ms"`
+	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
+	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
+	ReorderingRetransmissions *float64 `json:"reordering_retransmissions"`
 }
 
 // Summary is the whole file.
@@ -104,6 +120,10 @@ var Fields = []Field{
 	{"tcp_recovery_ms", "TCP recovery", "ms"},
 	{"tcp_rto_events", "TCP RTO events", ""},
 	{"tcp_window_goodput_bps", "TCP goodput (5-s window)", "bit/s"},
+	{"failover_ms", "Failover", "ms"},
+	{"aggregate_goodput_bps", "Aggregate goodput", "bit/s"},
+	{"single_link_goodput_bps", "Single-link goodput", "bit/s"},
+	{"reordering_retransmissions", "Reordering retransmissions", "segments"},
 }
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
@@ -123,6 +143,8 @@ func (r Run) Values() map[string]*float64 {
 		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
 		"tcp_lost": i(r.TCPLost), "tcp_recovery_ms": f(r.TCPRecoveryMs), "tcp_rto_events": i(r.TCPRTOEvents),
 		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps),
+		"failover_ms": f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
+		"single_link_goodput_bps": f(r.SingleLinkGoodputBps), "reordering_retransmissions": i(r.ReorderingRetransmissions),
 	}
 	if r.TCPBytes != nil {
 		v := float64(*r.TCPBytes)
@@ -179,6 +201,14 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.TCPRTOEvents
 	case "tcp_window_goodput_bps":
 		return &a.TCPWindowGoodputBps
+	case "failover_ms":
+		return &a.FailoverMs
+	case "aggregate_goodput_bps":
+		return &a.AggregateGoodputBps
+	case "single_link_goodput_bps":
+		return &a.SingleLinkGoodputBps
+	case "reordering_retransmissions":
+		return &a.ReorderingRetransmissions
 	}
 	panic("summary: unknown field " + key)
 }
@@ -317,6 +347,9 @@ func Validate(data []byte) error {
 			return err
 		}
 		for _, k := range keys {
+			if _, ok := r[k]; !ok {
+				continue // one of Later's, in an older summary
+			}
 			if err := checkValue(where+"."+k, r[k], k == "session_survived"); err != nil {
 				return err
 			}
@@ -331,6 +364,9 @@ func Validate(data []byte) error {
 			return err
 		}
 		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				continue
+			}
 			if err := checkValue(agg+"."+k, m[k], false); err != nil {
 				return err
 			}
@@ -350,11 +386,17 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
+// Later is the fields added after summaries were first written (issue 16): a summary.json
+// from before them (a matrix's cells, read again by --report-only) still validates, and
+// reads them as null.
+var Later = map[string]bool{"failover_ms": true, "aggregate_goodput_bps": true,
+	"single_link_goodput_bps": true, "reordering_retransmissions": true}
+
 func exactKeys(where string, m map[string]json.RawMessage, want []string) error {
 	wantSet := map[string]bool{}
 	for _, k := range want {
 		wantSet[k] = true
-		if _, ok := m[k]; !ok {
+		if _, ok := m[k]; !ok && !Later[k] {
 			return fmt.Errorf("summary: %s lacks %q", where, k)
 		}
 	}

@@ -119,6 +119,7 @@ func TestValidateRejects(t *testing.T) {
 		"scenario not string": func(m map[string]any) { m["scenario"] = 4 },
 		"empty congestion":    func(m map[string]any) { m["congestion"] = "" },
 		"congestion a number": func(m map[string]any) { m["congestion"] = 1 },
+		"failover a string":   func(m map[string]any) { run0(m)["failover_ms"] = "12" },
 	}
 	for name, fn := range cases {
 		if err := Validate(mutate(t, fn)); err == nil {
@@ -132,6 +133,16 @@ func TestValidateRejects(t *testing.T) {
 	}
 	if err := Validate(mutate(t, func(m map[string]any) { m["congestion"] = "hybla" })); err != nil {
 		t.Errorf("sample with a congestion control rejected: %v", err)
+	}
+	// A summary written before issue 16's fields (a matrix's older cells) still validates.
+	if err := Validate(mutate(t, func(m map[string]any) {
+		for k := range Later {
+			delete(run0(m), k)
+			delete(m["mean"].(map[string]any), k)
+			delete(m["ci95"].(map[string]any), k)
+		}
+	})); err != nil {
+		t.Errorf("summary without issue 16's fields rejected: %v", err)
 	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")

@@ -1,0 +1,151 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"ilnp/lab/pcap"
+)
+
+// Multihomed runs (issue 16): `ilnp-lab run --multihome` keeps both of the MN's access links up
+// for the whole run (no movement), and `--fail r2-silent@T` makes R1 drop everything it would
+// forward over the R1-R2 link from T on, without any link going down (the MN's link to R2
+// stays up and R2 keeps advertising), until `--fail r2-restore@T2`.
+
+// Failure kinds.
+const (
+	FailR2Silent  = "r2-silent"
+	FailR2Restore = "r2-restore"
+)
+
+// Fail is one injected failure: its kind at a time since the flow started.
+type Fail struct {
+	Kind string
+	At   time.Duration
+}
+
+func (f Fail) String() string { return fmt.Sprintf("%s@%v", f.Kind, f.At) }
+
+// ParseFail reads KIND@T, T a Go duration ("3s", "2500ms") or plain seconds ("3", "2.5").
+func ParseFail(s string) (Fail, error) {
+	kind, at, ok := strings.Cut(strings.TrimSpace(s), "@")
+	if !ok {
+		return Fail{}, fmt.Errorf("--fail %q: want KIND@TIME, e.g. r2-silent@4s", s)
+	}
+	if kind != FailR2Silent && kind != FailR2Restore {
+		return Fail{}, fmt.Errorf("--fail %q: kind %q: want %s or %s", s, kind, FailR2Silent, FailR2Restore)
+	}
+	d, err := time.ParseDuration(at)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(at, 64)
+		if ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return Fail{}, fmt.Errorf("--fail %q: time %q: want a duration like 4s", s, at)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 || d > time.Hour {
+		return Fail{}, fmt.Errorf("--fail %q: time %v: want within (0, 1h]", s, d)
+	}
+	return Fail{Kind: kind, At: d}, nil
+}
+
+// validFails checks a run's failures: in time order, each within the flow, a silent failure
+// before any restore, at most one of each.
+func validFails(fails []Fail, duration time.Duration) error {
+	seen := map[string]time.Duration{}
+	for _, f := range fails {
+		if _, dup := seen[f.Kind]; dup {
+			return fmt.Errorf("--fail %s given twice", f.Kind)
+		}
+		if f.At >= duration {
+			return fmt.Errorf("--fail %v: after the flow's end (%v)", f, duration)
+		}
+		seen[f.Kind] = f.At
+	}
+	if r, ok := seen[FailR2Restore]; ok {
+		s, ok := seen[FailR2Silent]
+		if !ok || r <= s {
+			return fmt.Errorf("--fail %s@%v needs an earlier %s", FailR2Restore, r, FailR2Silent)
+		}
+	}
+	return nil
+}
+
+// failTable is R1's nftables table for the silent failure.
+const failTable = "ilnplab_fail"
+
+// applyFail carries out one failure in R1 and returns the CLOCK_MONOTONIC time just before the
+// rules took effect. r2-silent drops what R1 forwards from or to r1-r2 (both directions in
+// one nft command); r2-restore removes the table.
+func (t *Topology) applyFail(f Fail) (time.Time, error) {
+	switch f.Kind {
+	case FailR2Silent:
+		if _, err := t.R1.Run("nft", "add table inet "+failTable+" ; add chain inet "+failTable+
+			" silent { type filter hook forward priority 0 ; policy accept ; }"); err != nil {
+			return time.Time{}, fmt.Errorf("fail %v: %w", f, err)
+		}
+		at := time.Now()
+		_, err := t.R1.Run("nft", "add rule inet "+failTable+" silent iifname r1-r2 drop ; add rule inet "+failTable+" silent oifname r1-r2 drop")
+		if err != nil {
+			return at, fmt.Errorf("fail %v: %w", f, err)
+		}
+		return at, nil
+	case FailR2Restore:
+		at := time.Now()
+		if _, err := t.R1.Run("nft", "delete table inet "+failTable); err != nil {
+			return at, fmt.Errorf("fail %v: %w", f, err)
+		}
+		return at, nil
+	}
+	return time.Time{}, fmt.Errorf("unknown failure %q", f.Kind)
+}
+
+// multihomeBefore runs before the daemons start: the MN comes up in L3 only, so that L2,
+// learned after it, is the newest locator and the one the flow starts on whatever the policy
+// (newest, or preference and quality with nothing measured yet: newest first among equals).
+func (t *Topology) multihomeBefore(ctx context.Context) error {
+	if _, err := t.MN.Run("ip", "link", "set", IfMNR2, "down"); err != nil {
+		return err
+	}
+	if _, err := t.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
+		return err
+	}
+	return t.waitAddress(ctx, t.MN, IfMNR3, Addr(L3, MNNID), 20*time.Second)
+}
+
+// multihomeAfter runs once the daemons are up: the MN's link to R2 comes up and stays up with
+// the other for the whole run.
+func (t *Topology) multihomeAfter(ctx context.Context) error {
+	if _, err := t.MN.Run("ip", "link", "set", IfMNR2, "up"); err != nil {
+		return err
+	}
+	if err := t.waitAddress(ctx, t.MN, IfMNR2, Addr(L2, MNNID), 20*time.Second); err != nil {
+		return err
+	}
+	// The daemon formed the address; give it a moment to rank it and push it to the datapath.
+	return sleepCtx(ctx, 500*time.Millisecond)
+}
+
+// FailoverMs is the time from a failure at failAt (seconds since the flow started) to the
+// first CN -> MN data packet (UDP or TCP: not a liveness probe) that arrived at the MN's
+// capture addressed to its L3 locator, the path that did not fail; nil when none arrived.
+// t0 is the flow's start on the capture's clock.
+func FailoverMs(mn []pcap.Packet, t0 time.Time, cnNID, mnNID uint64, failAt float64) *float64 {
+	l3 := L3.Addr().As16()
+	for i := range mn {
+		p := &mn[i]
+		if p.Dir == pcap.DirOutgoing || p.SrcNID() != cnNID || p.DstNID() != mnNID ||
+			(p.Proto != pcap.ProtoUDP && p.Proto != pcap.ProtoTCP) || [8]byte(p.Dst[:8]) != [8]byte(l3[:8]) {
+			continue
+		}
+		if at := p.Time.Sub(t0).Seconds(); at >= failAt {
+			ms := (at - failAt) * 1000
+			return &ms
+		}
+	}
+	return nil
+}

@@ -59,9 +59,9 @@ type RunConfig struct {
 	Multihome bool
 	Fails     []Fail
 	Policy    string
-	Out      string
-	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
-	Progress io.Writer // progress line (nil: none)
+	Out       string
+	BinDir    string    // ilnpd/ilnpctl (ILNP modes)
+	Progress  io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -149,7 +149,7 @@ type RunMeta struct {
 	Policy    string    `json:"policy,omitempty"`
 	Fails     []string  `json:"fails,omitempty"`
 	FailedAtS []float64 `json:"failed_at_s,omitempty"`
-	Error      string      `json:"error,omitempty"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.

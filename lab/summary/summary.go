@@ -143,7 +143,7 @@ func (r Run) Values() map[string]*float64 {
 		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
 		"tcp_lost": i(r.TCPLost), "tcp_recovery_ms": f(r.TCPRecoveryMs), "tcp_rto_events": i(r.TCPRTOEvents),
 		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps),
-		"failover_ms": f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
+		"failover_ms":            f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
 		"single_link_goodput_bps": f(r.SingleLinkGoodputBps), "reordering_retransmissions": i(r.ReorderingRetransmissions),
 	}
 	if r.TCPBytes != nil {

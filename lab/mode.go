@@ -245,6 +245,20 @@ func (m *ilnpMode) Collect(t *Topology, dir string) {
 	}
 }
 
+// SetPolicy switches both daemons' handoff policy (`ilnpctl set policy`).
+func (m *ilnpMode) SetPolicy(t *Topology, policy string) error {
+	ctl := filepath.Join(m.opt.BinDir, "ilnpctl")
+	for _, n := range []struct {
+		ns    *netns.NS
+		state string
+	}{{t.CN, m.cnState}, {t.MN, m.mnState}} {
+		if out, err := n.ns.Run(ctl, "-s", filepath.Join(n.state, "ctl.sock"), "set", "policy", policy); err != nil {
+			return fmt.Errorf("ilnpctl set policy %s in %s: %w: %s", policy, n.ns.Name, err, out)
+		}
+	}
+	return nil
+}
+
 func (m *ilnpMode) Teardown(t *Topology) error {
 	for _, p := range t.procsNamed("ilnpd-") {
 		p.Stop(3 * time.Second)

@@ -2,8 +2,11 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -148,4 +151,72 @@ func FailoverMs(mn []pcap.Packet, t0 time.Time, cnNID, mnNID uint64, failAt floa
 		}
 	}
 	return nil
+}
+
+// singleLinkSeconds is how long a multipath run's single-link phase runs its traffic.
+const singleLinkSeconds = 4
+
+// singleLinkPort is the single-link phase's iperf3 port (the run's own uses 5201).
+const singleLinkPort = 5202
+
+// policySetter is a mode whose daemons switch policy at run time (`ilnpctl set policy`).
+type policySetter interface {
+	SetPolicy(t *Topology, policy string) error
+}
+
+// singleLinkGoodput runs, before a multipath run's flow, the same TCP traffic for
+// singleLinkSeconds with both daemons on the preference policy (one locator pair: the MN's
+// L2 one), returns its goodput, and puts both back on multipath.
+func singleLinkGoodput(ctx context.Context, t *Topology, mode Mode, tr Traffic, dir string) (*float64, error) {
+	ps, ok := mode.(policySetter)
+	if !ok {
+		return nil, fmt.Errorf("mode %s cannot switch policy", mode.Name())
+	}
+	if err := ps.SetPolicy(t, "preference"); err != nil {
+		return nil, err
+	}
+	server, err := t.Start(t.MN, "iperf3-server-single", append(tr.ServerArgs(filepath.Join(dir, "iperf-server-single.json")),
+		"-p", strconv.Itoa(singleLinkPort))...)
+	if err != nil {
+		return nil, err
+	}
+	defer server.Stop(2 * time.Second)
+	if err := waitListening(ctx, t, singleLinkPort, 5*time.Second); err != nil {
+		return nil, fmt.Errorf("single-link iperf3 server: %w", err)
+	}
+	report := filepath.Join(dir, "iperf-client-single.json")
+	client, err := t.Start(t.CN, "iperf3-client-single", append(tr.ClientArgs(mode.Target(t), singleLinkSeconds*time.Second, report),
+		"-p", strconv.Itoa(singleLinkPort))...)
+	if err != nil {
+		return nil, err
+	}
+	if done, _ := client.Wait((singleLinkSeconds + 10) * time.Second); !done {
+		client.Stop(2 * time.Second)
+		return nil, fmt.Errorf("single-link phase: iperf3 did not end")
+	}
+	if err := ps.SetPolicy(t, "multipath"); err != nil {
+		return nil, err
+	}
+	return iperfGoodput(report), nil
+}
+
+// iperfGoodput is what an iperf3 TCP client's JSON report says the receiver got, all flows
+// together (end.sum_received.bits_per_second); nil when it has none.
+func iperfGoodput(path string) *float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var doc struct {
+		End struct {
+			SumReceived *struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if json.Unmarshal(b, &doc) != nil || doc.End.SumReceived == nil || doc.End.SumReceived.BitsPerSecond <= 0 {
+		return nil
+	}
+	v := doc.End.SumReceived.BitsPerSecond
+	return &v
 }

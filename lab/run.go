@@ -272,6 +272,21 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	defer func() { err = errors.Join(err, stopCC()) }()
 
+	var singleLink *float64
+	if cfg.Policy == "multipath" && !tr.UDP {
+		progress("single-link phase: %s for %d s on one locator pair", cfg.Traffic, singleLinkSeconds)
+		if singleLink, err = singleLinkGoodput(ctx, topo, mode, tr, dir); err != nil {
+			return res, err
+		}
+	}
+
+	// The CN's spurious-retransmission count before the flow (a multipath run's single-link
+	// phase already sent): reordering_retransmissions is the flow's own.
+	dsackBase := 0
+	if out, err := topo.CN.Run("nstat", "-az"); err == nil {
+		dsackBase, _ = NstatValue(out, "TcpExtTCPDSACKRecv")
+	}
+
 	progress("measuring RTT via L2")
 	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err != nil {
 		return res, err
@@ -424,6 +439,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 					senderTimeouts = &v
 				}
 				if v, ok := NstatValue(out, "TcpExtTCPDSACKRecv"); ok && !tr.UDP {
+					v -= dsackBase
 					reorderRetrans = &v
 				}
 			}
@@ -467,6 +483,10 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	res = measure.Compute(in)
 	res.Run.ReorderingRetransmissions = reorderRetrans
+	if cfg.Policy == "multipath" && !tr.UDP {
+		res.Run.AggregateGoodputBps = iperfGoodput(filepath.Join(dir, "iperf-client.json"))
+		res.Run.SingleLinkGoodputBps = singleLink
+	}
 	if failAt != nil {
 		res.Run.FailoverMs = FailoverMs(in.MN, t0Wall, in.CNNID, in.MNNID, *failAt)
 		if res.Run.FailoverMs == nil {

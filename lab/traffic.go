@@ -17,6 +17,7 @@ type Traffic struct {
 	Bidir      bool
 	Window     string // TCP socket buffer (thesis: 320 KB)
 	Congestion string // TCP congestion control (this kernel defaults to bbr; thesis: cubic)
+	Parallel   int    // TCP flows at once (iperf3 -P); 0 or 1: one
 	Describe   string
 }
 
@@ -28,6 +29,8 @@ var Traffics = map[string]Traffic{
 		Describe: "UDP 2350 kbit/s, 1300-byte datagrams, both directions (Netflix HD video)"},
 	"tcp": {Name: "tcp", Window: "320K", Congestion: "cubic",
 		Describe: "TCP CN -> MN, window 320 KB, cubic"},
+	"tcp-8": {Name: "tcp-8", Window: "320K", Congestion: "cubic", Parallel: 8,
+		Describe: "8 parallel TCP flows CN -> MN, window 320 KB each, cubic (issue 16's multipath aggregate)"},
 }
 
 // TrafficNames in a stable order.
@@ -51,7 +54,11 @@ func (tr Traffic) ClientArgs(target string, duration time.Duration, logfile stri
 		}
 		return args
 	}
-	return append(args, "-w", tr.Window, "-C", tr.Congestion)
+	args = append(args, "-w", tr.Window, "-C", tr.Congestion)
+	if tr.Parallel > 1 {
+		args = append(args, "-P", strconv.Itoa(tr.Parallel))
+	}
+	return args
 }
 
 // ServerArgs is the iperf3 command line on the MN (one test, then exit).

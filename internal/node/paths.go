@@ -206,7 +206,7 @@ func (n *Node) pollPaths(m *pathMonitor) {
 		n.sendProbe(m, bindings[k.Peer], k, now)
 	}
 	n.applyPathQuality(m, cands, now)
-	n.applyMultipath(m, bindings)
+	n.applyMultipath(m, bindings, cands)
 	if now.Sub(m.flowsAt) >= time.Second {
 		m.flowsAt = now
 		countFlows(m, bindings, cands)
@@ -319,29 +319,23 @@ func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []path
 }
 
 // applyMultipath: under the multipath policy every session's flows spread, equally weighted,
-// over its usable local locators the peer was told of that are not dead towards the
-// session's active remote locator; under any other policy the entries are removed.
-func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding) {
+// over its candidate pairs that are not dead: our usable locators the peer was told of with
+// the peer's usable locators it was heard from (so a single-homed CN spreads over a
+// multihomed MN's locators, and the MN over its own); under any other policy the entries are
+// removed.
+func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []paths.Key) {
 	on := n.cache.Policy().Name() == (ilcc.Multipath{}).Name()
-	var locals []ilcc.Local
+	byPeer := map[wire.NID][]datapath.MultipathPair{}
 	if on {
-		locals = n.cache.Locals()
-	}
-	for peer, b := range bindings {
-		var pairs []datapath.MultipathPair
-		told := map[wire.L64]bool{}
-		if on {
-			for _, l := range n.cache.Told(peer) {
-				told[l] = true
-			}
-		}
-		for _, l := range locals {
-			k := paths.Key{Peer: peer, Local: l.Locator, Remote: b.RemoteLocator}
-			if !l.State.Usable() || !told[l.Locator] || m.tracker.State(k) == paths.Dead || len(pairs) == datapath.MaxMultipathPairs {
+		for _, k := range cands { // sorted: the same pairs in the same order every time
+			if m.tracker.State(k) == paths.Dead || len(byPeer[k.Peer]) == datapath.MaxMultipathPairs {
 				continue
 			}
-			pairs = append(pairs, datapath.MultipathPair{Local: l.Locator, Remote: b.RemoteLocator, Weight: 1})
+			byPeer[k.Peer] = append(byPeer[k.Peer], datapath.MultipathPair{Local: k.Local, Remote: k.Remote, Weight: 1})
 		}
+	}
+	for peer, b := range bindings {
+		pairs := byPeer[peer]
 		if len(pairs) < 2 {
 			pairs = nil
 		}

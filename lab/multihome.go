@@ -1,17 +1,21 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"ilnp/lab/measure"
 	"ilnp/lab/pcap"
+	"ilnp/lab/plots"
 )
 
 // Multihomed runs (issue 16): `ilnp-lab run --multihome` keeps both of the MN's access links up
@@ -219,4 +223,60 @@ func iperfGoodput(path string) *float64 {
 	}
 	v := doc.End.SumReceived.BitsPerSecond
 	return &v
+}
+
+// PathRates is the CN -> MN data rate at the MN's capture per locator pair (the CN's locator
+// -> the MN's, as the packets carried them), bytes of upper-layer payload per second since
+// the flow started: one series per pair, ordered by name, every second of the flow present.
+func PathRates(mn []pcap.Packet, t0 time.Time, cnNID, mnNID uint64, duration time.Duration) []plots.Series {
+	secs := int(math.Ceil(duration.Seconds()))
+	bins := map[string][]float64{}
+	for i := range mn {
+		p := &mn[i]
+		if p.Dir == pcap.DirOutgoing || p.SrcNID() != cnNID || p.DstNID() != mnNID ||
+			(p.Proto != pcap.ProtoUDP && p.Proto != pcap.ProtoTCP) {
+			continue
+		}
+		at := p.Time.Sub(t0).Seconds()
+		if at < 0 || int(at) >= secs {
+			continue
+		}
+		key := locatorText(p.Src) + " -> " + locatorText(p.Dst)
+		if bins[key] == nil {
+			bins[key] = make([]float64, secs)
+		}
+		bins[key][int(at)] += float64(p.Payload)
+	}
+	keys := make([]string, 0, len(bins))
+	for k := range bins {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]plots.Series, 0, len(keys))
+	for _, k := range keys {
+		s := plots.Series{Label: k}
+		for sec, v := range bins[k] {
+			s.Points = append(s.Points, measure.Point{T: float64(sec) + 0.5, V: v})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// locatorText is an address's locator half in RFC 6742 form.
+func locatorText(a [16]byte) string {
+	return fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7])
+}
+
+// pathPlot draws paths.png: the per-pair data rate of a multihomed run.
+func pathPlot(cfg RunConfig, dir string, rep int, mn []pcap.Packet, t0 time.Time, failedAt []float64) error {
+	title := fmt.Sprintf("%s, %s, %s, multihomed, policy %s (rep %d): data rate per locator pair",
+		Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, cmp.Or(cfg.Policy, "newest"), rep)
+	for i, f := range cfg.Fails {
+		if i < len(failedAt) {
+			title += fmt.Sprintf("; %s at %.2f s", f.Kind, failedAt[i])
+		}
+	}
+	series := PathRates(mn, t0, nid64(CNNID), nid64(MNNID), cfg.Profile.Duration)
+	return plots.Rate(filepath.Join(dir, "paths.png"), title, series, plots.Marks{Enter: -1, Leave: -1, Handoff: -1})
 }

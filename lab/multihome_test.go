@@ -82,6 +82,36 @@ func TestFailoverMs(t *testing.T) {
 	}
 }
 
+// PathRates bins CN -> MN data per locator pair and second; other traffic is left out.
+func TestPathRates(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	pkt := func(ms int, dst netip.Prefix, proto uint8, payload int) pcap.Packet {
+		return pcap.Packet{Time: t0.Add(time.Duration(ms) * time.Millisecond), Dir: pcap.DirIncoming,
+			Src: Addr(L1, CNNID).As16(), Dst: Addr(dst, MNNID).As16(), Proto: proto, Payload: payload}
+	}
+	mnToCN := pkt(100, L2, pcap.ProtoUDP, 999)
+	mnToCN.Src, mnToCN.Dst = mnToCN.Dst, mnToCN.Src
+	series := PathRates([]pcap.Packet{
+		pkt(100, L2, pcap.ProtoUDP, 1000), pkt(900, L2, pcap.ProtoTCP, 500), pkt(1500, L3, pcap.ProtoUDP, 200),
+		pkt(1600, L3, 58, 64), mnToCN, pkt(3500, L2, pcap.ProtoUDP, 7), // after the 3-s flow
+	}, t0, nid64(CNNID), nid64(MNNID), 3*time.Second)
+	if len(series) != 2 || series[0].Label != "2001:0db8:0001:0000 -> 2001:0db8:0002:0000" ||
+		series[1].Label != "2001:0db8:0001:0000 -> 2001:0db8:0003:0000" {
+		t.Fatalf("series %+v", series)
+	}
+	want := [][]float64{{1500, 0, 0}, {0, 200, 0}}
+	for i, s := range series {
+		if len(s.Points) != 3 {
+			t.Fatalf("%s: %d points, want 3", s.Label, len(s.Points))
+		}
+		for j, p := range s.Points {
+			if p.V != want[i][j] || p.T != float64(j)+0.5 {
+				t.Errorf("%s second %d: %+v, want %v", s.Label, j, p, want[i][j])
+			}
+		}
+	}
+}
+
 // The lab part of issue 16 end to end: a multihomed MN (both links up all along) under the
 // preference policy, UDP both ways, R1 silently dropping everything over R1-R2 from 3 s on.
 // failover_ms is a number within a sane bound, the flow survived (data still arrives after
@@ -105,6 +135,9 @@ func TestMultihomeSilentFailure(t *testing.T) {
 	t.Logf("multihomed, r2-silent@3s: %s", describe(r))
 	if !meta.Multihome || meta.Policy != "preference" || len(meta.FailedAtS) != 1 {
 		t.Errorf("run.json: %+v", meta)
+	}
+	if _, err := os.Stat(filepath.Join(out, "rep-1", "paths.png")); err != nil {
+		t.Errorf("per-path plot: %v", err)
 	}
 	// Detection (RTT + 100 ms, the suspect probe first for a flow the peer answers little),
 	// the switch and the poll, on a loaded machine: well under a second.

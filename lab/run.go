@@ -502,6 +502,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err := runPlots(cfg, dir, rep, res); err != nil {
 		return res, err
 	}
+	if cfg.Multihome {
+		if err := pathPlot(cfg, dir, rep, in.MN, t0Wall, meta.FailedAtS); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 

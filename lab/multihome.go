@@ -270,11 +270,11 @@ func locatorText(a [16]byte) string {
 
 // pathPlot draws paths.png: the per-pair data rate of a multihomed run.
 func pathPlot(cfg RunConfig, dir string, rep int, mn []pcap.Packet, t0 time.Time, failedAt []float64) error {
-	title := fmt.Sprintf("%s, %s, %s, multihomed, policy %s (rep %d): data rate per locator pair",
-		Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, cmp.Or(cfg.Policy, "newest"), rep)
-	for i, f := range cfg.Fails {
+	title := fmt.Sprintf("%s %s %s, policy %s, rep %d: rate per locator pair",
+		cfg.Scenario, cfg.Mode, cfg.Traffic, cmp.Or(cfg.Policy, "newest"), rep)
+	for i, f := range slices.SortedFunc(slices.Values(cfg.Fails), func(a, b Fail) int { return cmp.Compare(a.At, b.At) }) {
 		if i < len(failedAt) {
-			title += fmt.Sprintf("; %s at %.2f s", f.Kind, failedAt[i])
+			title += fmt.Sprintf("; %s %.1f s", f.Kind, failedAt[i])
 		}
 	}
 	series := PathRates(mn, t0, nid64(CNNID), nid64(MNNID), cfg.Profile.Duration)

@@ -185,3 +185,20 @@ func readResult(t *testing.T, path string) struct{ Rate []struct{ T, V float64 }
 	}
 	return r
 }
+
+// FuzzParseFail: any --fail text is rejected or read back to a failure of a known kind within
+// the bounds, never a panic.
+func FuzzParseFail(f *testing.F) {
+	for _, s := range []string{"r2-silent@4s", "r2-restore@2.5", "r2-silent@", "@", "r2-silent@1e309", "r2-silent@-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fl, err := ParseFail(s)
+		if err != nil {
+			return
+		}
+		if (fl.Kind != FailR2Silent && fl.Kind != FailR2Restore) || fl.At <= 0 || fl.At > time.Hour {
+			t.Fatalf("ParseFail(%q) = %+v", s, fl)
+		}
+	})
+}

@@ -164,4 +164,25 @@ func TestAnnounce(t *testing.T) {
 	if eff := c.Announce(wire.NID(5), t0); !eff.Empty() || c.Told(wire.NID(5)) != nil {
 		t.Fatalf("unknown peer: %+v", eff)
 	}
+	// Opened under newest with two locators (nothing announced), then switched to a
+	// multihoming policy at run time: the next Announce tells the set, once.
+	c, err = New(Config{NID: myNID, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	mustUpdate(t, c, ra(lMN2, ifLTE, router2), t0.Add(time.Second))
+	open(t, c, lMN2)
+	if eff := c.Announce(cnNID, t0.Add(3*time.Second)); len(eff.Updates) != 0 {
+		t.Fatalf("newest: announced %+v", eff.Updates)
+	}
+	if _, err := c.SetPolicy(ByPreference{}, t0.Add(4*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if eff := c.Announce(cnNID, t0.Add(5*time.Second)); len(eff.Updates) != 1 {
+		t.Fatalf("after set policy preference: announced %+v, want one LU", eff.Updates)
+	}
+	if eff := c.Announce(cnNID, t0.Add(6*time.Second)); len(eff.Updates) != 0 {
+		t.Fatalf("announced twice: %+v", eff.Updates)
+	}
 }

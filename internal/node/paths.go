@@ -41,7 +41,6 @@ type pathMonitor struct {
 	seq     uint16
 	sent    map[uint16]sentProbe
 	down    map[healthKey]bool
-	told    map[wire.NID]bool                     // sessions whose peer got the whole locator set
 	flowsAt time.Time                             // when the sockets were last counted
 	spread  map[wire.NID][]datapath.MultipathPair // what the multipath policy last wrote
 
@@ -74,7 +73,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	}
 	defer ps.Close()
 	m := &pathMonitor{tracker: tr, probes: ps, slots: map[paths.Key]uint32{}, sent: map[uint16]sentProbe{}, down: map[healthKey]bool{},
-		told: map[wire.NID]bool{}, spread: map[wire.NID][]datapath.MultipathPair{}}
+		spread: map[wire.NID][]datapath.MultipathPair{}}
 	n.pathmon.Store(m)
 	answers := make(chan echoAnswer, 64)
 	go ps.read(ctx, answers)
@@ -132,15 +131,17 @@ func (n *Node) pollPaths(m *pathMonitor) {
 	}
 	bindings := map[wire.NID]ilcc.Binding{}
 	var cands []paths.Key
+	multihomed := n.cache.Multihomed()
 	for peer := range heardFrom {
 		b, ok := n.cache.Binding(peer)
 		if !ok || b.RemoteNonce.IsZero() {
 			continue // not two-way (in the ILCC) yet: nothing would prove a pair
 		}
 		bindings[peer] = b
-		if !m.told[peer] {
-			m.told[peer] = true
-			n.apply(n.cache.Announce(peer, now), now) // only when multihomed (ilcc.Announce)
+		if multihomed {
+			// Once per correspondent that never got an LU (ilcc.Announce), also when the
+			// node becomes multihomed later (a second locator, or `ilnpctl set policy`).
+			n.apply(n.cache.Announce(peer, now), now)
 		}
 		// While an LU to the peer is out, it may not know the locator we send from and keeps
 		// sending to the one it knows: its pairs are not judged (a move is not a failure).
@@ -188,11 +189,6 @@ func (n *Node) pollPaths(m *pathMonitor) {
 			LastTx: at(st.LastTxNs), LastRx: at(st.LastRxNs), FirstUnanswered: at(st.FirstUnansweredTxNs),
 			Unanswered: st.Unanswered,
 		})
-	}
-	for peer := range m.told {
-		if _, ok := bindings[peer]; !ok {
-			delete(m.told, peer)
-		}
 	}
 	res := m.tracker.Step(cands, samples, now)
 	for _, c := range res.Changes {

@@ -202,3 +202,36 @@ func FuzzParseFail(f *testing.F) {
 		}
 	})
 }
+
+// --multihome and --fail are checked with the rest of the run's configuration.
+func TestMultihomeValidate(t *testing.T) {
+	base := RunConfig{Scenario: "lan-lan", Mode: "ilnp-soft", Traffic: "udp-hd", Profile: Profiles["quick"], Reps: 1, Out: "x"}
+	for _, c := range []struct {
+		name string
+		mod  func(*RunConfig)
+		ok   bool
+	}{
+		{"plain", func(*RunConfig) {}, true},
+		{"multihome, failure, policy", func(c *RunConfig) {
+			c.Multihome, c.Policy, c.Fails = true, "quality", []Fail{{FailR2Silent, 4 * time.Second}}
+		}, true},
+		{"failure without multihome", func(c *RunConfig) { c.Fails = []Fail{{FailR2Silent, 4 * time.Second}} }, false},
+		{"multihome in hard mode", func(c *RunConfig) { c.Multihome, c.Mode = true, "ilnp-hard" }, false},
+		{"multihome with ipv6", func(c *RunConfig) { c.Multihome, c.Mode = true, "ipv6" }, false},
+		{"policy with ipv6", func(c *RunConfig) { c.Mode, c.Policy = "ipv6", "quality" }, false},
+		{"unknown policy", func(c *RunConfig) { c.Policy = "fastest" }, false},
+		{"failure after the flow", func(c *RunConfig) {
+			c.Multihome, c.Fails = true, []Fail{{FailR2Silent, 13 * time.Second}}
+		}, false},
+		{"tcp-8", func(c *RunConfig) { c.Traffic = "tcp-8" }, true},
+	} {
+		cfg := base
+		c.mod(&cfg)
+		if err := cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if args := strings.Join(Traffics["tcp-8"].ClientArgs("mn", 12*time.Second, "f"), " "); !strings.Contains(args, "-P 8") {
+		t.Errorf("tcp-8 client: %s", args)
+	}
+}

@@ -99,8 +99,9 @@ func (c *RunConfig) Validate() error {
 	if len(c.Fails) > 0 && !c.Multihome {
 		return fmt.Errorf("--fail needs --multihome")
 	}
-	if c.Multihome && !ilnp {
-		return fmt.Errorf("--multihome needs an ILNP mode (ilnp-soft or ilnp-hard), not %s", c.Mode)
+	if c.Multihome && c.Mode != "ilnp-soft" {
+		// Hard handoff ages every locator but the active one: nothing to fail over to.
+		return fmt.Errorf("--multihome needs ilnp-soft (hard handoff keeps only the active locator usable), not %s", c.Mode)
 	}
 	if err := validFails(c.Fails, p.Duration); err != nil {
 		return err

@@ -180,7 +180,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp or tcp-8 (8 parallel TCP flows)")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
-	multihome := fs.Bool("multihome", false, "ILNP modes: the MN keeps both access links up for the whole run (no movement; issue 16)")
+	multihome := fs.Bool("multihome", false, "ilnp-soft: the MN keeps both access links up for the whole run (no movement; issue 16)")
 	policy := fs.String("policy", "", "ILNP modes: ilnpd's handoff policy on both nodes: newest (default), preference, quality or multipath")
 	var fails []lab.Fail
 	fs.Func("fail", "with --multihome: r2-silent@T (R1 drops everything over R1-R2 from T, no link goes down) or r2-restore@T2; repeatable", func(s string) error {

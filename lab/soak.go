@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,11 +87,16 @@ type SoakReport struct {
 	UDPSent     int64         `json:"udp_sent"`
 	// UDPLostSoft and UDPLostHard split udp_lost by the handoff mode of the move during
 	// which the datagram was sent.
-	UDPLostSoft  int64    `json:"udp_lost_soft"`
-	UDPLostHard  int64    `json:"udp_lost_hard"`
-	MaxUDPGapMs  float64  `json:"max_udp_gap_ms"`
-	Unacked      []string `json:"unacked,omitempty"`
-	DurationSecs float64  `json:"duration_s"`
+	UDPLostSoft int64   `json:"udp_lost_soft"`
+	UDPLostHard int64   `json:"udp_lost_hard"`
+	MaxUDPGapMs float64 `json:"max_udp_gap_ms"`
+	// MaxUDPGapEndNS is when the longest gap ended (the timelines' monotonic clock).
+	MaxUDPGapEndNS int64    `json:"max_udp_gap_end_ns"`
+	Unacked        []string `json:"unacked,omitempty"`
+	// UnackedAtNS is when each unacknowledged move's link change was made (same clock), so
+	// the timelines can be read around it.
+	UnackedAtNS  []int64 `json:"unacked_at_ns,omitempty"`
+	DurationSecs float64 `json:"duration_s"`
 }
 
 func (c SoakConfig) progress(format string, a ...any) {
@@ -201,6 +207,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		if !events.waitAck(ctx, since, ackLimit) {
 			ok = false
 			rep.Unacked = append(rep.Unacked, fmt.Sprintf("move %d (%s): entering %s", i+1, handoff, ifs[next]))
+			rep.UnackedAtNS = append(rep.UnackedAtNS, since)
 		}
 		time.Sleep(100 * time.Millisecond)
 		since = timeline.Now()
@@ -212,6 +219,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		if handoff == "soft" && !events.waitAck(ctx, since, ackLimit) {
 			ok = false
 			rep.Unacked = append(rep.Unacked, fmt.Sprintf("move %d (%s): leaving %s", i+1, handoff, ifs[at]))
+			rep.UnackedAtNS = append(rep.UnackedAtNS, since)
 		}
 		at = next
 		res.Moves++
@@ -235,7 +243,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 	fr := f.stop()
 	rep.WarmupMoves = cfg.Warmup
 	rep.TCPWritten, rep.TCPReceived, rep.UDPSent = fr.written, fr.received, fr.udpSent
-	rep.MaxUDPGapMs = float64(fr.maxGap) / 1e6
+	rep.MaxUDPGapMs, rep.MaxUDPGapEndNS = float64(fr.maxGap)/1e6, fr.gapEnd
 	if fr.tcpErr != nil || fr.received != fr.written {
 		res.SessionsBroken++
 		rep.TCPError = fmt.Sprintf("%d of %d bytes received: %v", fr.received, fr.written, fr.tcpErr)
@@ -392,6 +400,7 @@ type soakFlows struct {
 	nextSeq  atomic.Uint64
 	lastRx   time.Time
 	maxGap   time.Duration
+	gapEnd   int64 // timeline.Now() when the longest gap ended
 	wg       sync.WaitGroup
 }
 
@@ -417,6 +426,7 @@ type soakFlowResult struct {
 	tcpErr             error
 	udpSent, udpGot    int64
 	maxGap             time.Duration
+	gapEnd             int64
 	udpAliveAtEnd      bool
 	lostSoft, lostHard int64
 }
@@ -517,6 +527,7 @@ func startSoakFlows(topo *Topology) (*soakFlows, error) {
 				f.udpGot.Add(1)
 				if !f.lastRx.IsZero() && now.Sub(f.lastRx) > f.maxGap {
 					f.maxGap = now.Sub(f.lastRx)
+					f.gapEnd = timeline.Now()
 				}
 				f.lastRx = now
 			}
@@ -557,7 +568,7 @@ func (f *soakFlows) stop() soakFlowResult {
 	r.written, r.received = f.written.Load(), f.received.Load()
 	r.udpSent, r.udpGot = f.udpSent.Load(), f.udpGot.Load()
 	f.mu.Lock()
-	r.maxGap = f.maxGap
+	r.maxGap, r.gapEnd = f.maxGap, f.gapEnd
 	for seq := uint64(1); seq < f.nextSeq.Load(); seq++ {
 		if f.seen[seq] {
 			continue
@@ -585,4 +596,44 @@ func (f *soakFlows) close() {
 			_ = c.Close()
 		}
 	}
+}
+
+// SoakExcerpt returns the CN's and the MN's timeline events between from and to (the
+// timelines' monotonic clock), merged in time order, at most limit lines: what a failed soak
+// shows about where an LU, its ACK or the flow disappeared.
+func SoakExcerpt(dir string, from, to int64, limit int) string {
+	type line struct {
+		t    int64
+		text string
+	}
+	var lines []line
+	for _, node := range []string{"cn", "mn"} {
+		fh, err := os.Open(filepath.Join(dir, node+"-events.jsonl"))
+		if err != nil {
+			lines = append(lines, line{from, fmt.Sprintf("%s: %v", node, err)})
+			continue
+		}
+		events, err := timeline.Read(fh)
+		_ = fh.Close()
+		if err != nil {
+			lines = append(lines, line{from, fmt.Sprintf("%s: %v", node, err)})
+		}
+		for _, ev := range events {
+			if ev.MonoNS < from || ev.MonoNS > to {
+				continue
+			}
+			b, _ := json.Marshal(ev)
+			lines = append(lines, line{ev.MonoNS, fmt.Sprintf("%+9.1f ms %s", float64(ev.MonoNS-from)/1e6, b)})
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].t < lines[j].t })
+	var b strings.Builder
+	for i, l := range lines {
+		if i == limit {
+			fmt.Fprintf(&b, "... %d more\n", len(lines)-limit)
+			break
+		}
+		b.WriteString(l.text + "\n")
+	}
+	return b.String()
 }

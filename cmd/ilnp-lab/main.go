@@ -124,8 +124,7 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.DurationVar(&c.enter, "enter", 0, "when the MN's interface to R3 comes up (overrides the profile)")
 	fs.DurationVar(&c.leave, "leave", 0, "when the MN's interface to R2 goes down (overrides the profile)")
 	fs.StringVar(&c.access, "access", "wlan", "shape of the MN's access links (lan, wlan, wifi, 3g or key=value+...)")
-	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
-	fs.StringVar(&c.out, "out", "", "output directory")
+	c.registerOutBin(fs)
 	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "ILNP modes: how the CN finds the MN: hosts (shared hosts file) or dns (real named on R1, the MN publishes NID/L64 by RFC 2136 update)")
 	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA, an extra delay at the home agent on top of its DAD of a new binding (1 s, UMIP's); default 0")
 }

@@ -378,9 +378,10 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 		if err != nil || ilv.NID != n.nid {
 			return
 		}
-		// An RA read just before its interface went down can re-form the address after the
-		// kernel removed it; that locator is already gone (the link-down event follows), and
-		// making it active for a moment would send an LU naming a dead locator.
+		// Discovery holds RAs on links it knows are down, but one handled in the instant
+		// between the link going down and that event can still re-form the address; that
+		// locator is already gone, and making it active for a moment would send an LU naming
+		// a dead locator.
 		if ifc, err := net.InterfaceByIndex(e.IfIndex); err != nil || ifc.Flags&net.FlagRunning == 0 {
 			n.log.Debug("address formed on a link that is down: ignored", "iface", e.Iface, "addr", e.Addr)
 			return

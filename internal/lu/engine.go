@@ -423,6 +423,20 @@ func (e *Engine) Forget(peer wire.NID) {
 	delete(e.peers, peer)
 }
 
+// Unanswered reports whether the correspondent may not hold the last locator set it was
+// sent: an LU is outstanding, or the last exchange ended unacknowledged (given up, or
+// cancelled). A correspondent this engine never sent an LU is not unanswered.
+func (e *Engine) Unanswered(peer wire.NID) bool {
+	p := e.peers[peer]
+	if p == nil {
+		return false
+	}
+	if p.out != nil {
+		return true
+	}
+	return len(p.history) > 0 && p.history[len(p.history)-1].outcome != Acked
+}
+
 // Outstanding reports the correspondent's outstanding LU, if any.
 func (e *Engine) Outstanding(peer wire.NID) (Pending, bool) {
 	p := e.peers[peer]

@@ -336,6 +336,37 @@ func TestLateAckAfterGiveUp(t *testing.T) {
 	}
 }
 
+// TestUnanswered: what a restarted daemon is told about each correspondent (node/adopt.go)
+// must not count a given-up LU as acknowledged.
+func TestUnanswered(t *testing.T) {
+	e := newEngine(t, Config{MaxAttempts: 2})
+	m := msgTo(peerA, 0x20010db8_00020000)
+	steps := []struct {
+		what string
+		do   func()
+		want bool
+	}{
+		{"never sent", func() {}, false},
+		{"outstanding", func() { mustSend(t, e, m, t0) }, true},
+		{"given up", func() { e.Tick(t0.Add(time.Second)); e.Tick(t0.Add(3 * time.Second)) }, true},
+		{"late ACK", func() { e.Ack(peerA, ackOf(m), t0.Add(4*time.Second)) }, false},
+		{"newer LU outstanding", func() { mustSend(t, e, msgTo(peerA, 0x20010db8_00030000), t0.Add(5*time.Second)) }, true},
+		{"acknowledged", func() {
+			e.Ack(peerA, ackOf(msgTo(peerA, 0x20010db8_00030000)), t0.Add(5*time.Second+time.Millisecond))
+		}, false},
+		{"cancelled", func() { mustSend(t, e, m, t0.Add(6*time.Second)); e.Cancel(peerA) }, true},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := e.Unanswered(peerA); got != s.want {
+			t.Errorf("%s: Unanswered = %v, want %v", s.what, got, s.want)
+		}
+	}
+	if e.Unanswered(peerB) {
+		t.Error("a correspondent never sent an LU is unanswered")
+	}
+}
+
 func TestCancelAndForget(t *testing.T) {
 	e := newEngine(t, Config{})
 	m := msgTo(peerA, 0x20010db8_00020000)

@@ -515,6 +515,12 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.perform(actions)
 	}
+	for _, b := range eff.Bindings {
+		// The correspondent's active locator changed while our LU to it is unanswered (its
+		// LU arrived, or the rendezvous found it: the double jump): send ours there now
+		// instead of at its next timeout. An LU just started above already goes there.
+		n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
+	}
 }
 
 func joinDetail(a, b string) string {
@@ -630,6 +636,10 @@ func (n *Node) perform(actions []lu.Action) {
 			sentAt := timeline.Now()
 			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
+			if a.Redirected {
+				n.count("lu_redirected")
+				detail = joinDetail(detail, "redirected to "+a.Message.Dest.Locator.String())
+			}
 			if err != nil {
 				n.count("lu_send_errors")
 				detail = joinDetail(detail, err.Error())

@@ -95,7 +95,7 @@ func (c *RunConfig) Validate() error {
 		return fmt.Errorf("--out is required")
 	}
 	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
-		return fmt.Errorf("--double-jump: mode %s cannot move the CN (the CN would need a home agent of its own; double-jump modes: %s)",
+		return fmt.Errorf("--double-jump: mode %s cannot move the CN (MIPv6: the CN would need a home agent of its own, which the lab does not build; double-jump modes: %s)",
 			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
 	}
 	return nil

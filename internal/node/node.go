@@ -516,10 +516,14 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		n.perform(actions)
 	}
 	for _, b := range eff.Bindings {
-		// The correspondent's active locator changed while our LU to it is unanswered (its
-		// LU arrived, or the rendezvous found it: the double jump): send ours there now
-		// instead of at its next timeout. An LU just started above already goes there.
-		n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
+		// Our LU to the correspondent is unanswered and the locator it went to is no longer
+		// in the correspondent's set (its LU arrived, or the rendezvous found it: the double
+		// jump in hard handoff): send ours to its active locator now instead of at the next
+		// timeout. An LU just started above already goes there; one to a locator still
+		// listed (soft handoff) can still arrive and is left alone.
+		if p, ok := n.engine.Outstanding(b.Peer); ok && !b.RemoteUsable(p.Message.Dest.Locator) {
+			n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
+		}
 	}
 }
 

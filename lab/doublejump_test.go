@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"ilnp/lab/pcap"
+	"ilnp/lab/summary"
 )
 
 func TestRecovery(t *testing.T) {
@@ -75,5 +76,19 @@ func TestDoubleJumpConfig(t *testing.T) {
 	}
 	if movesApart(moves[:1]) != nil {
 		t.Error("one move has no spread")
+	}
+}
+
+// The run report has a recovery row only for a double jump, with the run's value.
+func TestRunReportRecoveryRow(t *testing.T) {
+	v := 1048.7
+	s := summary.New("lan-lan", "ilnp-hard", "udp-hd", []summary.Run{{RecoveryMs: &v}})
+	for _, dj := range []bool{false, true} {
+		cfg := RunConfig{Scenario: "lan-lan", Mode: "ilnp-hard", Traffic: "udp-hd", Profile: testProfile, Reps: 1, DoubleJump: dj}
+		report := RunReport(cfg, s, nil)
+		row := strings.Contains(report, "| Double-jump recovery | 1048.7 ms | 1048.7 ms |")
+		if row != dj || strings.Contains(report, "Double jump: the CN moves too") != dj {
+			t.Errorf("double jump %v: recovery row %v in\n%s", dj, row, report)
+		}
 	}
 }

@@ -70,6 +70,9 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 	}
 	b.WriteString("\n")
 	for _, f := range summary.Fields {
+		if f.Key == "recovery_ms" && !cfg.DoubleJump {
+			continue // only a double jump has two moves to recover from
+		}
 		fmt.Fprintf(&b, "| %s | %s |", f.Title, MeanCI(s, f.Key))
 		for _, r := range s.Runs {
 			fmt.Fprintf(&b, " %s |", Fmt(r.Values()[f.Key], f.Key))

@@ -52,9 +52,12 @@ type RunConfig struct {
 	Congestion string
 	// TCPAware runs ilnpd with `tcp-aware on` (issue 15; ILNP modes only, ignored by others).
 	TCPAware bool
-	Out      string
-	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
-	Progress io.Writer // progress line (nil: none)
+	// DoubleJump gives the CN two access networks and moves it at Enter and Leave too
+	// (lab/doublejump.go); runs gain recovery_ms.
+	DoubleJump bool
+	Out        string
+	BinDir     string    // ilnpd/ilnpctl (ILNP modes)
+	Progress   io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -91,6 +94,10 @@ func (c *RunConfig) Validate() error {
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
+	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
+		return fmt.Errorf("--double-jump: mode %s cannot move the CN (MIPv6: the CN would need a home agent of its own, which the lab does not build; double-jump modes: %s)",
+			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
+	}
 	return nil
 }
 
@@ -118,7 +125,12 @@ type RunMeta struct {
 	DNS        *DNSMeasure `json:"dns,omitempty"`
 	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
 	TCPAware   bool        `json:"tcp_aware"`            // ilnpd ran with tcp-aware on
-	Error      string      `json:"error,omitempty"`
+	// DoubleJump: the CN moved too (L4 -> L5); Moves are the lab's link changes (seconds
+	// since the flow started), MovesApartMs how far apart the two at --enter were done.
+	DoubleJump   bool       `json:"double_jump,omitempty"`
+	Moves        []MoveMeta `json:"moves,omitempty"`
+	MovesApartMs *float64   `json:"moves_apart_ms,omitempty"`
+	Error        string     `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -191,13 +203,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	progress("building testbed")
 	rendezvous := effectiveRendezvous(cfg)
 	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
-		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous})
+		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump})
 	if err != nil {
 		return res, err
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
-		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware()}
+		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware(), DoubleJump: cfg.DoubleJump}
 	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware()})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
@@ -239,8 +251,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
-	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", IfCN, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
-		"-w", filepath.Join(dir, "cn.pcap"), "ip6")
+	cnIf, cnFilter := IfCN, "ip6"
+	if cfg.DoubleJump {
+		cnIf, cnFilter = "any", "ip6 and not host ::1" // both access links
+	}
+	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", cnIf, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
+		"-w", filepath.Join(dir, "cn.pcap"), cnFilter)
 	if err != nil {
 		return res, err
 	}
@@ -280,6 +296,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 
 	entered, left, ticks := false, false, 0
 	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
+	var enterMoves []Move
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
@@ -287,18 +304,27 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		el := time.Since(t0Wall)
 		if !entered && el >= prof.Enter {
 			enterCmdNS = timeline.Now()
-			if _, err := topo.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
+			moves, err := moveTogether(topo.enterChanges())
+			if err != nil {
 				return res, err
 			}
-			events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: IfMNR3})
+			for _, m := range moves {
+				events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: m.Iface})
+			}
+			enterMoves = moves
+			meta.recordMoves(moves, t0Wall)
 			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
 		}
 		if !left && el >= prof.Leave {
 			leaveCmdNS = timeline.Now()
-			if _, err := topo.MN.Run("ip", "link", "set", IfMNR2, "down"); err != nil {
+			moves, err := moveTogether(topo.leaveChanges())
+			if err != nil {
 				return res, err
 			}
-			events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: IfMNR2})
+			for _, m := range moves {
+				events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: m.Iface})
+			}
+			meta.recordMoves(moves, t0Wall)
 			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
 		}
 		phase := "in L2"
@@ -360,7 +386,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// (thesis 4.4: one RTT between MN and CN); the MN is only in L3 now.
 	progress("measuring RTT via L3")
 	var rtt *float64
-	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
+	if pr, err := topo.Ping(topo.MN, topo.CNFinalAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
 		v := pr.MeanMS()
 		rtt, meta.RTTL3ms = &v, v
 		meta.RTTL3MinMs = float64(slices.Min(pr.RTTs)) / 1e6
@@ -393,6 +419,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	if cfg.DoubleJump {
+		meta.MovesApartMs = movesApart(enterMoves)
+		res.Run.RecoveryMs = Recovery(in.MN, in.CN, in.MNNID, in.CNNID, L3, L5, laterMove(enterMoves))
+		if res.Run.RecoveryMs == nil {
+			res.Notes = append(res.Notes, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions")
+		}
+	}
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
 			res.Notes = append(res.Notes, c.Name+": "+note)

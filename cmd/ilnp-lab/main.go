@@ -2,7 +2,7 @@
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
-//	             [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
+//	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
 //	                [--tcp-aware on|off]
 //	ilnp-lab demo [--out DIR]
@@ -93,7 +93,8 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
+               [--double-jump] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
@@ -179,6 +180,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
+	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
@@ -189,7 +191,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
-		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware}
+		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -516,6 +516,16 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.perform(actions)
 	}
+	for _, b := range eff.Bindings {
+		// Our LU to the correspondent is unanswered and the locator it went to is no longer
+		// in the correspondent's set (its LU arrived, or the rendezvous found it: the double
+		// jump in hard handoff): send ours to its active locator now instead of at the next
+		// timeout. An LU just started above already goes there; one to a locator still
+		// listed (soft handoff) can still arrive and is left alone.
+		if p, ok := n.engine.Outstanding(b.Peer); ok && !b.RemoteUsable(p.Message.Dest.Locator) {
+			n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
+		}
+	}
 }
 
 func joinDetail(a, b string) string {
@@ -631,6 +641,10 @@ func (n *Node) perform(actions []lu.Action) {
 			sentAt := timeline.Now()
 			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
+			if a.Redirected {
+				n.count("lu_redirected")
+				detail = joinDetail(detail, "redirected to "+a.Message.Dest.Locator.String())
+			}
 			if err != nil {
 				n.count("lu_send_errors")
 				detail = joinDetail(detail, err.Error())

@@ -119,6 +119,7 @@ func TestValidateRejects(t *testing.T) {
 		"scenario not string": func(m map[string]any) { m["scenario"] = 4 },
 		"empty congestion":    func(m map[string]any) { m["congestion"] = "" },
 		"congestion a number": func(m map[string]any) { m["congestion"] = 1 },
+		"recovery a string":   func(m map[string]any) { run0(m)["recovery_ms"] = "1" },
 	}
 	for name, fn := range cases {
 		if err := Validate(mutate(t, fn)); err == nil {
@@ -132,6 +133,17 @@ func TestValidateRejects(t *testing.T) {
 	}
 	if err := Validate(mutate(t, func(m map[string]any) { m["congestion"] = "hybla" })); err != nil {
 		t.Errorf("sample with a congestion control rejected: %v", err)
+	}
+	// Files written before recovery_ms existed (issue 13) stay readable.
+	if err := Validate(mutate(t, func(m map[string]any) {
+		delete(run0(m), "recovery_ms")
+		delete(m["mean"].(map[string]any), "recovery_ms")
+		delete(m["ci95"].(map[string]any), "recovery_ms")
+	})); err != nil {
+		t.Errorf("summary without recovery_ms rejected: %v", err)
+	}
+	if err := Validate(mutate(t, func(m map[string]any) { run0(m)["recovery_ms"] = 1091.5 })); err != nil {
+		t.Errorf("summary with a recovery rejected: %v", err)
 	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")

@@ -27,7 +27,7 @@ func TestPolicy(t *testing.T) {
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "start"}, // already moving: nothing new
 			{op: "end", rtt: 200 * time.Millisecond, wantOK: true,
-				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000, RttUs: 200000}, Revert: true}}},
 		}},
 		{"CN: the move's end alone, no RTT", true, []step{
 			{op: "end", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},

@@ -349,7 +349,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
-			if name == "cn" { // the TCP sender (iperf3 client, CN -> MN)
+			if name == map[bool]string{false: "cn", true: "mn"}[tr.Reverse] { // the TCP sender (CN -> MN; -R: MN -> CN)
 				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
 					senderTimeouts = &v
 				}
@@ -369,7 +369,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// Measurement.
 	progress("analysing captures")
 	in := measure.Input{T0Wall: t0Wall, T0Mono: t0Mono, Enter: prof.Enter, Leave: prof.Leave, Duration: prof.Duration,
-		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID)}
+		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID), Reverse: tr.Reverse}
 	if in.MN, err = readPcap(filepath.Join(dir, "mn.pcap")); err != nil {
 		return res, err
 	}

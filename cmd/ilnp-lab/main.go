@@ -177,7 +177,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	c.register(fs, 1, "thesis")
 	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
-	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
+	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp or tcp-r (TCP MN -> CN, iperf3 -R)")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
 	_ = fs.Parse(args)

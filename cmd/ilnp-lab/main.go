@@ -4,7 +4,7 @@
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
 //	             [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
-//	                [--tcp-aware on|off]
+//	                [--tcp-aware on|off|off,on]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
@@ -95,7 +95,7 @@ func usage() {
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
                [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
-                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
+                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
@@ -222,11 +222,15 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
 	congestions := fs.String("congestions", "", "TCP congestion controls as an extra axis for tcp (e.g. cubic,hybla,veno): cells go to SCENARIO/MODE/tcp-NAME and the report gains the seed's figs. 17-19")
 	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
-	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15)")
+	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15); off,on: both, as an axis for TCP traffic (cells SCENARIO/MODE/TRAFFIC-tcpaware beside the off ones; the report gains the on/off table)")
 	_ = fs.Parse(args)
-	aware, err := onOff("tcp-aware", *tcpAware)
-	if err != nil {
-		return err
+	awareAxis := *tcpAware == "off,on" || *tcpAware == "on,off"
+	aware := false
+	if !awareAxis {
+		var err error
+		if aware, err = onOff("tcp-aware", *tcpAware); err != nil {
+			return fmt.Errorf("%w (or off,on for both)", err)
+		}
 	}
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
@@ -237,7 +241,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
 		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions),
-		TCPAware: aware}
+		TCPAware: aware, TCPAwareAxis: awareAxis}
 	if *withSignalling {
 		sc := lab.DefaultSignalling("", "")
 		m.Signalling = &sc

@@ -106,7 +106,7 @@ func AwareSection(m MatrixConfig) string {
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("Overlays: SCENARIO-MODE-TRAFFIC" + awareSuffix + "-{rate,seq}.png (off and on, rep 1).\n\n")
+	b.WriteString("Overlays: SCENARIO-MODE-TRAFFIC" + awareSuffix + "-{rate,seq,cwnd}.png (off and on, rep 1).\n\n")
 	return b.String()
 }
 
@@ -119,8 +119,8 @@ func fieldTitle(key string) string {
 	return key
 }
 
-// overlayAware draws, for every off/on pair, rep 1's data rate and sequence numbers off and
-// on in one figure each (TCP-M6's figs. 12-14 compare the same way).
+// overlayAware draws, for every off/on pair, rep 1's data rate, sequence numbers and the
+// sender's cwnd (when sampled) off and on in one figure each (TCP-M6's figs. 12-14 compare the same way).
 func overlayAware(m MatrixConfig) {
 	for _, p := range m.awarePairs() {
 		offDir, onDir := m.awareDirs(p[0], p[1], p[2])
@@ -137,5 +137,9 @@ func overlayAware(m MatrixConfig) {
 		seq := []plots.Series{{Label: "tcp-aware off", Points: off.Seq}, {Label: "tcp-aware on", Points: on.Seq}}
 		_ = plots.Rate(base+"-rate.png", title, rate, marks)
 		_ = plots.Seq(base+"-seq.png", title, off.SeqUnit, seq, marks)
+		if len(off.Cwnd) > 0 || len(on.Cwnd) > 0 {
+			cw := []plots.Series{{Label: "tcp-aware off", Points: off.Cwnd}, {Label: "tcp-aware on", Points: on.Cwnd}}
+			_ = plots.Cwnd(base+"-cwnd.png", title, cw, marks)
+		}
 	}
 }

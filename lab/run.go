@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/timeline"
+	"ilnp/lab/cwnd"
 	"ilnp/lab/measure"
 	"ilnp/lab/netns"
 	"ilnp/lab/pcap"
@@ -277,6 +278,22 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
+	// The TCP sender's congestion window over the flow (issue 15's cwnd plots); a run does not
+	// depend on it.
+	var sampler *cwnd.Sampler
+	var cwndNote string
+	if !tr.UDP {
+		sender := topo.CN
+		if tr.Reverse {
+			sender = topo.MN
+		}
+		var serr error
+		if sampler, serr = cwnd.Start(ctx, sender.Do, 5201, 20*time.Millisecond); serr != nil {
+			cwndNote = serr.Error()
+		} else {
+			defer sampler.Stop()
+		}
+	}
 
 	entered, left, ticks := false, false, 0
 	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
@@ -332,6 +349,14 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	events.Emit(timeline.Event{Kind: "lab_flow_end", Node: "lab"})
+	var cwndSamples []cwnd.Sample
+	if sampler != nil {
+		var serr error
+		if cwndSamples, serr = sampler.Stop(); serr != nil {
+			cwndNote = serr.Error()
+		}
+		writeJSON(filepath.Join(dir, "cwnd.json"), cwndSamples)
+	}
 	progress("collecting")
 	server.Stop(2 * time.Second)
 	// Let the last packets reach the captures; --immediate-mode hands every packet to
@@ -393,6 +418,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	for _, smp := range cwndSamples {
+		res.Cwnd = append(res.Cwnd, measure.Point{T: float64(smp.MonoNS-t0Mono) / 1e9, V: float64(smp.Cwnd)})
+	}
+	if cwndNote != "" {
+		res.Notes = append(res.Notes, "cwnd sampling: "+cwndNote)
+	}
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
 			res.Notes = append(res.Notes, c.Name+": "+note)
@@ -481,7 +512,13 @@ func runPlots(cfg RunConfig, dir string, rep int, r measure.Result) error {
 	if err := plots.Rate(filepath.Join(dir, "rate.png"), title, []plots.Series{{Label: label, Points: r.Rate}}, plotMarks(r)); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r))
+	if err := plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r)); err != nil {
+		return err
+	}
+	if len(r.Cwnd) == 0 {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(dir, "cwnd.png"), title, []plots.Series{{Label: label, Points: r.Cwnd}}, plotMarks(r))
 }
 
 func overlayPlots(cfg RunConfig, results []measure.Result) error {

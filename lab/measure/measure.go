@@ -98,6 +98,7 @@ type Result struct {
 	Rate        []Point     `json:"rate"` // bytes/s received at the MN per second
 	Seq         []Point     `json:"seq"`  // datagram number (UDP) or relative byte (TCP) received at the MN
 	SeqUnit     string      `json:"seq_unit"`
+	Cwnd        []Point     `json:"cwnd,omitempty"` // TCP sender's cwnd (segments), sampled by the lab (lab/cwnd)
 	WindowStart float64     `json:"window_start"`
 	WindowEnd   float64     `json:"window_end"`
 	HandoffAt   *float64    `json:"handoff_at"` // first LU after entering L3

@@ -72,3 +72,22 @@ func TestAwareAxis(t *testing.T) {
 		t.Error("a matrix without the axis has an on/off section")
 	}
 }
+
+// A run's repetitions overlay: cwnd.png only when the sender's window was sampled.
+func TestOverlayPlotsCwnd(t *testing.T) {
+	cfg := RunConfig{Scenario: "wan-wan", Mode: "ilnp-hard", Traffic: "tcp", Out: t.TempDir()}
+	r := measure.Result{SeqUnit: "byte", Rate: []measure.Point{{T: 0, V: 1}, {T: 1, V: 2}}, Seq: []measure.Point{{T: 0, V: 0}, {T: 1, V: 5}}}
+	if err := overlayPlots(cfg, []measure.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Out, "cwnd.png")); err == nil {
+		t.Error("cwnd.png drawn without samples")
+	}
+	r.Cwnd = []measure.Point{{T: 0.5, V: 10}, {T: 1, V: 280}}
+	if err := overlayPlots(cfg, []measure.Result{r, r}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(cfg.Out, "cwnd.png")); err != nil || st.Size() == 0 {
+		t.Errorf("cwnd.png not drawn: %v", err)
+	}
+}

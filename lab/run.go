@@ -525,16 +525,25 @@ func overlayPlots(cfg RunConfig, results []measure.Result) error {
 	if len(results) == 0 {
 		return nil
 	}
-	var rate, seq []plots.Series
+	var rate, seq, cw []plots.Series
+	sampled := false
 	for i, r := range results {
 		rate = append(rate, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Rate})
 		seq = append(seq, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Seq})
+		cw = append(cw, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Cwnd})
+		sampled = sampled || len(r.Cwnd) > 0
 	}
 	title := fmt.Sprintf("%s, %s, %s (%d reps)", Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, len(results))
 	if err := plots.Rate(filepath.Join(cfg.Out, "rate.png"), title, rate, plotMarks(results[0])); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0]))
+	if err := plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0])); err != nil {
+		return err
+	}
+	if !sampled {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(cfg.Out, "cwnd.png"), title, cw, plotMarks(results[0]))
 }
 
 // captureShortfall reads tcpdump's closing counters: packets the filter took but that never

@@ -134,3 +134,14 @@ func TestRevertMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestRTTUs(t *testing.T) {
+	for _, tt := range []struct {
+		rtt  time.Duration
+		want uint32
+	}{{0, 0}, {-time.Millisecond, 0}, {time.Nanosecond, 1}, {200 * time.Millisecond, 200000}, {10 * time.Second, 10000000}, {11 * time.Second, 0}} {
+		if got := rttUs(tt.rtt); got != tt.want {
+			t.Errorf("rttUs(%v) = %d, want %d", tt.rtt, got, tt.want)
+		}
+	}
+}

@@ -294,12 +294,15 @@ static __always_inline __u32 ta_in_flight(struct tcp_sock *tp)
 /* The window to hold through the move's fast recovery: what the old path carried (packets in
  * flight when the window opened, at most the window then), scaled down to the same rate when
  * the LU exchange measured a shorter RTT on the new path (a longer one lowers the rate by
- * itself: the window is kept, not grown). */
+ * itself: the window is kept, not grown). Nothing in flight then: nothing was stranded, and a
+ * loss is the new path's (no hold). */
 static __always_inline __u32 ta_hold_cwnd(struct tcp_sock *tp, struct tcpaware_sk *st)
 {
 	__u32 hold = tp->snd_cwnd;
 
-	if (st->inflight && st->inflight < hold)
+	if (!st->inflight)
+		return 0;
+	if (st->inflight < hold)
 		hold = st->inflight;
 	if (st->rtt_us && st->srtt_us && st->rtt_us < st->srtt_us)
 		hold = (__u32)((__u64)hold * st->rtt_us / st->srtt_us);

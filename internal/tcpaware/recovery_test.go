@@ -226,15 +226,15 @@ func TestFastRecoveryHoldAB(t *testing.T) {
 	fon, foff := p.bulk(ctx, on), p.bulk(ctx, off)
 	time.Sleep(3 * time.Second)
 	var healed atomic.Pointer[time.Time]
-	now := time.Now().Add(time.Hour) // samples before the move's end count as negative
-	healed.Store(&now)
+	future := time.Now().Add(time.Hour) // samples before the move's end count as negative
+	healed.Store(&future)
 	origin := func() time.Time { return *healed.Load() }
 	ton, toff := record(t, fon, origin), record(t, foff, origin)
 	p.cut(on)
 	p.cut(off)
 	time.Sleep(300 * time.Millisecond)
 	p.heal()
-	now = time.Now()
+	now := time.Now()
 	healed.Store(&now)
 	u, ok := NewPolicy(true).MoveEnded(netip.MustParseAddr(on), 0)
 	if !ok {

@@ -131,13 +131,32 @@ type trace struct {
 	done    chan struct{}
 }
 
-// record samples f every 10 ms from now until stop.
+// tcpInfo is TCP_INFO of f's socket (an error once the socket is closed).
+func (f *flow) tcpInfo() (*unix.TCPInfo, error) {
+	rc, err := f.conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var ti *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		return nil, err
+	}
+	return ti, gerr
+}
+
+// record samples f every 10 ms from now until stop (finished by the test's cleanup at the
+// latest) or until its socket is gone.
 func record(t *testing.T, f *flow, origin func() time.Time) *trace {
 	tr := &trace{done: make(chan struct{})}
+	t.Cleanup(func() { tr.finish() })
 	go func() {
 		defer close(tr.done)
 		for !tr.stop.Load() {
-			ti := f.info(t)
+			ti, err := f.tcpInfo()
+			if err != nil {
+				return
+			}
 			tr.mu.Lock()
 			tr.samples = append(tr.samples, sample{at: time.Since(origin()), state: ti.State, caState: ti.Ca_state,
 				cwnd: ti.Snd_cwnd, ssthresh: ti.Snd_ssthresh, unacked: ti.Unacked, lost: ti.Lost, retrans: ti.Retrans,
@@ -152,7 +171,7 @@ func record(t *testing.T, f *flow, origin func() time.Time) *trace {
 func (tr *trace) finish() []sample {
 	tr.stop.Store(true)
 	<-tr.done
-	return tr.samples
+	return tr.snapshot()
 }
 
 // snapshot copies the samples so far.

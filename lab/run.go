@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/timeline"
+	"ilnp/lab/cwnd"
 	"ilnp/lab/measure"
 	"ilnp/lab/netns"
 	"ilnp/lab/pcap"
@@ -293,6 +294,22 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
+	// The TCP sender's congestion window over the flow (issue 15's cwnd plots); a run does not
+	// depend on it.
+	var sampler *cwnd.Sampler
+	var cwndNote string
+	if !tr.UDP {
+		sender := topo.CN
+		if tr.Reverse {
+			sender = topo.MN
+		}
+		var serr error
+		if sampler, serr = cwnd.Start(ctx, sender.Do, 5201, 20*time.Millisecond); serr != nil {
+			cwndNote = serr.Error()
+		} else {
+			defer sampler.Stop()
+		}
+	}
 
 	entered, left, ticks := false, false, 0
 	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
@@ -358,6 +375,14 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	events.Emit(timeline.Event{Kind: "lab_flow_end", Node: "lab"})
+	var cwndSamples []cwnd.Sample
+	if sampler != nil {
+		var serr error
+		if cwndSamples, serr = sampler.Stop(); serr != nil {
+			cwndNote = serr.Error()
+		}
+		writeJSON(filepath.Join(dir, "cwnd.json"), cwndSamples)
+	}
 	progress("collecting")
 	server.Stop(2 * time.Second)
 	// Let the last packets reach the captures; --immediate-mode hands every packet to
@@ -375,7 +400,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
-			if name == "cn" { // the TCP sender (iperf3 client, CN -> MN)
+			if name == map[bool]string{false: "cn", true: "mn"}[tr.Reverse] { // the TCP sender (CN -> MN; -R: MN -> CN)
 				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
 					senderTimeouts = &v
 				}
@@ -395,7 +420,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// Measurement.
 	progress("analysing captures")
 	in := measure.Input{T0Wall: t0Wall, T0Mono: t0Mono, Enter: prof.Enter, Leave: prof.Leave, Duration: prof.Duration,
-		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID)}
+		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID), Reverse: tr.Reverse}
 	if in.MN, err = readPcap(filepath.Join(dir, "mn.pcap")); err != nil {
 		return res, err
 	}
@@ -425,6 +450,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		if res.Run.RecoveryMs == nil {
 			res.Notes = append(res.Notes, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions")
 		}
+	}
+	for _, smp := range cwndSamples {
+		res.Cwnd = append(res.Cwnd, measure.Point{T: float64(smp.MonoNS-t0Mono) / 1e9, V: float64(smp.Cwnd)})
+	}
+	if cwndNote != "" {
+		res.Notes = append(res.Notes, "cwnd sampling: "+cwndNote)
 	}
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
@@ -514,23 +545,38 @@ func runPlots(cfg RunConfig, dir string, rep int, r measure.Result) error {
 	if err := plots.Rate(filepath.Join(dir, "rate.png"), title, []plots.Series{{Label: label, Points: r.Rate}}, plotMarks(r)); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r))
+	if err := plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r)); err != nil {
+		return err
+	}
+	if len(r.Cwnd) == 0 {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(dir, "cwnd.png"), title, []plots.Series{{Label: label, Points: r.Cwnd}}, plotMarks(r))
 }
 
 func overlayPlots(cfg RunConfig, results []measure.Result) error {
 	if len(results) == 0 {
 		return nil
 	}
-	var rate, seq []plots.Series
+	var rate, seq, cw []plots.Series
+	sampled := false
 	for i, r := range results {
 		rate = append(rate, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Rate})
 		seq = append(seq, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Seq})
+		cw = append(cw, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Cwnd})
+		sampled = sampled || len(r.Cwnd) > 0
 	}
 	title := fmt.Sprintf("%s, %s, %s (%d reps)", Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, len(results))
 	if err := plots.Rate(filepath.Join(cfg.Out, "rate.png"), title, rate, plotMarks(results[0])); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0]))
+	if err := plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0])); err != nil {
+		return err
+	}
+	if !sampled {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(cfg.Out, "cwnd.png"), title, cw, plotMarks(results[0]))
 }
 
 // captureShortfall reads tcpdump's closing counters: packets the filter took but that never

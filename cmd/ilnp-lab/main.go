@@ -4,7 +4,7 @@
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
 //	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
-//	                [--tcp-aware on|off]
+//	                [--tcp-aware on|off|off,on]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
@@ -96,7 +96,7 @@ func usage() {
                [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
                [--double-jump] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
-                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
+                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
@@ -177,7 +177,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	c.register(fs, 1, "thesis")
 	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
-	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
+	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp or tcp-r (TCP MN -> CN, iperf3 -R)")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
 	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
@@ -223,11 +223,15 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
 	congestions := fs.String("congestions", "", "TCP congestion controls as an extra axis for tcp (e.g. cubic,hybla,veno): cells go to SCENARIO/MODE/tcp-NAME and the report gains the seed's figs. 17-19")
 	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
-	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15)")
+	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15); off,on: both, as an axis for TCP traffic (cells SCENARIO/MODE/TRAFFIC-tcpaware beside the off ones; the report gains the on/off table)")
 	_ = fs.Parse(args)
-	aware, err := onOff("tcp-aware", *tcpAware)
-	if err != nil {
-		return err
+	awareAxis := *tcpAware == "off,on" || *tcpAware == "on,off"
+	aware := false
+	if !awareAxis {
+		var err error
+		if aware, err = onOff("tcp-aware", *tcpAware); err != nil {
+			return fmt.Errorf("%w (or off,on for both)", err)
+		}
 	}
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
@@ -238,7 +242,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
 		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions),
-		TCPAware: aware}
+		TCPAware: aware, TCPAwareAxis: awareAxis}
 	if *withSignalling {
 		sc := lab.DefaultSignalling("", "")
 		m.Signalling = &sc

@@ -297,6 +297,13 @@ func Validate(data []byte) error {
 		}
 		delete(top, "congestion")
 	}
+	if raw, ok := top["tcp_aware"]; ok {
+		var on bool
+		if err := json.Unmarshal(raw, &on); err != nil || !on {
+			return fmt.Errorf("summary: tcp_aware must be true when present")
+		}
+		delete(top, "tcp_aware")
+	}
 	if err := exactKeys("summary", top, []string{"scenario", "mode", "traffic", "reps", "runs", "mean", "ci95"}); err != nil {
 		return err
 	}

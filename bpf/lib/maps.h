@@ -206,9 +206,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } config_map SEC(".maps");
 
+/* The stable NID and, with nid-mode ephemeral, one NID per correspondent this host opened a
+ * session to (internal/ephemeral, DefaultMaxLive 4000). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16);
+	__uint(max_entries, 4096);
 	__type(key, __be64);
 	__type(value, struct ilnp_local_nid);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

@@ -84,7 +84,8 @@ func ParseHandoff(s string) (Handoff, error) {
 	return "", fmt.Errorf("want soft or hard, got %q", s)
 }
 
-// NIDMode chooses between one stable NID per node and ephemeral per-session NIDs.
+// NIDMode chooses between one stable NID per node and, for the sessions the node opens, one
+// random NID per correspondent (internal/ephemeral).
 type NIDMode string
 
 const (

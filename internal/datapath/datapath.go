@@ -215,6 +215,23 @@ func (d *Datapath) DeleteLocalNID(nid wire.NID) error {
 	return wrapDelete(d.objs.LocalNids.Delete(be64(uint64(nid))), "local NID %v", nid)
 }
 
+// LocalNIDs lists this host's identifiers.
+func (d *Datapath) LocalNIDs() ([]wire.NID, error) {
+	var (
+		k   uint64
+		v   ilnpBPFIlnpLocalNid
+		out []wire.NID
+	)
+	it := d.objs.LocalNids.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, wire.NID(be64(k)))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list local NIDs: %w", err)
+	}
+	return out, nil
+}
+
 // SetActiveLocator sets the host-wide active local locator: every session without its own
 // LocalLocator sends from it. 0 keeps the session view's locator.
 func (d *Datapath) SetActiveLocator(l wire.L64) error {

@@ -19,6 +19,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
+	"ilnp/internal/ephemeral"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
 	"ilnp/internal/lu"
@@ -40,7 +41,8 @@ const receivableTimeout = 100 * time.Millisecond
 type Node struct {
 	cfg    config.Config
 	log    *slog.Logger
-	nid    wire.NID
+	nid    wire.NID        // the stable NID: published, used by incoming sessions
+	eph    *ephemeral.Pool // nid-mode ephemeral: one NID per correspondent (ephemeral.go); loop-owned
 	ifaces map[int]string // ILNP interfaces by index
 
 	timeline *timeline.Writer
@@ -122,18 +124,22 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
 	}
+	if cfg.NIDMode == config.NIDEphemeral {
+		if n.eph, err = newEphemeralPool(nid); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
-// NID is the node's identifier.
+// NID is the node's stable identifier.
 func (n *Node) NID() wire.NID { return n.nid }
 
+// chooseNID picks the stable NID; nid-mode ephemeral draws per-correspondent NIDs beside it
+// (ephemeral.go).
 func chooseNID(cfg config.Config) (wire.NID, error) {
-	switch {
-	case cfg.HasNID:
+	if cfg.HasNID {
 		return cfg.NID, nil
-	case cfg.NIDMode == config.NIDEphemeral:
-		return wire.RandomNID()
 	}
 	ifc, err := net.InterfaceByName(cfg.Interfaces[0])
 	if err != nil {
@@ -493,13 +499,12 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		n.syncBinding(b)
 	}
 	for _, peer := range eff.Removed {
-		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-			n.log.Warn("delete session", "peer", peer, "err", err)
-		}
+		n.deleteSessions(peer)
 		if err := n.host.unroutePeer(peer); err != nil {
 			n.log.Warn("peer route", "peer", peer, "err", err)
 		}
 		n.engine.Forget(peer)
+		n.retireEphemeral(peer)
 	}
 	for _, ack := range eff.Acks {
 		n.sendAck(ack)
@@ -522,6 +527,23 @@ func joinDetail(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// deleteSessions removes the datapath's sessions with peer, whichever local NID they use.
+func (n *Node) deleteSessions(peer wire.NID) {
+	sessions, err := n.dp.Sessions()
+	if err != nil {
+		n.log.Warn("delete session", "peer", peer, "err", err)
+		return
+	}
+	for _, s := range sessions {
+		if s.RemoteNID != peer {
+			continue
+		}
+		if err := n.dp.DeleteSession(s.LocalNID, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+			n.log.Warn("delete session", "peer", peer, "err", err)
+		}
+	}
 }
 
 // syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
@@ -552,6 +574,8 @@ func (n *Node) syncLocals() {
 	var loc wire.L64
 	if ok {
 		loc = active.Locator
+		n.host.active = loc
+		n.syncEphemeralAddrs() // route source hints need their addresses first
 		if err := n.host.reroutePeers(active.IfIndex, active.Router); err != nil {
 			n.log.Warn("peer routes", "err", err)
 		}
@@ -563,8 +587,8 @@ func (n *Node) syncLocals() {
 	n.publishLocators() // DNS records follow the valid set; never blocks (rendezvous.go)
 }
 
-// pruneIdentities drops identity addresses on lo whose locator is gone and that no session
-// uses as its view.
+// pruneIdentities drops identity addresses on lo whose locator or NID is gone (a retired
+// ephemeral one) and that no session uses as its view.
 func (n *Node) pruneIdentities() {
 	inUse := map[netip.Addr]bool{}
 	for _, b := range n.cache.Bindings() {
@@ -575,7 +599,7 @@ func (n *Node) pruneIdentities() {
 		if err != nil {
 			continue
 		}
-		if _, ok := n.locals[ilv.Locator]; ok || inUse[addr] {
+		if _, ok := n.locals[ilv.Locator]; (ok && n.localNID(ilv.NID)) || inUse[addr] {
 			continue
 		}
 		if err := n.host.removeIdentity(addr); err != nil {
@@ -833,6 +857,12 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 		}
 		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: first.Locator, Locators: locs}); err != nil {
 			return fmt.Errorf("register peer %s: %w", name, err)
+		}
+		if n.eph != nil {
+			// Without its own NID the peer would see the stable one: refuse instead.
+			if err := n.ephemeralFor(first.NID, first.Addr()); err != nil {
+				return fmt.Errorf("register peer %s: %w", name, err)
+			}
 		}
 		if active, ok := n.cache.Active(); ok {
 			if err := n.host.routePeer(first.Addr(), active.IfIndex, active.Router); err != nil {

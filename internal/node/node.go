@@ -43,7 +43,7 @@ type Node struct {
 	log    *slog.Logger
 	nid    wire.NID        // the stable NID: published, used by incoming sessions
 	eph    *ephemeral.Pool // nid-mode ephemeral: one NID per correspondent (ephemeral.go); loop-owned
-	ifaces map[int]string // ILNP interfaces by index
+	ifaces map[int]string  // ILNP interfaces by index
 
 	timeline *timeline.Writer
 	history  *history

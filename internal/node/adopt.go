@@ -132,6 +132,12 @@ func (n *Node) adopt() error {
 		}
 		n.routeAdopted(s.RemoteAddr())
 		n.apply(eff, now)
+		// The last daemon's verification state is not kept: its credit limits go, and the
+		// session's current locators count as verified (README, Security).
+		if err := n.dp.DeleteUnverified(s.RemoteNID, 0); err != nil {
+			n.log.Warn("unverified locators", "peer", s.RemoteNID, "err", err)
+		}
+		n.lvOpened(s.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s))
 	}
 	if peers, err := n.dp.Peers(); err == nil {
 		for _, p := range peers {
@@ -357,6 +363,9 @@ func (n *Node) keep() error {
 	if n.lusock != nil {
 		errs = append(errs, n.lusock.Close())
 	}
+	if n.chsock != nil {
+		errs = append(errs, n.chsock.Close())
+	}
 	n.persist()
 	if n.dp != nil {
 		errs = append(errs, n.dp.Close()) // KeepPinned: maps and links stay
@@ -374,6 +383,9 @@ func (n *Node) flushAll() error {
 	var errs []error
 	if n.lusock != nil {
 		errs = append(errs, n.lusock.Close())
+	}
+	if n.chsock != nil {
+		errs = append(errs, n.chsock.Close())
 	}
 	if n.dp != nil {
 		errs = append(errs, n.dp.Flush())

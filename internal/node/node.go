@@ -22,6 +22,7 @@ import (
 	"ilnp/internal/ephemeral"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
+	"ilnp/internal/locverify"
 	"ilnp/internal/lu"
 	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
@@ -41,9 +42,11 @@ const receivableTimeout = 100 * time.Millisecond
 type Node struct {
 	cfg    config.Config
 	log    *slog.Logger
-	nid    wire.NID        // the stable NID: published, used by incoming sessions
-	eph    *ephemeral.Pool // nid-mode ephemeral: one NID per correspondent (ephemeral.go); loop-owned
-	ifaces map[int]string  // ILNP interfaces by index
+	nid    wire.NID          // the stable NID: published, used by incoming sessions
+	eph    *ephemeral.Pool   // nid-mode ephemeral: one NID per correspondent (ephemeral.go); loop-owned
+	lv     *locverify.Engine // locator verification (locverify.go); nil when off; loop-owned
+	chsock *challengeSocket  // its challenges; nil when off
+	ifaces map[int]string    // ILNP interfaces by index
 
 	timeline *timeline.Writer
 	history  *history
@@ -129,6 +132,13 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 			return nil, err
 		}
 	}
+	if lvMode, err := locverify.ParseMode(cfg.LocatorVerification); err != nil {
+		return nil, fmt.Errorf("locator-verification: %w", err)
+	} else if lvMode != locverify.Off {
+		if n.lv, err = locverify.New(locverify.Config{Mode: lvMode}); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -187,6 +197,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	luIn := make(chan receivedLU, 64)
 	go n.lusock.read(ctx, wire.LUParseOptions{}, luIn)
+	var echoIn chan receivedEcho // nil (never ready) without locator verification
+	if n.chsock != nil {
+		echoIn = make(chan receivedEcho, 64)
+		go n.chsock.read(ctx, echoIn)
+	}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
@@ -239,6 +254,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.onDatapathEvent(ev)
 		case r := <-luIn:
 			n.onLU(r)
+		case e := <-echoIn:
+			n.onEcho(e)
 		case cmd := <-n.cmds:
 			cmd()
 		case <-timer.C:
@@ -294,6 +311,11 @@ func (n *Node) setup() error {
 	}
 	if n.lusock, err = openLUSocket(); err != nil {
 		return err
+	}
+	if n.lv != nil {
+		if n.chsock, err = openChallengeSocket(); err != nil {
+			return err
+		}
 	}
 	for ifindex := range n.ifaces {
 		if err := n.lusock.joinSolicitedNode(ifindex, n.nid); err != nil {
@@ -505,6 +527,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.engine.Forget(peer)
 		n.retireEphemeral(peer)
+		n.lvClosed(peer)
 	}
 	for _, ack := range eff.Acks {
 		n.sendAck(ack)
@@ -730,6 +753,7 @@ func (n *Node) onLU(r receivedLU) {
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.apply(eff, now)
+		n.lvAnnounced(peer, r.update, src.Locator, r.size)
 		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
 		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {
@@ -789,6 +813,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.SessionNew, Peer: ev.RemoteNID.String(),
 			Detail: fmt.Sprintf("%s %s -> %s", ev.Type, s.LocalAddr(), s.RemoteAddr())})
 		n.apply(eff, now)
+		n.lvOpened(ev.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s))
 	case datapath.EventNonceLearned:
 		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
 		if err != nil {
@@ -875,4 +900,20 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 		n.emit(timeline.Event{Kind: timeline.PeerAdded, Peer: first.NID.String(), Detail: name + " " + first.Addr().String()})
 		return nil
 	})
+}
+
+func remoteL64s(rs []datapath.RemoteLocator) []wire.L64 {
+	out := make([]wire.L64, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Locator)
+	}
+	return out
+}
+
+// sessionRemoteActive is the locator the session sends to (datapath: 0 means the view's).
+func sessionRemoteActive(s datapath.Session) wire.L64 {
+	if s.RemoteActive != 0 {
+		return s.RemoteActive
+	}
+	return s.RemoteView
 }

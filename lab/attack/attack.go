@@ -181,13 +181,16 @@ func Report(results []Result, cfg Config) string {
 - ` + "`unverified_bytes_sent/received`" + ` are null for these: they are about locator verification.
 `)
 	for _, r := range insider {
-		fmt.Fprintf(&b, "\n## %s: the attack locator verification is for (not built)\n\n"+
+		bound := "within"
+		if *r.UnverifiedBytesSent > 3**r.UnverifiedBytesReceived {
+			bound = "BEYOND"
+		}
+		fmt.Fprintf(&b, "\n## %s: the attack locator verification is for\n\n"+
 			"%s sent %d LU announcing the attacker network's prefix as the MN's only locator; the CN applied %d (%s). "+
-			"Over the next 2 s R1 forwarded %d bytes from the CN towards that unverified locator and %d bytes from it "+
-			"(locator verification would bound the first to 3x the second); the flow survived: %s. Today nothing "+
-			"stops this: see README, Security, \"Locator verification\" (design, not yet implemented).\n",
+			"Over the next 2 s R1 forwarded %d bytes from the CN towards that unverified locator and %d bytes from it: "+
+			"%s locator verification's bound of 3x; the flow survived: %s. See README, Security, \"Locator verification\".\n",
 			r.Attack, r.From, deref(r.Sent), deref(r.Accepted), r.Measured, *r.UnverifiedBytesSent, *r.UnverifiedBytesReceived,
-			survivedText(r.FlowSurvived))
+			bound, survivedText(r.FlowSurvived))
 	}
 	return b.String()
 }

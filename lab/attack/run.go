@@ -343,9 +343,11 @@ func (l *labRun) openGhostSession() error {
 	}
 }
 
-// Redirection is the insider attack that locator verification (README, Security: designed, not
-// built) is meant to stop: a peer that holds the session's real nonce announces the attacker
-// network's prefix as its only locator. It runs last, as it takes the flow away from the MN.
+// Redirection is the insider attack that locator verification (README, Security;
+// internal/locverify) stops: a peer that holds the session's real nonce announces the attacker
+// network's prefix as its only locator. The LU is applied, but the CN sends towards the
+// never-verified locator at most 3x what it received from there. It runs last, as it may take
+// the flow away from the MN.
 const Redirection = "redirection-valid-nonce"
 
 // redirection sends that one LU (from the MN's own locator, with its nonce) and counts on R1

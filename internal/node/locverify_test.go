@@ -1,0 +1,41 @@
+package node_test
+
+import (
+	"testing"
+)
+
+// TestLocatorVerificationHandoff: with the default `locator-verification opportunistic` a soft
+// handoff under TCP and UDP flows is verified end to end: the CN challenges the MN when the
+// session opens (the MN's kernel echoes: it implements the challenge without knowing), then
+// the new locator L3 the LU announces, which starts unverified with the LU as its credit and
+// is verified by the echo; no locator is believed unverified, nothing is dropped for lack of
+// credit, and no UDP datagram is lost.
+func TestLocatorVerificationHandoff(t *testing.T) {
+	n := newTestNet(t, "soft")
+	res := n.runMove(t, "soft", false)
+	res.checkSurvived(t)
+	if res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000 {
+		t.Errorf("verified soft handoff lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d",
+			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
+	}
+	st, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CN: challenges %d, echoes %d, unverified %d, verified %d, believed %d; datapath rerouted %d, dropped for credit %d",
+		st["lv_challenges_sent"], st["lv_echoes"], st["lv_locators_unverified"], st["lv_locators_verified"],
+		st["lv_locators_believed"], st["dp_egress_unverified_rerouted"], st["dp_egress_unverified_credit"])
+	if st["lv_echoes"] < 2 || st["lv_challenges_sent"] < st["lv_echoes"] {
+		t.Errorf("CN: %d challenges, %d echoes: want the session's and L3's answered", st["lv_challenges_sent"], st["lv_echoes"])
+	}
+	if st["lv_locators_unverified"] < 1 || st["lv_locators_verified"] != st["lv_locators_unverified"] {
+		t.Errorf("CN: %d locators unverified, %d verified: want L3 unverified, then verified", st["lv_locators_unverified"], st["lv_locators_verified"])
+	}
+	if st["lv_locators_believed"] != 0 || st["lv_echo_unmatched"] != 0 || st["lv_challenge_errors"] != 0 {
+		t.Errorf("CN: believed %d, unmatched echoes %d, challenge errors %d: want 0", st["lv_locators_believed"],
+			st["lv_echo_unmatched"], st["lv_challenge_errors"])
+	}
+	if st["dp_egress_unverified_credit"] != 0 {
+		t.Errorf("CN dropped %d packets for lack of credit in a soft handoff", st["dp_egress_unverified_credit"])
+	}
+}

@@ -752,8 +752,11 @@ func (n *Node) onLU(r receivedLU) {
 		// lu_received is already on the timeline (above, stamped on arrival with the locator
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
-		n.apply(eff, now)
+		n.count("lu_applied")
+		// New locators get their credit limit before anything leaves towards them, the
+		// LU-ACK included.
 		n.lvAnnounced(peer, r.update, src.Locator, r.size)
+		n.apply(eff, now)
 		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
 		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {

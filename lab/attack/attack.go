@@ -264,8 +264,22 @@ func (l *labRun) setup(ctx context.Context) error {
 	if l.sink, err = newSink(l.t.CN, sinkPort); err != nil {
 		return err
 	}
-	l.flow, err = startFlow(l.t.CN, l.t.MN, l.mnAddr.Addr(), flowPort)
-	return err
+	if l.flow, err = startFlow(l.t.CN, l.t.MN, l.mnAddr.Addr(), flowPort); err != nil {
+		return err
+	}
+	// The connection is up before the CN's daemon has recorded the session its first packet
+	// opened (tens of ms on a loaded machine): the attacks read that session.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rows, err := l.sessions(l.t.CN, l.cnSock)
+		if _, ok := sessionOf(rows, l.mnAddr.NID.String()); err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the CN recorded no session with the MN within 5 s of the flow's start (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // attackers adds atk behind R1 and atkc on a second veth of the CN.

@@ -408,10 +408,12 @@ func (l *labRun) redirection(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	acc := int(stats["lu_ack_sent"] - stats0["lu_ack_sent"])
+	// Applied, not acknowledged: the LU-ACK to the unverified locator is itself held to its
+	// credit (none) and may not leave.
+	acc := int(stats["lu_applied"] - stats0["lu_applied"])
 	return Result{Attack: Redirection, Sent: &sent, Accepted: &acc, FlowSurvived: &survived,
 		UnverifiedBytesSent: &counts[0], UnverifiedBytesReceived: &counts[1],
-		From: "atk (behind R1), spoofing the MN with its real nonce (an insider)", Measured: "LUs the CN's ILCC applied (lu_ack_sent)",
+		From: "atk (behind R1), spoofing the MN with its real nonce (an insider)", Measured: "LUs the CN's ILCC applied (lu_applied)",
 		Counters: []string{"R1 bytes forwarded to / from the announced prefix (not a drop counter)"}}, nil
 }
 

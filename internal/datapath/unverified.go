@@ -26,30 +26,22 @@ func unverifiedKey(local, remote wire.NID, l wire.L64) ilnpBPFIlnpUnverifiedKey 
 	return ilnpBPFIlnpUnverifiedKey{LocalNid: be64(uint64(local)), RemoteNid: be64(uint64(remote)), L64: be64(uint64(l))}
 }
 
-// PutUnverified marks locator l of every session with remote unverified, seeding its counts
+// PutUnverified marks locator l of the session local-remote unverified, seeding its counts
 // (rx: what already came from it, tx: what the daemon itself sent to it). An entry that exists
-// keeps its counts. It returns how many sessions were marked.
-func (d *Datapath) PutUnverified(remote wire.NID, l wire.L64, rx, tx uint64) (int, error) {
-	if remote == 0 || l == 0 {
-		return 0, errors.New("datapath: unverified locator: zero NID or locator")
+// keeps its counts; a session that does not exist is ErrNotFound.
+func (d *Datapath) PutUnverified(local, remote wire.NID, l wire.L64, rx, tx uint64) error {
+	if local == 0 || remote == 0 || l == 0 {
+		return errors.New("datapath: unverified locator: zero NID or locator")
 	}
-	sessions, err := d.Sessions()
-	if err != nil {
-		return 0, err
+	if _, err := d.GetSession(local, remote); err != nil {
+		return err
 	}
-	n := 0
-	for _, s := range sessions {
-		if s.RemoteNID != remote {
-			continue
-		}
-		v := ilnpBPFIlnpUnverified{RxBytes: rx, TxBytes: tx}
-		err := d.objs.Unverified.Update(unverifiedKey(s.LocalNID, remote, l), &v, ebpf.UpdateNoExist)
-		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
-			return n, fmt.Errorf("datapath: unverified locator %v of %v: %w", l, remote, err)
-		}
-		n++
+	v := ilnpBPFIlnpUnverified{RxBytes: rx, TxBytes: tx}
+	err := d.objs.Unverified.Update(unverifiedKey(local, remote, l), &v, ebpf.UpdateNoExist)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+		return fmt.Errorf("datapath: unverified locator %v of %v-%v: %w", l, local, remote, err)
 	}
-	return n, nil
+	return nil
 }
 
 // DeleteUnverified marks locator l of every session with remote verified; l 0 deletes every

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -28,10 +29,10 @@ func TestUnverifiedLocatorCredit(t *testing.T) {
 	if _, dst := send(); dst != h.wireDst() {
 		t.Fatalf("verified: sent to %v, want the active %v", dst, h.wireDst())
 	}
-	n, err := d.PutUnverified(nidB, lB2, 0, 0)
-	if err != nil || n != 1 {
-		t.Fatalf("PutUnverified = %d, %v", n, err)
+	if err := d.PutUnverified(nidC, nidB, lB2, 0, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("PutUnverified of a session that does not exist = %v, want ErrNotFound", err)
 	}
+	must(t, d.PutUnverified(nidA, nidB, lB2, 0, 0))
 	if _, dst := send(); dst != addr(lB1, nidB) {
 		t.Fatalf("unverified, nothing received: sent to %v, want the verified %v", dst, addr(lB1, nidB))
 	}

@@ -125,6 +125,7 @@ type peer struct {
 	verified   map[wire.L64]bool
 	unverified map[wire.L64]bool
 	answered   bool // echoed a challenge in this session
+	probed     bool // Probe sent its challenge
 	tokens     []Token
 }
 
@@ -154,8 +155,10 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Mode() Mode { return e.cfg.Mode }
 
 // Opened records a session: its locators (from name resolution or its first exchange) are
-// verified. Unless Off, it challenges the active one, to learn whether the peer answers.
-func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, now time.Time) ([]Action, error) {
+// verified. With probe (and unless Off) it challenges the active one, to learn whether the
+// peer answers; a session a correspondent opened is probed later (Probe), once it proved
+// itself, so that spoofed packets cannot make this node send challenges to anyone.
+func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool, now time.Time) ([]Action, error) {
 	if e.cfg.Mode == Off {
 		return nil, nil
 	}
@@ -168,9 +171,19 @@ func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, now time.T
 	}
 	e.forget(p)
 	e.peers[p] = st
-	if active == 0 {
+	if !probe {
 		return nil, nil
 	}
+	return e.Probe(p, active, now)
+}
+
+// Probe challenges p's locator active once per session, unless p has answered already.
+func (e *Engine) Probe(p wire.NID, active wire.L64, now time.Time) ([]Action, error) {
+	st := e.peers[p]
+	if e.cfg.Mode == Off || st == nil || st.probed || st.answered || active == 0 {
+		return nil, nil
+	}
+	st.probed = true
 	a, err := e.challenge(p, st, active, now)
 	if err != nil {
 		return nil, err

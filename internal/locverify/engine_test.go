@@ -136,7 +136,7 @@ func TestEngine(t *testing.T) {
 				var as []Action
 				switch s.op {
 				case "open":
-					as, err = e.Opened(s.peer, s.locs, s.from, now)
+					as, err = e.Opened(s.peer, s.locs, s.from, true, now)
 				case "announce":
 					as, err = e.Announced(s.peer, s.locs, s.from, luLen, now)
 				case "echo":
@@ -184,7 +184,7 @@ func TestPendingBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Opened(peerA, []wire.L64{l1}, l1, t0); err != nil {
+	if _, err := e.Opened(peerA, []wire.L64{l1}, l1, true, t0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -201,5 +201,31 @@ func TestPendingBounded(t *testing.T) {
 	}
 	if _, ok := e.Echoed(peerA, tok(11), t0); !ok {
 		t.Error("the newest challenge is refused")
+	}
+}
+
+// A session a correspondent opened is challenged only when Probe is called (the daemon does
+// once the session received more than its first packet), and only once.
+func TestProbeLater(t *testing.T) {
+	e, err := New(Config{Mode: Opportunistic, Random: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Opened(peerA, []wire.L64{l1}, l1, false, t0)
+	if err != nil || len(as) != 0 {
+		t.Fatalf("Opened without probe = %v, %v; want nothing", kinds(as), err)
+	}
+	if as, _ := e.Probe(peerB, l1, t0); len(as) != 0 {
+		t.Errorf("Probe of an unknown peer = %v", kinds(as))
+	}
+	as, _ = e.Probe(peerA, l1, t0)
+	if got := kinds(as); !slices.Equal(got, []string{"send-challenge@" + l1.String()}) {
+		t.Fatalf("Probe = %q", got)
+	}
+	if as, _ := e.Probe(peerA, l1, t0); len(as) != 0 {
+		t.Errorf("second Probe = %v, want nothing", kinds(as))
+	}
+	if _, ok := e.Echoed(peerA, tok(1), t0); !ok || !e.Answered(peerA) {
+		t.Error("the probe's echo was not taken")
 	}
 }

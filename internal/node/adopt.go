@@ -137,7 +137,7 @@ func (n *Node) adopt() error {
 		if err := n.dp.DeleteUnverified(s.RemoteNID, 0); err != nil {
 			n.log.Warn("unverified locators", "peer", s.RemoteNID, "err", err)
 		}
-		n.lvOpened(s.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s))
+		n.lvOpened(s.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), false)
 	}
 	if peers, err := n.dp.Peers(); err == nil {
 		for _, p := range peers {

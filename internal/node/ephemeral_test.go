@@ -138,3 +138,75 @@ func wireSources(t *testing.T, c *capture) []wire.ILV {
 	}
 	return srcs
 }
+
+// TestEphemeralNIDRetired: when the session closes (idle), its ephemeral NID is retired with its
+// addresses on lo and the interface, and the next session to the same correspondent gets a new
+// NID.
+func TestEphemeralNIDRetired(t *testing.T) {
+	n := newTestNetConf(t, "soft", map[string]string{"mn": "nid-mode ephemeral\nsession-idle-timeout 2s\n"})
+	cn := ilv(l1, cnNID)
+	if out, err := n.mn.ctl("peer", "add", "cn", cn.String()); err != nil {
+		t.Fatalf("ilnpctl peer add: %v: %s", err, out)
+	}
+	session := func() (wire.NID, bool) {
+		rows, err := n.mn.sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.PeerNID == cnNID.String() {
+				v, err := wire.ILVFromAddr(netip.MustParseAddr(r.SessionLocal))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.NID, true
+			}
+		}
+		return 0, false
+	}
+	addrsWith := func(nid wire.NID) string {
+		out, _ := n.MN.Try("ip", "-6", "-o", "addr", "show")
+		var hits []string
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				continue
+			}
+			if p, err := netip.ParsePrefix(f[3]); err == nil {
+				if v, err := wire.ILVFromAddr(p.Addr()); err == nil && v.NID == nid {
+					hits = append(hits, f[1]+" "+f[3])
+				}
+			}
+		}
+		return strings.Join(hits, ", ")
+	}
+	if rtts, err := ping(n.MN, cn, 3, 50*time.Millisecond, 2*time.Second); err != nil || len(rtts) < 2 {
+		t.Fatalf("first ping: %d replies, %v", len(rtts), err)
+	}
+	first, ok := session()
+	if !ok || first == mnNID {
+		t.Fatalf("first session: local NID %v (ok %v), want an ephemeral one", first, ok)
+	}
+	if got := addrsWith(first); !strings.Contains(got, "lo ") || !strings.Contains(got, "mn1 ") {
+		t.Fatalf("addresses with %v: %q, want one on lo and one on mn1", first, got)
+	}
+	n.waitFor(15*time.Second, "the idle session closed and its NID's addresses gone", func() (bool, string) {
+		_, open := session()
+		got := addrsWith(first)
+		return !open && got == "", fmt.Sprintf("session open %v, addresses %q", open, got)
+	})
+	if rtts, err := ping(n.MN, cn, 3, 50*time.Millisecond, 2*time.Second); err != nil || len(rtts) < 2 {
+		t.Fatalf("second ping: %d replies, %v", len(rtts), err)
+	}
+	second, ok := session()
+	if !ok || second == first || second == mnNID {
+		t.Fatalf("second session: local NID %v (ok %v), want a new ephemeral one (first %v, stable %v)", second, ok, first, mnNID)
+	}
+	st, err := n.mn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["ephemeral_nids_retired"] < 1 || st["ephemeral_nids_drawn"] < 2 {
+		t.Errorf("MN: %d ephemeral NIDs drawn, %d retired; want >= 2 and >= 1", st["ephemeral_nids_drawn"], st["ephemeral_nids_retired"])
+	}
+}

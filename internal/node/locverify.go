@@ -141,19 +141,44 @@ func ipv6Locators(locs []wire.L64) []wire.L64 {
 }
 
 // lvOpened tells the engine about a session that opened (or was adopted) with these remote
-// locators.
-func (n *Node) lvOpened(peer wire.NID, locs []wire.L64, active wire.L64) {
+// locators. probe: challenge the correspondent now (a session this node opened); a session the
+// correspondent opened is probed by lvProbe once it received more than its first packet.
+func (n *Node) lvOpened(peer wire.NID, locs []wire.L64, active wire.L64, probe bool) {
 	if n.lv == nil || n.lv.Known(peer) {
 		return
 	}
 	if encapLocator(active) {
 		active = 0
 	}
-	actions, err := n.lv.Opened(peer, ipv6Locators(locs), active, time.Now())
+	actions, err := n.lv.Opened(peer, ipv6Locators(locs), active, probe, time.Now())
 	if err != nil {
 		n.log.Warn("locator verification", "peer", peer, "err", err)
 	}
 	n.performLV(actions)
+}
+
+// lvProbe challenges the correspondents of responder sessions that proved themselves (more
+// than the first packet received; touchSessions calls it with the datapath's sessions), so that
+// a spoofed packet never makes this node send a challenge.
+func (n *Node) lvProbe(sessions []datapath.Session) {
+	if n.lv == nil {
+		return
+	}
+	now := time.Now()
+	for _, s := range sessions {
+		if s.RxPackets <= unprovenPackets || !n.lv.Known(s.RemoteNID) || n.lv.Answered(s.RemoteNID) {
+			continue
+		}
+		active := sessionRemoteActive(s)
+		if encapLocator(active) {
+			continue
+		}
+		actions, err := n.lv.Probe(s.RemoteNID, active, now)
+		if err != nil {
+			n.log.Warn("locator verification", "peer", s.RemoteNID, "err", err)
+		}
+		n.performLV(actions)
+	}
 }
 
 // lvAnnounced tells the engine about an applied Locator Update of peer.
@@ -218,8 +243,17 @@ func (n *Node) performLV(actions []locverify.Action) {
 			}
 			n.count("lv_challenges_sent")
 		case locverify.MarkUnverified:
-			if _, err := n.dp.PutUnverified(a.Peer, a.Locator, a.RxBytes, a.TxBytes); err != nil {
-				n.log.Warn("unverified locator", "peer", a.Peer, "locator", a.Locator, "err", err)
+			marked := 0
+			for _, local := range n.localNIDsFor(a.Peer) {
+				err := n.dp.PutUnverified(local, a.Peer, a.Locator, a.RxBytes, a.TxBytes)
+				switch {
+				case err == nil:
+					marked++
+				case !errors.Is(err, datapath.ErrNotFound):
+					n.log.Warn("unverified locator", "peer", a.Peer, "locator", a.Locator, "err", err)
+				}
+			}
+			if marked == 0 {
 				continue
 			}
 			n.count("lv_locators_unverified")

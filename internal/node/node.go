@@ -552,21 +552,26 @@ func joinDetail(a, b string) string {
 	return a + "; " + b
 }
 
-// deleteSessions removes the datapath's sessions with peer, whichever local NID they use.
+// deleteSessions removes the datapath's sessions with peer: the one with the stable NID and
+// the one with the peer's ephemeral NID, if any (no scan of the table: a flood's worth of
+// expiries comes through here).
 func (n *Node) deleteSessions(peer wire.NID) {
-	sessions, err := n.dp.Sessions()
-	if err != nil {
-		n.log.Warn("delete session", "peer", peer, "err", err)
-		return
-	}
-	for _, s := range sessions {
-		if s.RemoteNID != peer {
-			continue
-		}
-		if err := n.dp.DeleteSession(s.LocalNID, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+	for _, local := range n.localNIDsFor(peer) {
+		if err := n.dp.DeleteSession(local, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
 			n.log.Warn("delete session", "peer", peer, "err", err)
 		}
 	}
+}
+
+// localNIDsFor lists the local NIDs a session with peer can have.
+func (n *Node) localNIDsFor(peer wire.NID) []wire.NID {
+	out := []wire.NID{n.nid}
+	if n.eph != nil {
+		if e, ok := n.eph.Lookup(peer); ok {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
@@ -816,7 +821,8 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.SessionNew, Peer: ev.RemoteNID.String(),
 			Detail: fmt.Sprintf("%s %s -> %s", ev.Type, s.LocalAddr(), s.RemoteAddr())})
 		n.apply(eff, now)
-		n.lvOpened(ev.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s))
+		n.lvOpened(ev.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s),
+			ev.Type == datapath.EventSessionInitiator)
 	case datapath.EventNonceLearned:
 		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
 		if err != nil {
@@ -861,6 +867,7 @@ func (n *Node) touchSessions() {
 	}
 	n.lastTouch = newest
 	n.expireUnproven(sessions, now)
+	n.lvProbe(sessions)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the

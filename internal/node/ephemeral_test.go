@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,13 @@ func TestEphemeralNIDs(t *testing.T) {
 		rows, err := x.locators()
 		return err == nil && stateOf(rows, l4) == "active", fmt.Sprint(rows, err)
 	})
-	capCN := n.capture("r-cn", "ip6 and src net 2001:db8:2::/47")
-	capX := n.capture("r-x", "ip6 and src net 2001:db8:2::/47")
+	// Immediate mode: without it libpcap hands packets over a block at a time, and the pings
+	// sent in the last moments before Stop can be lost with the unfinished block.
+	immediate := func(ifname string) *capture {
+		return &capture{n.R.Capture(ifname, filepath.Join(n.dir, "ephemeral-"+ifname+".pcap"),
+			"--immediate-mode", "-s", "256", "-Z", "root", "ip6 and src net 2001:db8:2::/47")}
+	}
+	capCN, capX := immediate("r-cn"), immediate("r-x")
 
 	peers := map[string]netip.Addr{"cn": ilv(l1, cnNID), "x": ilv(l4, xNID)}
 	for name, addr := range peers {

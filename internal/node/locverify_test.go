@@ -1,6 +1,9 @@
 package node_test
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +40,35 @@ func TestLocatorVerificationHandoff(t *testing.T) {
 	}
 	if st["dp_egress_unverified_credit"] != 0 {
 		t.Errorf("CN dropped %d packets for lack of credit in a soft handoff", st["dp_egress_unverified_credit"])
+	}
+}
+
+// TestLocatorVerificationSilentPeer: a correspondent that never answers the challenge (here the
+// MN drops every Echo Request but the test's own pings, as a peer behind an ICMPv6 filter
+// would) still moves in the default mode: its new locator is believed and counted, nothing is
+// limited, and the soft handoff loses no UDP datagram.
+func TestLocatorVerificationSilentPeer(t *testing.T) {
+	n := newTestNet(t, "soft")
+	n.MN.Run("nft", fmt.Sprintf("add table ip6 silent; add chain ip6 silent in { type filter hook input priority 0; }; "+
+		"add rule ip6 silent in icmpv6 type echo-request icmpv6 id != %d counter drop", os.Getpid()&0xffff))
+	res := n.runMove(t, "soft", false)
+	res.checkSurvived(t)
+	if res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000 {
+		t.Errorf("soft handoff of a silent peer lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d",
+			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
+	}
+	st, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := n.MN.Run("nft", "list table ip6 silent")
+	t.Logf("CN: challenges %d, echoes %d, believed %d, unverified %d; MN's filter: %s", st["lv_challenges_sent"], st["lv_echoes"],
+		st["lv_locators_believed"], st["lv_locators_unverified"], strings.Join(strings.Fields(dropped), " "))
+	if st["lv_challenges_sent"] < 1 || st["lv_echoes"] != 0 {
+		t.Errorf("CN: %d challenges, %d echoes: want the session's challenge sent and unanswered", st["lv_challenges_sent"], st["lv_echoes"])
+	}
+	if st["lv_locators_believed"] < 1 || st["lv_locators_unverified"] != 0 || st["dp_egress_unverified_credit"] != 0 {
+		t.Errorf("CN: believed %d, unverified %d, dropped for credit %d: want L3 believed, nothing limited",
+			st["lv_locators_believed"], st["lv_locators_unverified"], st["dp_egress_unverified_credit"])
 	}
 }

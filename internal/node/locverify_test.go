@@ -7,17 +7,30 @@ import (
 	"testing"
 )
 
-// TestLocatorVerificationHandoff: with the default `locator-verification opportunistic` a soft
-// handoff under TCP and UDP flows is verified end to end: the CN challenges the MN when the
-// session opens (the MN's kernel echoes: it implements the challenge without knowing), then
-// the new locator L3 the LU announces, which starts unverified with the LU as its credit and
-// is verified by the echo; no locator is believed unverified, nothing is dropped for lack of
-// credit, and no UDP datagram is lost.
+// TestLocatorVerificationHandoff: with the default `locator-verification opportunistic` a
+// handoff under TCP and UDP flows is verified end to end: the CN challenges the MN when it opens
+// the session (the MN's kernel echoes: it implements the challenge without knowing), then the
+// new locator L3 the LU announces, which starts unverified with the LU as its credit and is
+// verified by the echo; no locator is believed unverified. Soft: nothing is dropped for lack of
+// credit (the old locator carries the rest) and no UDP datagram is lost. Hard (the old locator
+// gone from the LU): packets beyond the credit in the round trip before the echo are dropped
+// and counted, and the flows survive.
 func TestLocatorVerificationHandoff(t *testing.T) {
+	for _, mode := range []string{"soft", "hard"} {
+		t.Run(mode, func(t *testing.T) { locatorVerificationHandoff(t, mode) })
+	}
+}
+
+func locatorVerificationHandoff(t *testing.T, mode string) {
 	n := newTestNet(t, "soft")
-	res := n.runMove(t, "soft", false)
+	if mode == "hard" {
+		if out, err := n.mn.ctl("set", "handoff", "hard"); err != nil {
+			t.Fatalf("ilnpctl set handoff hard: %v %s", err, out)
+		}
+	}
+	res := n.runMove(t, mode, false)
 	res.checkSurvived(t)
-	if res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000 {
+	if mode == "soft" && (res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000) {
 		t.Errorf("verified soft handoff lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d",
 			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
 	}
@@ -25,9 +38,10 @@ func TestLocatorVerificationHandoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("CN: challenges %d, echoes %d, unverified %d, verified %d, believed %d; datapath rerouted %d, dropped for credit %d",
-		st["lv_challenges_sent"], st["lv_echoes"], st["lv_locators_unverified"], st["lv_locators_verified"],
-		st["lv_locators_believed"], st["dp_egress_unverified_rerouted"], st["dp_egress_unverified_credit"])
+	t.Logf("%s: CN: challenges %d, echoes %d, unverified %d, verified %d, believed %d; datapath rerouted %d, dropped for credit %d; UDP lost CN->MN %d of %d, MN->CN %d of %d",
+		mode, st["lv_challenges_sent"], st["lv_echoes"], st["lv_locators_unverified"], st["lv_locators_verified"],
+		st["lv_locators_believed"], st["dp_egress_unverified_rerouted"], st["dp_egress_unverified_credit"],
+		res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
 	if st["lv_echoes"] < 2 || st["lv_challenges_sent"] < st["lv_echoes"] {
 		t.Errorf("CN: %d challenges, %d echoes: want the session's and L3's answered", st["lv_challenges_sent"], st["lv_echoes"])
 	}
@@ -38,7 +52,7 @@ func TestLocatorVerificationHandoff(t *testing.T) {
 		t.Errorf("CN: believed %d, unmatched echoes %d, challenge errors %d: want 0", st["lv_locators_believed"],
 			st["lv_echo_unmatched"], st["lv_challenge_errors"])
 	}
-	if st["dp_egress_unverified_credit"] != 0 {
+	if mode == "soft" && st["dp_egress_unverified_credit"] != 0 {
 		t.Errorf("CN dropped %d packets for lack of credit in a soft handoff", st["dp_egress_unverified_credit"])
 	}
 }

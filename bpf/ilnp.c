@@ -13,6 +13,7 @@
 #include "lib/session.h"
 #include "lib/encap.h"
 #include "lib/paths.h"
+#include "lib/verify.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
  * same hook see the packet; that is how untouched packets leave. */
@@ -122,6 +123,8 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
+	if (ilnp_unverified_credit(&key, sess, &remote, skb->len) < 0)
+		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);
 	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
@@ -361,6 +364,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	/* Locator Updates keep their wire addresses and their (now verified) nonce: the daemon
 	 * reads them from a raw ICMPv6 socket and needs the locator they came from. */
 	__be64 pseudo_old[2], pseudo_new[2];
+	__be64 wire_src = pkt.ip6.src_l64; /* decap rewrites pkt to the view */
 	int err;
 	__be64 wire_local = pkt.ip6.dst_l64, wire_remote = pkt.ip6.src_l64;
 	int probe = ilnp_is_probe(skb, &pkt);
@@ -380,6 +384,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	}
 	if (ilnp_path_proven(sess))
 		ilnp_path_rx(&key, wire_local, wire_remote, skb->len);
+	ilnp_unverified_received(&key, wire_src, skb->len);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	if (rx->state == ILNP_ENCAP_RX_DECAP)

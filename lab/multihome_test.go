@@ -224,6 +224,7 @@ func TestMultihomeValidate(t *testing.T) {
 			c.Multihome, c.Fails = true, []Fail{{FailR2Silent, 13 * time.Second}}
 		}, false},
 		{"tcp-8", func(c *RunConfig) { c.Traffic = "tcp-8" }, true},
+		{"multihome with double jump", func(c *RunConfig) { c.Multihome, c.DoubleJump = true, true }, false},
 	} {
 		cfg := base
 		c.mod(&cfg)

@@ -18,6 +18,7 @@ import (
 
 	"ilnp/internal/ilcc"
 	"ilnp/internal/timeline"
+	"ilnp/lab/cwnd"
 	"ilnp/lab/measure"
 	"ilnp/lab/netns"
 	"ilnp/lab/pcap"
@@ -53,8 +54,11 @@ type RunConfig struct {
 	Congestion string
 	// TCPAware runs ilnpd with `tcp-aware on` (issue 15; ILNP modes only, ignored by others).
 	TCPAware bool
+	// DoubleJump gives the CN two access networks and moves it at Enter and Leave too
+	// (lab/doublejump.go); runs gain recovery_ms.
+	DoubleJump bool
 	// Multihome keeps both of the MN's access links up for the whole run instead of moving
-	// (issue 16; ILNP modes); Fails are the failures injected then (multihome.go); Policy is
+	// (issue 16; ilnp-soft); Fails are the failures injected then (multihome.go); Policy is
 	// ilnpd's handoff policy on both nodes (empty: the daemon's default, newest).
 	Multihome bool
 	Fails     []Fail
@@ -99,6 +103,9 @@ func (c *RunConfig) Validate() error {
 	if len(c.Fails) > 0 && !c.Multihome {
 		return fmt.Errorf("--fail needs --multihome")
 	}
+	if c.Multihome && c.DoubleJump {
+		return fmt.Errorf("--multihome and --double-jump exclude each other (a multihomed MN does not move)")
+	}
 	if c.Multihome && c.Mode != "ilnp-soft" {
 		// Hard handoff ages every locator but the active one: nothing to fail over to.
 		return fmt.Errorf("--multihome needs ilnp-soft (hard handoff keeps only the active locator usable), not %s", c.Mode)
@@ -116,6 +123,10 @@ func (c *RunConfig) Validate() error {
 	}
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
+	}
+	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
+		return fmt.Errorf("--double-jump: mode %s cannot move the CN (MIPv6: the CN would need a home agent of its own, which the lab does not build; double-jump modes: %s)",
+			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
 	}
 	return nil
 }
@@ -144,6 +155,11 @@ type RunMeta struct {
 	DNS        *DNSMeasure `json:"dns,omitempty"`
 	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
 	TCPAware   bool        `json:"tcp_aware"`            // ilnpd ran with tcp-aware on
+	// DoubleJump: the CN moved too (L4 -> L5); Moves are the lab's link changes (seconds
+	// since the flow started), MovesApartMs how far apart the two at --enter were done.
+	DoubleJump   bool       `json:"double_jump,omitempty"`
+	Moves        []MoveMeta `json:"moves,omitempty"`
+	MovesApartMs *float64   `json:"moves_apart_ms,omitempty"`
 	// Multihomed runs (issue 16): the failures as given, when each took effect (seconds
 	// since the flow started), and the policy.
 	Multihome bool      `json:"multihome,omitempty"`
@@ -223,13 +239,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	progress("building testbed")
 	rendezvous := effectiveRendezvous(cfg)
 	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
-		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous})
+		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump})
 	if err != nil {
 		return res, err
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
-		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware()}
+		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware(), DoubleJump: cfg.DoubleJump}
 	meta.Multihome, meta.Policy = cfg.Multihome, cfg.Policy
 	for _, f := range cfg.Fails {
 		meta.Fails = append(meta.Fails, f.String())
@@ -301,8 +317,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
-	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", IfCN, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
-		"-w", filepath.Join(dir, "cn.pcap"), "ip6")
+	cnIf, cnFilter := IfCN, "ip6"
+	if cfg.DoubleJump {
+		cnIf, cnFilter = "any", "ip6 and not host ::1" // both access links
+	}
+	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", cnIf, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
+		"-w", filepath.Join(dir, "cn.pcap"), cnFilter)
 	if err != nil {
 		return res, err
 	}
@@ -339,9 +359,26 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
+	// The TCP sender's congestion window over the flow (issue 15's cwnd plots); a run does not
+	// depend on it.
+	var sampler *cwnd.Sampler
+	var cwndNote string
+	if !tr.UDP {
+		sender := topo.CN
+		if tr.Reverse {
+			sender = topo.MN
+		}
+		var serr error
+		if sampler, serr = cwnd.Start(ctx, sender.Do, 5201, 20*time.Millisecond); serr != nil {
+			cwndNote = serr.Error()
+		} else {
+			defer sampler.Stop()
+		}
+	}
 
 	entered, left, ticks := false, false, 0
 	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
+	var enterMoves []Move
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
@@ -368,18 +405,27 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 		if !entered && el >= prof.Enter {
 			enterCmdNS = timeline.Now()
-			if _, err := topo.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
+			moves, err := moveTogether(topo.enterChanges())
+			if err != nil {
 				return res, err
 			}
-			events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: IfMNR3})
+			for _, m := range moves {
+				events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: m.Iface})
+			}
+			enterMoves = moves
+			meta.recordMoves(moves, t0Wall)
 			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
 		}
 		if !left && el >= prof.Leave {
 			leaveCmdNS = timeline.Now()
-			if _, err := topo.MN.Run("ip", "link", "set", IfMNR2, "down"); err != nil {
+			moves, err := moveTogether(topo.leaveChanges())
+			if err != nil {
 				return res, err
 			}
-			events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: IfMNR2})
+			for _, m := range moves {
+				events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: m.Iface})
+			}
+			meta.recordMoves(moves, t0Wall)
 			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
 		}
 		phase := "in L2"
@@ -418,6 +464,14 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	events.Emit(timeline.Event{Kind: "lab_flow_end", Node: "lab"})
+	var cwndSamples []cwnd.Sample
+	if sampler != nil {
+		var serr error
+		if cwndSamples, serr = sampler.Stop(); serr != nil {
+			cwndNote = serr.Error()
+		}
+		writeJSON(filepath.Join(dir, "cwnd.json"), cwndSamples)
+	}
 	progress("collecting")
 	server.Stop(2 * time.Second)
 	// Let the last packets reach the captures; --immediate-mode hands every packet to
@@ -435,7 +489,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
-			if name == "cn" { // the TCP sender (iperf3 client, CN -> MN)
+			if name == map[bool]string{false: "cn", true: "mn"}[tr.Reverse] { // the TCP sender (CN -> MN; -R: MN -> CN)
 				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
 					senderTimeouts = &v
 				}
@@ -450,7 +504,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// (thesis 4.4: one RTT between MN and CN); the MN is only in L3 now.
 	progress("measuring RTT via L3")
 	var rtt *float64
-	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
+	if pr, err := topo.Ping(topo.MN, topo.CNFinalAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
 		v := pr.MeanMS()
 		rtt, meta.RTTL3ms = &v, v
 		meta.RTTL3MinMs = float64(slices.Min(pr.RTTs)) / 1e6
@@ -459,7 +513,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// Measurement.
 	progress("analysing captures")
 	in := measure.Input{T0Wall: t0Wall, T0Mono: t0Mono, Enter: prof.Enter, Leave: prof.Leave, Duration: prof.Duration,
-		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID)}
+		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID), Reverse: tr.Reverse}
 	if in.MN, err = readPcap(filepath.Join(dir, "mn.pcap")); err != nil {
 		return res, err
 	}
@@ -493,6 +547,19 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		if res.Run.FailoverMs == nil {
 			res.Notes = append(res.Notes, "no CN -> MN data arrived via L3 after the silent failure")
 		}
+	}
+	if cfg.DoubleJump {
+		meta.MovesApartMs = movesApart(enterMoves)
+		res.Run.RecoveryMs = Recovery(in.MN, in.CN, in.MNNID, in.CNNID, L3, L5, laterMove(enterMoves))
+		if res.Run.RecoveryMs == nil {
+			res.Notes = append(res.Notes, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions")
+		}
+	}
+	for _, smp := range cwndSamples {
+		res.Cwnd = append(res.Cwnd, measure.Point{T: float64(smp.MonoNS-t0Mono) / 1e9, V: float64(smp.Cwnd)})
+	}
+	if cwndNote != "" {
+		res.Notes = append(res.Notes, "cwnd sampling: "+cwndNote)
 	}
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
@@ -587,23 +654,38 @@ func runPlots(cfg RunConfig, dir string, rep int, r measure.Result) error {
 	if err := plots.Rate(filepath.Join(dir, "rate.png"), title, []plots.Series{{Label: label, Points: r.Rate}}, plotMarks(r)); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r))
+	if err := plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r)); err != nil {
+		return err
+	}
+	if len(r.Cwnd) == 0 {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(dir, "cwnd.png"), title, []plots.Series{{Label: label, Points: r.Cwnd}}, plotMarks(r))
 }
 
 func overlayPlots(cfg RunConfig, results []measure.Result) error {
 	if len(results) == 0 {
 		return nil
 	}
-	var rate, seq []plots.Series
+	var rate, seq, cw []plots.Series
+	sampled := false
 	for i, r := range results {
 		rate = append(rate, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Rate})
 		seq = append(seq, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Seq})
+		cw = append(cw, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Cwnd})
+		sampled = sampled || len(r.Cwnd) > 0
 	}
 	title := fmt.Sprintf("%s, %s, %s (%d reps)", Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, len(results))
 	if err := plots.Rate(filepath.Join(cfg.Out, "rate.png"), title, rate, plotMarks(results[0])); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0]))
+	if err := plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0])); err != nil {
+		return err
+	}
+	if !sampled {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(cfg.Out, "cwnd.png"), title, cw, plotMarks(results[0]))
 }
 
 // captureShortfall reads tcpdump's closing counters: packets the filter took but that never

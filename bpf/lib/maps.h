@@ -195,6 +195,8 @@ enum ilnp_counter {
 	ILNP_C_EMBRYOS_CREATED,     /* responder sessions created by an incoming packet */
 	ILNP_C_EMBRYOS_PROMOTED,    /* ... that this host answered: now in the session table */
 	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
+	ILNP_C_EG_UNVERIFIED_REROUTED, /* over an unverified locator's credit: sent to a verified one */
+	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
 	ILNP_C_MAX,
 };
 
@@ -206,9 +208,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } config_map SEC(".maps");
 
+/* The stable NID and, with nid-mode ephemeral, one NID per correspondent this host opened a
+ * session to (internal/ephemeral, DefaultMaxLive 4000). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16);
+	__uint(max_entries, 4096);
 	__type(key, __be64);
 	__type(value, struct ilnp_local_nid);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -259,6 +263,28 @@ struct {
 	__type(value, struct ilnp_peer);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } peers SEC(".maps");
+
+/* Locator verification (verify.h): a remote locator a session learned from a Locator Update
+ * and that has not yet echoed the daemon's challenge. Present = unverified; the daemon adds
+ * the entry when it applies the LU and deletes it when the echo returns. */
+struct ilnp_unverified_key {
+	__be64 local_nid;
+	__be64 remote_nid;
+	__be64 l64;
+};
+
+struct ilnp_unverified {
+	__u64 rx_bytes; /* received from the locator (nonce-verified), seeded with the LU */
+	__u64 tx_bytes; /* sent to it; at most 3 x rx_bytes (RFC 9000 s.8.1's factor) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ilnp_unverified_key);
+	__type(value, struct ilnp_unverified);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} unverified SEC(".maps");
 
 /* Random nonces from Go's crypto/rand (RFC 6744 s.7: nonces must be hard to guess); sessions
  * created in the data path take one each. */
@@ -442,6 +468,7 @@ struct tcpaware_peer {
 	__u32 moving;     /* 1 between the move's start and its end */
 	__u32 rto_max_ms; /* TCP_RTO_MAX_MS to set (>= 1000, kernel limit) */
 	__u32 loss_window_ms; /* >0: losses in this window after the run are not congestion */
+	__u32 rtt_us;         /* the new path's RTT (LU exchange), 0: unknown */
 };
 
 /* The cubic wrapper's registered name (unique per daemon: struct_ops names are kernel-wide);
@@ -455,6 +482,14 @@ struct tcpaware_sk {
 	__u64 loss_until_ns; /* losses before this are the move's, not congestion */
 	__u32 epoch;
 	__u32 restored; /* cwnd already restored in this window */
+	__u32 used;     /* the window's one loss episode has begun (ssthresh kept) */
+	__u32 hold;     /* cwnd held in that episode's fast recovery; 0: none */
+	__u32 held;     /* 1 while the hold is in force */
+	__u32 paced;    /* 1: the hold turned on the kernel's internal pacing */
+	__u32 inflight; /* packets_out when the window opened (what the old path carried) */
+	__u32 srtt_us;  /* srtt then (the old path's), us */
+	__u32 rtt_us;   /* the new path's RTT from the LU exchange, 0: unknown */
+	__u32 prr_delivered; /* PRR's count (the kernel skips its own with cong_control) */
 };
 
 /* One matched socket, written by the iterator to its seq_file (read by the daemon). */
@@ -490,6 +525,8 @@ enum tcpaware_counter {
 	TCPAWARE_C_SSTHRESH_KEPT, /* losses in a window: ssthresh not reduced */
 	TCPAWARE_C_CWND_RESTORED, /* after a timeout in a window: cwnd back to its prior value */
 	TCPAWARE_C_WRAPPER_INIT,
+	TCPAWARE_C_HOLDS,         /* fast recoveries in a window whose cwnd was held */
+	TCPAWARE_C_HOLD_ABORTED,  /* holds ended early: a loss on the new path */
 	TCPAWARE_C_MAX,
 };
 

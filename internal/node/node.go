@@ -20,8 +20,10 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
+	"ilnp/internal/ephemeral"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
+	"ilnp/internal/locverify"
 	"ilnp/internal/lu"
 	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
@@ -41,8 +43,11 @@ const receivableTimeout = 100 * time.Millisecond
 type Node struct {
 	cfg    config.Config
 	log    *slog.Logger
-	nid    wire.NID
-	ifaces map[int]string // ILNP interfaces by index
+	nid    wire.NID          // the stable NID: published, used by incoming sessions
+	eph    *ephemeral.Pool   // nid-mode ephemeral: one NID per correspondent (ephemeral.go); loop-owned
+	lv     *locverify.Engine // locator verification (locverify.go); nil when off; loop-owned
+	chsock *challengeSocket  // its challenges; nil when off
+	ifaces map[int]string    // ILNP interfaces by index
 
 	timeline *timeline.Writer
 	history  *history
@@ -125,18 +130,29 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
 	}
+	if cfg.NIDMode == config.NIDEphemeral {
+		if n.eph, err = newEphemeralPool(nid); err != nil {
+			return nil, err
+		}
+	}
+	if lvMode, err := locverify.ParseMode(cfg.LocatorVerification); err != nil {
+		return nil, fmt.Errorf("locator-verification: %w", err)
+	} else if lvMode != locverify.Off {
+		if n.lv, err = locverify.New(locverify.Config{Mode: lvMode}); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
-// NID is the node's identifier.
+// NID is the node's stable identifier.
 func (n *Node) NID() wire.NID { return n.nid }
 
+// chooseNID picks the stable NID; nid-mode ephemeral draws per-correspondent NIDs beside it
+// (ephemeral.go).
 func chooseNID(cfg config.Config) (wire.NID, error) {
-	switch {
-	case cfg.HasNID:
+	if cfg.HasNID {
 		return cfg.NID, nil
-	case cfg.NIDMode == config.NIDEphemeral:
-		return wire.RandomNID()
 	}
 	ifc, err := net.InterfaceByName(cfg.Interfaces[0])
 	if err != nil {
@@ -184,6 +200,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	luIn := make(chan receivedLU, 64)
 	go n.lusock.read(ctx, wire.LUParseOptions{}, luIn)
+	var echoIn chan receivedEcho // nil (never ready) without locator verification
+	if n.chsock != nil {
+		echoIn = make(chan receivedEcho, 64)
+		go n.chsock.read(ctx, echoIn)
+	}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
@@ -236,6 +257,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.onDatapathEvent(ev)
 		case r := <-luIn:
 			n.onLU(r)
+		case e := <-echoIn:
+			n.onEcho(e)
 		case cmd := <-n.cmds:
 			cmd()
 		case <-timer.C:
@@ -291,6 +314,11 @@ func (n *Node) setup() error {
 	}
 	if n.lusock, err = openLUSocket(); err != nil {
 		return err
+	}
+	if n.lv != nil {
+		if n.chsock, err = openChallengeSocket(); err != nil {
+			return err
+		}
 	}
 	for ifindex := range n.ifaces {
 		if err := n.lusock.joinSolicitedNode(ifindex, n.nid); err != nil {
@@ -381,9 +409,10 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 		if err != nil || ilv.NID != n.nid {
 			return
 		}
-		// An RA read just before its interface went down can re-form the address after the
-		// kernel removed it; that locator is already gone (the link-down event follows), and
-		// making it active for a moment would send an LU naming a dead locator.
+		// Discovery holds RAs on links it knows are down, but one handled in the instant
+		// between the link going down and that event can still re-form the address; that
+		// locator is already gone, and making it active for a moment would send an LU naming
+		// a dead locator.
 		if ifc, err := net.InterfaceByIndex(e.IfIndex); err != nil || ifc.Flags&net.FlagRunning == 0 {
 			n.log.Debug("address formed on a link that is down: ignored", "iface", e.Iface, "addr", e.Addr)
 			return
@@ -496,13 +525,13 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		n.syncBinding(b)
 	}
 	for _, peer := range eff.Removed {
-		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-			n.log.Warn("delete session", "peer", peer, "err", err)
-		}
+		n.deleteSessions(peer)
 		if err := n.host.unroutePeer(peer); err != nil {
 			n.log.Warn("peer route", "peer", peer, "err", err)
 		}
 		n.engine.Forget(peer)
+		n.retireEphemeral(peer)
+		n.lvClosed(peer)
 	}
 	for _, ack := range eff.Acks {
 		n.sendAck(ack)
@@ -518,6 +547,16 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.perform(actions)
 	}
+	for _, b := range eff.Bindings {
+		// Our LU to the correspondent is unanswered and the locator it went to is no longer
+		// in the correspondent's set (its LU arrived, or the rendezvous found it: the double
+		// jump in hard handoff): send ours to its active locator now instead of at the next
+		// timeout. An LU just started above already goes there; one to a locator still
+		// listed (soft handoff) can still arrive and is left alone.
+		if p, ok := n.engine.Outstanding(b.Peer); ok && !b.RemoteUsable(p.Message.Dest.Locator) {
+			n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
+		}
+	}
 }
 
 func joinDetail(a, b string) string {
@@ -525,6 +564,28 @@ func joinDetail(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// deleteSessions removes the datapath's sessions with peer: the one with the stable NID and
+// the one with the peer's ephemeral NID, if any (no scan of the table: a flood's worth of
+// expiries comes through here).
+func (n *Node) deleteSessions(peer wire.NID) {
+	for _, local := range n.localNIDsFor(peer) {
+		if err := n.dp.DeleteSession(local, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+			n.log.Warn("delete session", "peer", peer, "err", err)
+		}
+	}
+}
+
+// localNIDsFor lists the local NIDs a session with peer can have.
+func (n *Node) localNIDsFor(peer wire.NID) []wire.NID {
+	out := []wire.NID{n.nid}
+	if n.eph != nil {
+		if e, ok := n.eph.Lookup(peer); ok {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
@@ -555,6 +616,8 @@ func (n *Node) syncLocals() {
 	var loc wire.L64
 	if ok {
 		loc = active.Locator
+		n.host.active = loc
+		n.syncEphemeralAddrs() // route source hints need their addresses first
 		if err := n.host.reroutePeers(active.IfIndex, active.Router); err != nil {
 			n.log.Warn("peer routes", "err", err)
 		}
@@ -566,8 +629,8 @@ func (n *Node) syncLocals() {
 	n.publishLocators() // DNS records follow the valid set; never blocks (rendezvous.go)
 }
 
-// pruneIdentities drops identity addresses on lo whose locator is gone and that no session
-// uses as its view.
+// pruneIdentities drops identity addresses on lo whose locator or NID is gone (a retired
+// ephemeral one) and that no session uses as its view.
 func (n *Node) pruneIdentities() {
 	inUse := map[netip.Addr]bool{}
 	for _, b := range n.cache.Bindings() {
@@ -578,7 +641,7 @@ func (n *Node) pruneIdentities() {
 		if err != nil {
 			continue
 		}
-		if _, ok := n.locals[ilv.Locator]; ok || inUse[addr] {
+		if _, ok := n.locals[ilv.Locator]; (ok && n.localNID(ilv.NID)) || inUse[addr] {
 			continue
 		}
 		if err := n.host.removeIdentity(addr); err != nil {
@@ -633,6 +696,10 @@ func (n *Node) perform(actions []lu.Action) {
 			sentAt := timeline.Now()
 			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
+			if a.Redirected {
+				n.count("lu_redirected")
+				detail = joinDetail(detail, "redirected to "+a.Message.Dest.Locator.String())
+			}
 			if err != nil {
 				n.count("lu_send_errors")
 				detail = joinDetail(detail, err.Error())
@@ -708,6 +775,10 @@ func (n *Node) onLU(r receivedLU) {
 		// lu_received is already on the timeline (above, stamped on arrival with the locator
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
+		n.count("lu_applied")
+		// New locators get their credit limit before anything leaves towards them, the
+		// LU-ACK included.
+		n.lvAnnounced(peer, r.update, src.Locator, r.size)
 		n.apply(eff, now)
 		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
@@ -768,6 +839,8 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.SessionNew, Peer: ev.RemoteNID.String(),
 			Detail: fmt.Sprintf("%s %s -> %s", ev.Type, s.LocalAddr(), s.RemoteAddr())})
 		n.apply(eff, now)
+		n.lvOpened(ev.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s),
+			ev.Type == datapath.EventSessionInitiator)
 	case datapath.EventNonceLearned:
 		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
 		if err != nil {
@@ -812,6 +885,7 @@ func (n *Node) touchSessions() {
 	}
 	n.lastTouch = newest
 	n.expireUnproven(sessions, now)
+	n.lvProbe(sessions)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the
@@ -837,6 +911,12 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: first.Locator, Locators: locs}); err != nil {
 			return fmt.Errorf("register peer %s: %w", name, err)
 		}
+		if n.eph != nil {
+			// Without its own NID the peer would see the stable one: refuse instead.
+			if err := n.ephemeralFor(first.NID, first.Addr()); err != nil {
+				return fmt.Errorf("register peer %s: %w", name, err)
+			}
+		}
 		if active, ok := n.cache.Active(); ok {
 			if err := n.host.routePeer(first.Addr(), active.IfIndex, active.Router); err != nil {
 				n.log.Warn("peer route", "err", err)
@@ -848,4 +928,20 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 		n.emit(timeline.Event{Kind: timeline.PeerAdded, Peer: first.NID.String(), Detail: name + " " + first.Addr().String()})
 		return nil
 	})
+}
+
+func remoteL64s(rs []datapath.RemoteLocator) []wire.L64 {
+	out := make([]wire.L64, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Locator)
+	}
+	return out
+}
+
+// sessionRemoteActive is the locator the session sends to (datapath: 0 means the view's).
+func sessionRemoteActive(s datapath.Session) wire.L64 {
+	if s.RemoteActive != 0 {
+		return s.RemoteActive
+	}
+	return s.RemoteView
 }

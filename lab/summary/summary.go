@@ -6,9 +6,11 @@
 // throughput_window_bps, offered_bps, interruption_ms, tcp_bytes, tcp_retransmissions, tcp_lost,
 // session_survived, tcp_recovery_ms, tcp_rto_events, tcp_window_goodput_bps (issue 15: the
 // LU-ACK to the new path's steady rate within 10 %, retransmission timeouts at the TCP sender,
-// new bytes delivered per second in the 5-s window), failover_ms, aggregate_goodput_bps,
+// new bytes delivered per second in the 5-s window), recovery_ms (issue 13, `run
+// --double-jump`: the later of the CN's and the MN's moves to the first delivery on both new
+// locators; files written before it may lack the key), failover_ms, aggregate_goodput_bps,
 // single_link_goodput_bps, reordering_retransmissions (issue 16: multihomed runs with a silent
-// path failure, multipath). Fields that do not apply are null. Mean and 95 % confidence half-width
+// path failure, multipath; likewise optional). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.
@@ -41,6 +43,7 @@ type Run struct {
 	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
 	TCPRTOEvents        *int     `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
+	RecoveryMs          *float64 `json:"recovery_ms"`
 	// Issue 16 (ilnp-lab run --multihome): the failure (--fail r2-silent@T) to the first
 	// CN -> MN delivery on the other path (null when no failure was injected); the goodput
 	// of all flows together and of the same flows over one locator pair (multipath runs);
@@ -71,6 +74,7 @@ type Agg struct {
 	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
 	TCPRTOEvents        *float64 `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
+	RecoveryMs          *float64 `json:"recovery_ms"`
 
 	FailoverMs                *float64 `json:"failover_ms"`
 	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
@@ -120,11 +124,16 @@ var Fields = []Field{
 	{"tcp_recovery_ms", "TCP recovery", "ms"},
 	{"tcp_rto_events", "TCP RTO events", ""},
 	{"tcp_window_goodput_bps", "TCP goodput (5-s window)", "bit/s"},
+	{"recovery_ms", "Double-jump recovery", "ms"},
 	{"failover_ms", "Failover", "ms"},
 	{"aggregate_goodput_bps", "Aggregate goodput", "bit/s"},
 	{"single_link_goodput_bps", "Single-link goodput", "bit/s"},
 	{"reordering_retransmissions", "Reordering retransmissions", "segments"},
 }
+
+// optionalKeys may be missing from files written before they existed.
+var optionalKeys = map[string]bool{"recovery_ms": true, "failover_ms": true, "aggregate_goodput_bps": true,
+	"single_link_goodput_bps": true, "reordering_retransmissions": true}
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
 func (r Run) Values() map[string]*float64 {
@@ -142,8 +151,8 @@ func (r Run) Values() map[string]*float64 {
 		"throughput_window_bps": f(r.ThroughputWindowBps), "offered_bps": f(r.OfferedBps),
 		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
 		"tcp_lost": i(r.TCPLost), "tcp_recovery_ms": f(r.TCPRecoveryMs), "tcp_rto_events": i(r.TCPRTOEvents),
-		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps),
-		"failover_ms":            f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
+		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps), "recovery_ms": f(r.RecoveryMs),
+		"failover_ms": f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
 		"single_link_goodput_bps": f(r.SingleLinkGoodputBps), "reordering_retransmissions": i(r.ReorderingRetransmissions),
 	}
 	if r.TCPBytes != nil {
@@ -201,6 +210,8 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.TCPRTOEvents
 	case "tcp_window_goodput_bps":
 		return &a.TCPWindowGoodputBps
+	case "recovery_ms":
+		return &a.RecoveryMs
 	case "failover_ms":
 		return &a.FailoverMs
 	case "aggregate_goodput_bps":
@@ -317,6 +328,13 @@ func Validate(data []byte) error {
 		}
 		delete(top, "congestion")
 	}
+	if raw, ok := top["tcp_aware"]; ok {
+		var on bool
+		if err := json.Unmarshal(raw, &on); err != nil || !on {
+			return fmt.Errorf("summary: tcp_aware must be true when present")
+		}
+		delete(top, "tcp_aware")
+	}
 	if err := exactKeys("summary", top, []string{"scenario", "mode", "traffic", "reps", "runs", "mean", "ci95"}); err != nil {
 		return err
 	}
@@ -348,7 +366,7 @@ func Validate(data []byte) error {
 		}
 		for _, k := range keys {
 			if _, ok := r[k]; !ok {
-				continue // one of Later's, in an older summary
+				continue // optional, absent
 			}
 			if err := checkValue(where+"."+k, r[k], k == "session_survived"); err != nil {
 				return err
@@ -365,7 +383,7 @@ func Validate(data []byte) error {
 		}
 		for _, k := range keys {
 			if _, ok := m[k]; !ok {
-				continue
+				continue // optional, absent
 			}
 			if err := checkValue(agg+"."+k, m[k], false); err != nil {
 				return err
@@ -386,17 +404,11 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
-// Later is the fields added after summaries were first written (issue 16): a summary.json
-// from before them (a matrix's cells, read again by --report-only) still validates, and
-// reads them as null.
-var Later = map[string]bool{"failover_ms": true, "aggregate_goodput_bps": true,
-	"single_link_goodput_bps": true, "reordering_retransmissions": true}
-
 func exactKeys(where string, m map[string]json.RawMessage, want []string) error {
 	wantSet := map[string]bool{}
 	for _, k := range want {
 		wantSet[k] = true
-		if _, ok := m[k]; !ok && !Later[k] {
+		if _, ok := m[k]; !ok && !optionalKeys[k] {
 			return fmt.Errorf("summary: %s lacks %q", where, k)
 		}
 	}

@@ -395,7 +395,10 @@ func sessionTableFlood(t *testing.T, icmpType byte, rate, secs int, conf string,
 	if toFlood != 0 {
 		t.Errorf("the CN sent %d liveness probes to flood sessions (and %d to the newcomer)", toFlood, toMN)
 	}
-	if toMN == 0 && hasNewcomer() {
+	// Without a backlog in the CN's loop (the silent flood leaves no sessions) the newcomer is
+	// probed at once: the check above is not vacuous. Under answered pings the loop may reach
+	// the newcomer only as the capture stops.
+	if toMN == 0 && !promoted {
 		t.Errorf("no liveness probe to the newcomer: the capture saw none (the check above proves nothing)")
 	}
 	t.Logf("flood: %d packets at %d/s for %d s; embryos_created %d, promoted %d, sessions_limited %d, unproven expired %d; ILCC sessions at the end %d; newcomer %d/10 answered; CN probes: %d to the newcomer, %d to the flood",

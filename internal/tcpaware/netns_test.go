@@ -23,6 +23,7 @@ type pair struct {
 	t        *testing.T
 	snd, rcv *nstest.NS
 	cc       string // TCP_CONGESTION of the flows ("": the namespace's default)
+	chunk    int    // > 0: the flows write chunks this large back to back, not 16 KB per ms
 }
 
 func newPair(t *testing.T, views ...string) *pair {
@@ -87,7 +88,11 @@ func (p *pair) flow(ctx context.Context, view string) *flow {
 	}
 	f.conn = c.(*net.TCPConn)
 	t.Cleanup(func() { f.conn.Close() })
-	go func() { _ = nstest.WritePattern(ctx, f.conn, 16<<10, time.Millisecond) }()
+	chunk, every := 16<<10, time.Millisecond
+	if p.chunk > 0 {
+		chunk, every = p.chunk, time.Microsecond
+	}
+	go func() { _ = nstest.WritePattern(ctx, f.conn, chunk, every) }()
 	return f
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +74,10 @@ func (r reduction) unmeasured() string {
 // one on the wrapper with its window already over, lose three segments each: both recoveries
 // must look the same, the kernel's: ssthresh = 0.7 x the window, the window = ssthresh when
 // the recovery ends and cubic's growth after it (the smallest window in between, PRR's, is
-// logged: it depends on how many more segments the bottleneck dropped). A machine too busy
-// for the comparison (reduction.unmeasured) gets the scenario again, at most three times.
+// logged: it depends on how many more segments the bottleneck dropped). The kernel's flow is
+// the control: an attempt in which it does not show that recovery, or a machine too busy for
+// the comparison (reduction.unmeasured), gets the scenario again, at most three times; the
+// wrapper's flow must show it every time.
 func TestWrapperOutsideWindowIsCubic(t *testing.T) {
 	const attempts = 3
 	for i := 1; ; i++ {
@@ -152,27 +155,36 @@ func cubicAttempt(t *testing.T) (rw, rc reduction, cnt map[string]uint64, why st
 			return rw, rc, cnt, x.name + ": " + why
 		}
 	}
+	// The kernel's own flow is the reference: a recovery it did not end the usual way (it
+	// keeps PRR's window when undo_marker is clear) is not one to compare the wrapper with.
+	if errs := rc.unlikeCubic(); len(errs) > 0 {
+		return rw, rc, cnt, "the kernel's cubic itself: " + strings.Join(errs, "; ")
+	}
 	return rw, rc, cnt, ""
+}
+
+// unlikeCubic lists how a reduction differs from cubic's: ssthresh 0.7 x the window, the
+// window = ssthresh when the recovery ends, growth after it.
+func (r reduction) unlikeCubic() []string {
+	var errs []string
+	if lo, hi := r.before*6/10, r.before*8/10+1; r.ssthresh < lo || r.ssthresh > hi {
+		errs = append(errs, fmt.Sprintf("ssthresh %d after a window of %d, want cubic's 0.7x", r.ssthresh, r.before))
+	}
+	if r.after+2 < r.ssthresh || r.after > r.ssthresh+r.ssthresh/10+2 {
+		errs = append(errs, fmt.Sprintf("window %d when the recovery ended, want ssthresh %d", r.after, r.ssthresh))
+	}
+	if r.grown <= r.after {
+		errs = append(errs, fmt.Sprintf("window did not grow in the second after the recovery (%d, at its end %d)", r.grown, r.after))
+	}
+	return errs
 }
 
 func checkCubic(t *testing.T, rw, rc reduction, cnt map[string]uint64) {
 	if cnt["tcpaware_ssthresh_kept"] != 0 || cnt["tcpaware_holds"] != 0 {
 		t.Errorf("the window reacted outside its time: %v", cnt)
 	}
-	for _, x := range []struct {
-		name string
-		r    reduction
-	}{{"wrapper", rw}, {"cubic", rc}} {
-		r := x.r
-		if lo, hi := r.before*6/10, r.before*8/10+1; r.ssthresh < lo || r.ssthresh > hi {
-			t.Errorf("%s: ssthresh %d after a window of %d, want cubic's 0.7x", x.name, r.ssthresh, r.before)
-		}
-		if r.after+2 < r.ssthresh || r.after > r.ssthresh+r.ssthresh/10+2 {
-			t.Errorf("%s: window %d when the recovery ended, want ssthresh %d", x.name, r.after, r.ssthresh)
-		}
-		if r.grown <= r.after {
-			t.Errorf("%s: window did not grow in the second after the recovery (%d, at its end %d)", x.name, r.grown, r.after)
-		}
+	for _, e := range rw.unlikeCubic() {
+		t.Errorf("wrapper: %s (the kernel's cubic: %+v)", e, rc)
 	}
 }
 

@@ -72,6 +72,15 @@ func newWANPair(t *testing.T, views ...string) *wanPair {
 	return p
 }
 
+// stalled says how the delay line failed to be the path ("" when it was): off the CPU for
+// more than 100 ms since its lateness was reset.
+func (p *wanPair) stalled() string {
+	if late := time.Duration(p.wire.worstLate.Load()); late > 100*time.Millisecond {
+		return fmt.Sprintf("the wire delivered up to %v late (its RTT is 200 ms)", late)
+	}
+	return ""
+}
+
 // probes is how many loss probes and retransmission timeouts the sender's namespace has
 // sent (TcpExt TCPLossProbes + TCPTimeouts).
 func (p *wanPair) probes() uint64 {
@@ -286,8 +295,9 @@ func recoveryOf(samples []sample) episode {
 // The scenario needs the cut to end before either sender's loss probe (about 2 RTT after its
 // last transmission): a probe sent into the dead path is lost and the kernel then times out
 // whatever the congestion control does. When a busy machine delays the heal that far (the
-// sender namespace's TCPLossProbes/TCPTimeouts moved during the cut), the attempt says so and
-// the scenario runs again, at most three times.
+// sender namespace's TCPLossProbes/TCPTimeouts moved during the cut), or the delay line was
+// off the CPU for more than 100 ms from the cut to the end of the repairs (its forwarder is
+// this process's), the attempt says so and the scenario runs again, at most three times.
 func TestFastRecoveryHoldAB(t *testing.T) {
 	const attempts = 3
 	for i := 1; ; i++ {
@@ -339,6 +349,7 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 	defer ton.finish()
 	defer toff.finish()
 	before := p.probes()
+	p.wire.worstLate.Store(0) // the wire's stalls count from the cut on
 	p.wire.cut(true)
 	cutAt := time.Now()
 	time.Sleep(300 * time.Millisecond)
@@ -347,6 +358,9 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 	healed.Store(&now)
 	if n := p.probes() - before; n > 0 {
 		return r, fmt.Sprintf("the cut lasted %v and the senders sent %d loss probes or timeouts into it (wire: %v)", now.Sub(cutAt), n, p.wire)
+	}
+	if why := p.stalled(); why != "" {
+		return r, fmt.Sprintf("during the cut of %v %s", now.Sub(cutAt), why)
 	}
 	u, ok := NewPolicy(true).MoveEnded(netip.MustParseAddr(on), 0)
 	if !ok {
@@ -368,6 +382,9 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 		t.Fatal(err)
 	}
 	t.Logf("cut %v; wire: %v", now.Sub(cutAt), p.wire)
+	if why := p.stalled(); why != "" {
+		return r, why
+	}
 	r.ton, r.toff = ton.String(), toff.String()
 	return r, ""
 }

@@ -20,7 +20,7 @@ type reduction struct {
 	before, ssthresh, min, after, grown uint32
 	found                               bool
 	gap                                 time.Duration
-	waiting                             float64
+	waiting, rwndLimited                float64
 }
 
 func firstReduction(samples []sample) reduction {
@@ -44,6 +44,9 @@ func firstReduction(samples []sample) reduction {
 				}
 			}
 			r.waiting = float64(queued) / float64(len(samples)-i)
+			if last := samples[len(samples)-1]; last.at > s.at {
+				r.rwndLimited = float64(last.rwndLimited-s.rwndLimited) / float64((last.at - s.at).Microseconds())
+			}
 			return r
 		}
 		if s.caState != 3 {
@@ -57,13 +60,16 @@ func firstReduction(samples []sample) reduction {
 // unmeasured says why a completed reduction cannot show what the comparison needs, "" when
 // it can: the 10 ms samples must bracket its start and end closely (a sampler starved of CPU
 // can miss a state in between), and after it the flow must have been limited by its window,
-// not by an application that did not keep data queued (cubic does not grow an unused window).
+// not by an application that did not keep data queued or a receiver that did not read (cubic
+// does not grow an unused window).
 func (r reduction) unmeasured() string {
 	switch {
 	case r.gap > 50*time.Millisecond:
 		return fmt.Sprintf("samples %v apart around the recovery", r.gap)
 	case r.waiting < 0.9:
 		return fmt.Sprintf("data queued in only %.0f%% of the samples after the recovery", 100*r.waiting)
+	case r.rwndLimited > 0.1:
+		return fmt.Sprintf("limited by the receiver's window %.0f%% of the time after the recovery (its reader was off the CPU)", 100*r.rwndLimited)
 	}
 	return ""
 }

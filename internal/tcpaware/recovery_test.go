@@ -188,6 +188,11 @@ type trace struct {
 	done    chan struct{}
 }
 
+// minRTT is the smallest RTT f's sender has measured.
+func (f *flow) minRTT(t *testing.T) time.Duration {
+	return time.Duration(f.info(t).Min_rtt) * time.Microsecond
+}
+
 // tcpInfo is TCP_INFO of f's socket (an error once the socket is closed).
 func (f *flow) tcpInfo() (*unix.TCPInfo, error) {
 	rc, err := f.conn.SyscallConn()
@@ -297,7 +302,9 @@ func recoveryOf(samples []sample) episode {
 // whatever the congestion control does. When a busy machine delays the heal that far (the
 // sender namespace's TCPLossProbes/TCPTimeouts moved during the cut), or the delay line was
 // off the CPU for more than 100 ms from the cut to the end of the repairs (its forwarder is
-// this process's), the attempt says so and the scenario runs again, at most three times.
+// this process's), or the "off" flow, the kernel alone and the control, did not show the SACK
+// recovery with PRR's collapse, the attempt says so and the scenario runs again, at most three
+// times. The "on" flow must show the held repair every time.
 func TestFastRecoveryHoldAB(t *testing.T) {
 	const attempts = 3
 	for i := 1; ; i++ {
@@ -348,6 +355,7 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 	ton, toff := record(t, fon, origin), record(t, foff, origin)
 	defer ton.finish()
 	defer toff.finish()
+	minOn, minOff := fon.minRTT(t), foff.minRTT(t)
 	before := p.probes()
 	p.wire.worstLate.Store(0) // the wire's stalls count from the cut on
 	p.wire.cut(true)
@@ -381,11 +389,19 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 	if r.counters, err = l.Counters(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("cut %v; wire: %v", now.Sub(cutAt), p.wire)
+	t.Logf("cut %v; wire: %v; min RTT before the cut: on %v, off %v", now.Sub(cutAt), p.wire, minOn, minOff)
 	if why := p.stalled(); why != "" {
 		return r, why
 	}
 	r.ton, r.toff = ton.String(), toff.String()
+	// The "off" flow is the control, the kernel alone: an attempt in which it did not show
+	// the SACK recovery with PRR's collapse cannot show what the hold changes.
+	switch e := r.eoff; {
+	case !e.recovered || e.timeout:
+		return r, fmt.Sprintf("the kernel's own flow did not repair the move in fast recovery: %+v", e)
+	case e.lostMax < 16 || 2*e.minCwnd >= e.lostMax:
+		return r, fmt.Sprintf("the kernel's own flow kept a window of %d for %d lost segments: not the PRR collapse this test is about", e.minCwnd, e.lostMax)
+	}
 	return r, ""
 }
 
@@ -397,20 +413,17 @@ func (r holdResult) check(t *testing.T) {
 			t.Logf("on trace:\n%s\noff trace:\n%s", r.ton, r.toff)
 		}
 	}()
-	if !eon.recovered || !eoff.recovered || eon.timeout || eoff.timeout {
-		t.Fatalf("want both flows to repair the move in fast recovery without a timeout: on %+v, off %+v", eon, eoff)
+	if !eon.recovered || eon.timeout {
+		t.Fatalf("want the on flow to repair the move in fast recovery without a timeout, as the off flow did: on %+v, off %+v", eon, eoff)
 	}
-	if eon.lostMax < 16 || eoff.lostMax < 16 {
-		t.Fatalf("too few segments lost at the move (on %d, off %d): the flows did not fill their window", eon.lostMax, eoff.lostMax)
+	if eon.lostMax < 16 {
+		t.Fatalf("too few segments lost at the move (on %d, off %d): the on flow did not fill its window", eon.lostMax, eoff.lostMax)
 	}
 	if c["tcpaware_holds"] != 1 || c["tcpaware_hold_aborted"] != 0 {
 		t.Errorf("holds %d, aborted %d: want the one recovery held to its end", c["tcpaware_holds"], c["tcpaware_hold_aborted"])
 	}
 	if 2*eon.minCwnd < eon.lostMax {
 		t.Errorf("on: window fell to %d during the recovery of %d lost segments, want it held", eon.minCwnd, eon.lostMax)
-	}
-	if 2*eoff.minCwnd >= eoff.lostMax {
-		t.Errorf("off: window stayed at %d for %d lost segments: not the PRR collapse this test is about", eoff.minCwnd, eoff.lostMax)
 	}
 	if 2*eon.repair >= eoff.repair {
 		t.Errorf("repair on %v, off %v: want on under half of off", eon.repair, eoff.repair)

@@ -82,21 +82,34 @@ func (r reduction) unmeasured() string {
 // the recovery ends and cubic's growth after it (the smallest window in between, PRR's, is
 // logged: it depends on how many more segments the bottleneck dropped). The kernel's flow is
 // the control: an attempt in which it does not show that recovery, or a machine too busy for
-// the comparison (reduction.unmeasured), gets the scenario again, at most three times; the
-// wrapper's flow must show it every time.
+// the comparison (reduction.unmeasured), gets the scenario again, at most four times. Under
+// load the kernel's own cubic sometimes ends a recovery otherwise (it keeps PRR's window, or
+// does not grow in the second after), so the wrapper may too in one attempt; it must show
+// cubic's recovery in some attempt whose control did, and must never react outside its window.
+// A wrapper that is not cubic fails (tried: one without cubic's growth).
 func TestWrapperOutsideWindowIsCubic(t *testing.T) {
-	const attempts = 3
-	for i := 1; ; i++ {
+	const attempts = 4
+	var last []string
+	for i := 1; i <= attempts; i++ {
 		rw, rc, cnt, why := cubicAttempt(t)
-		if why == "" {
-			checkCubic(t, rw, rc, cnt)
+		if cnt["tcpaware_ssthresh_kept"] != 0 || cnt["tcpaware_holds"] != 0 {
+			t.Fatalf("the window reacted outside its time: %v", cnt)
+		}
+		if why != "" {
+			t.Logf("attempt %d: precondition: %s", i, why)
+			continue
+		}
+		errs := rw.unlikeCubic()
+		if len(errs) == 0 {
 			return
 		}
-		t.Logf("attempt %d: %s", i, why)
-		if i == attempts {
-			t.Fatalf("the comparison's precondition never held in %d attempts: %s", attempts, why)
-		}
+		last = errs
+		t.Logf("attempt %d: wrapper unlike cubic: %s (the kernel's cubic: %+v)", i, strings.Join(errs, "; "), rc)
 	}
+	if last == nil {
+		t.Fatalf("the comparison's precondition never held in %d attempts", attempts)
+	}
+	t.Fatalf("in %d attempts the wrapper never recovered as the kernel's cubic did; last: %s", attempts, strings.Join(last, "; "))
 }
 
 // cubicAttempt runs the scenario once; why is the precondition it lacked ("" when it held).
@@ -183,15 +196,6 @@ func (r reduction) unlikeCubic() []string {
 		errs = append(errs, fmt.Sprintf("window did not grow in the second after the recovery (%d, at its end %d)", r.grown, r.after))
 	}
 	return errs
-}
-
-func checkCubic(t *testing.T, rw, rc reduction, cnt map[string]uint64) {
-	if cnt["tcpaware_ssthresh_kept"] != 0 || cnt["tcpaware_holds"] != 0 {
-		t.Errorf("the window reacted outside its time: %v", cnt)
-	}
-	for _, e := range rw.unlikeCubic() {
-		t.Errorf("wrapper: %s (the kernel's cubic: %+v)", e, rc)
-	}
 }
 
 // newBottleneckPair is a pair whose path crosses a router namespace with a 40 Mbit/s

@@ -1,0 +1,104 @@
+package ilcc
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"ilnp/internal/encap"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// IPv4 locators (RFC 6742 L32, carried as L64 values, internal/encap) live in the same sets
+// with the same states, lifetimes and policies as IPv6 ones. Three rules follow from what a
+// node can send:
+//   - a node sends native IPv6 only from an IPv6 active locator, and ILNPv6 in UDP/IPv4 only
+//     when it has an IPv4 locator: a remote locator it cannot reach is chosen only when no
+//     other is left (reach);
+//   - between locators the policy cannot tell apart (learned together, equal preference),
+//     IPv6 ranks first: no encapsulation overhead, no NAT (locatorLess);
+//   - behind a NAT a correspondent's IPv4 endpoint is the one its nonce-verified packets come
+//     from, not the one it lists (Roam, and encap.AsSeen for its Locator Updates).
+
+// reach is which remote locator families this node can send to now.
+type reach struct{ v6, v4 bool }
+
+func (r reach) can(l wire.L64) bool {
+	if encap.IsL32(l) {
+		return r.v4
+	}
+	return r.v6
+}
+
+// reach: IPv6 when the active local locator is IPv6; IPv4 when any usable local locator is
+// IPv4 (the datapath encapsulates from it, encap_config.local_l32, when the active one is
+// IPv6).
+func (c *Cache) reach() reach {
+	var r reach
+	for _, l := range c.locals {
+		if !l.state.Usable() {
+			continue
+		}
+		if encap.IsL32(l.loc) {
+			r.v4 = true
+		} else if l.state == Active {
+			r.v6 = true
+		}
+	}
+	return r
+}
+
+// locatorLess is the policies' last tie-break: IPv6 before IPv4, then by value.
+func locatorLess(a, b wire.L64) bool {
+	if a4, b4 := encap.IsL32(a), encap.IsL32(b); a4 != b4 {
+		return b4
+	}
+	return a < b
+}
+
+// Roam records that a nonce-verified packet of the session with nid came from the IPv4
+// endpoint l (encap.IsL32), which its set does not list: the correspondent is behind a NAT
+// that chose (or re-chose) that endpoint, as WireGuard's roaming has it. The endpoint replaces
+// the active remote locator when that is IPv4 (a NAT rebinding) and otherwise joins the set
+// with the best preference; either way it becomes active. The caller has checked the nonce
+// (the datapath did); an IPv6 locator or a known one changes nothing (LUs announce those).
+func (c *Cache) Roam(nid wire.NID, l wire.L64, now time.Time) (Effects, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var eff Effects
+	p := c.peers[nid]
+	if p == nil {
+		return eff, &PeerError{Peer: nid, Op: "roam", Err: ErrUnknownPeer}
+	}
+	if !encap.IsL32(l) {
+		return eff, fmt.Errorf("roam %v: %v: %w (not an IPv4 endpoint)", nid, l, ErrBadLocator)
+	}
+	if slices.ContainsFunc(p.remotes, func(r remote) bool { return r.loc == l }) {
+		return eff, nil
+	}
+	best := uint16(0)
+	if len(p.remotes) > 0 {
+		best = 0xffff
+		for _, r := range p.remotes {
+			best = min(best, r.pref)
+		}
+	}
+	add := remote{loc: l, pref: best}
+	i := slices.IndexFunc(p.remotes, func(r remote) bool { return r.loc == p.lastActive })
+	if i >= 0 && encap.IsL32(p.lastActive) {
+		add.lifetime, add.expires = p.remotes[i].lifetime, p.remotes[i].expires
+		p.remotes = slices.Delete(p.remotes, i, i+1)
+	}
+	// First among equals: selectRemote picks it.
+	p.remotes = slices.Insert(p.remotes, 0, add)
+	p.touch(now)
+	before := p.lastActive
+	p.selectRemote(c.reach())
+	if p.lastActive != before {
+		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active,
+			Detail: fmt.Sprintf("remote, roamed from %v (NAT)", before)})
+	}
+	c.syncBinding(p, &eff)
+	return eff, nil
+}

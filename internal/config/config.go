@@ -155,8 +155,8 @@ type Config struct {
 	// NATKeepalive is the idle time after which a session over IPv4 sends a keepalive
 	// (internal/natkeep); 0: none.
 	NATKeepalive time.Duration
-	MTUHeadroom            int
-	LogLevel               slog.Level
+	MTUHeadroom  int
+	LogLevel     slog.Level
 }
 
 // Default returns the defaults; Interfaces is empty and must be set.

@@ -531,10 +531,14 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
 	}
 	p.selectRemote(c.reach())
-	p.advertised, p.advertisedAt = c.advertisement(now), now
+	adv := c.advertisement(now)
+	p.advertised, p.advertisedAt = adv, now
 	c.peers[p.nid] = p
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
 	c.syncBinding(p, &eff)
+	if unseenFamily(adv, s.Local.Locator) {
+		c.emitLU(p, adv, now, &eff)
+	}
 	return eff, nil
 }
 

@@ -21,6 +21,19 @@ import (
 //   - behind a NAT a correspondent's IPv4 endpoint is the one its nonce-verified packets come
 //     from, not the one it lists (Roam, and encap.AsSeen for its Locator Updates).
 
+// unseenFamily reports whether adv lists a locator of the other family than the session's
+// own: the correspondent sees the session's locators on its packets, never those of the
+// other family (a dual-stack node's IPv4 locator), so a new session gets an LU listing them
+// at once, or it could not follow this node onto an IPv4-only network.
+func unseenFamily(adv []wire.LocatorEntry, session wire.L64) bool {
+	for _, e := range adv {
+		if encap.IsL32(e.Locator) != encap.IsL32(session) {
+			return true
+		}
+	}
+	return false
+}
+
 // reach is which remote locator families this node can send to now.
 type reach struct{ v6, v4 bool }
 

@@ -110,3 +110,31 @@ func TestRoam(t *testing.T) {
 		t.Fatal("roaming of an unknown peer accepted")
 	}
 }
+
+// A dual-stack node tells a new correspondent its IPv4 locators (they are on none of the
+// session's packets); an IPv6-only one sends nothing (RFC 6743 behaviour).
+func TestNewSessionLearnsOtherFamily(t *testing.T) {
+	cn4 := l32(t, "198.51.100.2:49191")
+	c, err := New(Config{NID: cnNID, NewNonce: counterNonces()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []wire.L64{lCN, cn4} {
+		mustUpdate(t, c, LocalUpdate{Locator: l, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0)
+	}
+	eff, err := c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: myNID}, RemoteNonce: nonce(7)}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eff.Updates) != 1 {
+		t.Fatalf("dual stack: %d LUs at session open, want 1", len(eff.Updates))
+	}
+	if got := eff.Updates[0].Update.Locators; len(got) != 2 || got[0].Locator != lCN || got[1].Locator != cn4 {
+		t.Fatalf("dual stack: LU lists %+v", got)
+	}
+	v6 := newCache(t, Soft)
+	mustUpdate(t, v6, ra(lMN1, ifWifi, router1), t0)
+	if eff := openCN(t, v6, cnNID, t0); len(eff.Updates) != 0 {
+		t.Fatalf("IPv6-only node sent %d LUs at session open", len(eff.Updates))
+	}
+}

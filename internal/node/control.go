@@ -130,7 +130,10 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 	n.mu.Unlock()
 	n.addPublisherStats(stats) // dns_* (rendezvous.go)
 	stats["goroutines"] = uint64(runtime.NumGoroutine())
-	n.addTCPAwareStats(stats) // tcpaware_* (tcpaware.go)
+	n.addTCPAwareStats(stats)                      // tcpaware_* (tcpaware.go)
+	if err := n.addEncapStats(stats); err != nil { // dp_encap_* (xfamily.go)
+		return nil, err
+	}
 	return stats, nil
 }
 

@@ -22,7 +22,9 @@ type host struct {
 	lo         netlink.Link
 	identities map[netip.Addr]bool
 	peerRoutes map[netip.Addr]*netlink.Route
-	mtu        int // route MTU for ILNP peers: link MTU minus the nonce option
+	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
+	encapNeighs map[int]bool
+	mtu         int // route MTU for ILNP peers: link MTU minus the nonce option
 }
 
 func newHost(headroom int) (*host, error) {
@@ -36,11 +38,12 @@ func newHost(headroom int) (*host, error) {
 		return nil, fmt.Errorf("loopback: %w", err)
 	}
 	return &host{
-		nl:         nl,
-		lo:         lo,
-		identities: map[netip.Addr]bool{},
-		peerRoutes: map[netip.Addr]*netlink.Route{},
-		mtu:        1500 - headroom,
+		nl:          nl,
+		lo:          lo,
+		identities:  map[netip.Addr]bool{},
+		peerRoutes:  map[netip.Addr]*netlink.Route{},
+		encapNeighs: map[int]bool{},
+		mtu:         1500 - headroom,
 	}, nil
 }
 
@@ -158,6 +161,7 @@ func (h *host) close() error {
 	for addr := range h.identities {
 		errs = append(errs, h.removeIdentity(addr))
 	}
+	errs = append(errs, h.removeEncapNeighbours())
 	h.nl.Close()
 	return errors.Join(errs...)
 }

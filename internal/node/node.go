@@ -19,6 +19,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
+	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
 	"ilnp/internal/lu"
@@ -59,6 +60,9 @@ type Node struct {
 	locals    map[wire.L64]ilcc.Local
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
+	// encapLocal is the IPv4 locator the datapath encapsulates from for IPv6-active sessions
+	// (xfamily.go).
+	encapLocal wire.L64
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
@@ -205,6 +209,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer wg.Wait()
+	v4Events := n.watchIPv4(ctx, &wg, errc) // nil unless ipv4-locators on (xfamily.go)
+	n.startKeepalive(ctx, &wg)
 
 	n.adoptStaticLocators()
 	n.log.Info("ilnpd running", "interfaces", n.cfg.Interfaces, "handoff", n.cfg.Handoff)
@@ -222,6 +228,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			return err
 		case ev := <-locEvents:
 			n.onLocatorEvent(ev)
+		case ev := <-v4Events:
+			n.onIPv4Event(ev)
 		case ev, ok := <-dpEvents:
 			if !ok {
 				// The stream closes when ctx ends too, and select may pick this case first.
@@ -246,7 +254,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 // setup loads the datapath and the raw socket and prepares the interfaces.
 func (n *Node) setup() error {
-	h, err := newHost(n.cfg.MTUHeadroom)
+	h, err := newHost(n.cfg.MTUHeadroom + encapHeadroom(n.cfg.IPv4Locators))
 	if err != nil {
 		return err
 	}
@@ -275,6 +283,9 @@ func (n *Node) setup() error {
 	}
 	if err := n.dp.SetLocalNID(n.nid, 0); err != nil {
 		return fmt.Errorf("datapath NID: %w", err)
+	}
+	if err := n.setupEncap(); err != nil {
+		return err
 	}
 	for _, name := range n.cfg.Interfaces {
 		ifc, err := net.InterfaceByName(name)
@@ -449,6 +460,7 @@ func (n *Node) adoptStaticLocators() {
 			n.updateLocal(ilv.Locator, ifindex, s.router, ilcc.Infinite, ilcc.Infinite, now)
 		}
 	}
+	n.adoptStaticIPv4(now)
 }
 
 func (n *Node) updateLocal(loc wire.L64, ifindex int, router netip.Addr, valid, preferred time.Duration, now time.Time) {
@@ -528,14 +540,20 @@ func joinDetail(a, b string) string {
 // the peer routes to the active interface.
 func (n *Node) syncLocals() {
 	current := map[wire.L64]ilcc.Local{}
-	for _, l := range n.cache.Locals() {
+	locals := n.cache.Locals()
+	for _, l := range locals {
 		current[l.Locator] = l
-		err := n.dp.PutLocalLocator(datapath.LocalLocator{
-			Locator: l.Locator,
-			State:   datapathState(l.State),
-			Ifindex: l.IfIndex,
-			NextHop: l.Router,
-		})
+		var err error
+		if encap.IsL32(l.Locator) {
+			err = n.putEncapLocal(l) // xfamily.go
+		} else {
+			err = n.dp.PutLocalLocator(datapath.LocalLocator{
+				Locator: l.Locator,
+				State:   datapathState(l.State),
+				Ifindex: l.IfIndex,
+				NextHop: l.Router,
+			})
+		}
 		if err != nil {
 			n.log.Warn("datapath locator", "locator", l.Locator, "err", err)
 		}
@@ -548,6 +566,7 @@ func (n *Node) syncLocals() {
 		}
 	}
 	n.locals = current
+	n.syncEncapLocal(locals)
 	active, ok := n.cache.Active()
 	var loc wire.L64
 	if ok {
@@ -693,7 +712,12 @@ func (n *Node) onLU(r receivedLU) {
 		n.count("lu_received")
 		n.emit(timeline.Event{MonoNS: r.at, Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
-		eff, err := n.cache.ApplyLU(peer, r.nonce, r.update, now)
+		// From behind a NAT the LU's sender lists an IPv4 endpoint we cannot reach; the one it
+		// came from takes its place (xfamily.go). The ACK echoes the body as sent.
+		eff, err := n.cache.ApplyLU(peer, r.nonce, translateLU(r.update, src.Locator), now)
+		for i := range eff.Acks {
+			eff.Acks[i].Update = r.update.Ack()
+		}
 		if err != nil {
 			if !ilcc.IsSecurityEvent(err) {
 				n.log.Warn("Locator Update not applied", "src", r.src, "err", err)
@@ -787,6 +811,8 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.log.Warn("peer rejected the nonce option; it is not an ILNP node", "src", ev.Src)
 	case datapath.EventInvalidLocalLocator:
 		n.datapathDrop(ev)
+	case datapath.EventUnknownLocator:
+		n.roam(ev) // a NAT endpoint (xfamily.go)
 	default:
 		n.log.Debug("datapath event", "type", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
 	}

@@ -100,8 +100,9 @@ func (n *Node) onIPv4Event(ev encap.IPv4Event) {
 		n.log.Debug("IPv4 address on a link that is down: ignored", "iface", ev.Iface, "addr", ev.Addr)
 		return
 	}
-	if err := n.host.encapNeighbour(ev.Ifindex); err != nil {
-		n.log.Warn("IPv4 locator: next hop for peer routes", "iface", ev.Iface, "err", err)
+	n.prepareIPv4Locator(ev.Locator, ev.Ifindex)
+	if _, known := n.locals[ev.Locator]; !known && !n.host.waitIPv4Route(ev.Ifindex, receivableTimeout) {
+		n.log.Warn("new IPv4 locator has no route yet; using it anyway", "iface", ev.Iface, "addr", ev.Addr, "waited", receivableTimeout)
 	}
 	valid, preferred := ev.Valid, ev.Preferred
 	if valid == 0 {
@@ -131,12 +132,23 @@ func (n *Node) adoptStaticIPv4(now time.Time) {
 			if err != nil {
 				continue
 			}
-			if err := n.host.encapNeighbour(ifindex); err != nil {
-				n.log.Warn("IPv4 locator: next hop for peer routes", "iface", name, "err", err)
-			}
+			n.prepareIPv4Locator(loc, ifindex)
 			n.log.Info("IPv4 locator", "iface", name, "addr", a.addr, "locator", loc)
 			n.updateLocal(loc, ifindex, encapNextHop, a.valid, a.preferred, now)
 		}
+	}
+}
+
+// prepareIPv4Locator readies the host for an IPv4 locator on ifindex: the neighbour peer
+// routes go via, and [L32:NID] on lo. Decapsulated Locator Updates and their ACKs keep their
+// wire addresses (the daemon needs the locator they came from), so they arrive addressed to
+// [L32:NID], which the kernel delivers only to an address of its own.
+func (n *Node) prepareIPv4Locator(loc wire.L64, ifindex int) {
+	if err := n.host.encapNeighbour(ifindex); err != nil {
+		n.log.Warn("IPv4 locator: next hop for peer routes", "ifindex", ifindex, "err", err)
+	}
+	if err := n.host.addIdentity(wire.ILV{Locator: loc, NID: n.nid}.Addr()); err != nil {
+		n.log.Warn("IPv4 locator: address for Locator Updates", "locator", loc, "err", err)
 	}
 }
 
@@ -290,6 +302,29 @@ func (h *host) removeEncapNeighbours() error {
 		delete(h.encapNeighs, ifindex)
 	}
 	return errors.Join(errs...)
+}
+
+// waitIPv4Route waits up to limit for an IPv4 default route through ifindex and says whether
+// it came. A DHCP client adds the lease's address first and its router a moment later; the
+// datapath's next hop for encapsulated packets is the FIB's, so a locator used before then
+// loses its first packets.
+func (h *host) waitIPv4Route(ifindex int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		routes, err := h.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: ifindex},
+			netlink.RT_FILTER_OIF)
+		if err == nil {
+			for _, r := range routes {
+				if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+					return true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
 }
 
 type ipv4Address struct {

@@ -497,12 +497,23 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.emit(ev)
 	}
-	if eff.LocalChanged {
+	// The datapath can send from an IPv6 active locator to an IPv4 peer (it encapsulates from
+	// its IPv4 locator) but not from an IPv4 one to an IPv6 peer: when the active locator
+	// becomes IPv4, the correspondents' new (IPv4) locators go in first (xfamily.go).
+	bindingsFirst := eff.LocalChanged && n.activeIsIPv4()
+	if eff.LocalChanged && !bindingsFirst {
 		n.syncLocals()
 		n.tcpActiveChanged()
 	}
+	if bindingsFirst {
+		n.syncLocalMaps()
+	}
 	for _, b := range eff.Bindings {
 		n.syncBinding(b)
+	}
+	if bindingsFirst {
+		n.syncLocals()
+		n.tcpActiveChanged()
 	}
 	for _, peer := range eff.Removed {
 		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
@@ -539,6 +550,24 @@ func joinDetail(a, b string) string {
 // syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
 // the peer routes to the active interface.
 func (n *Node) syncLocals() {
+	n.syncLocalMaps()
+	active, ok := n.cache.Active()
+	var loc wire.L64
+	if ok {
+		loc = active.Locator
+		if err := n.host.reroutePeers(active.IfIndex, active.Router); err != nil {
+			n.log.Warn("peer routes", "err", err)
+		}
+	}
+	if err := n.dp.SetActiveLocator(loc); err != nil {
+		n.log.Warn("datapath active locator", "err", err)
+	}
+	n.pruneIdentities()
+	n.publishLocators() // DNS records follow the valid set; never blocks (rendezvous.go)
+}
+
+// syncLocalMaps writes the ILCC's local locators into the datapath (not which one is active).
+func (n *Node) syncLocalMaps() {
 	current := map[wire.L64]ilcc.Local{}
 	locals := n.cache.Locals()
 	for _, l := range locals {
@@ -567,19 +596,6 @@ func (n *Node) syncLocals() {
 	}
 	n.locals = current
 	n.syncEncapLocal(locals)
-	active, ok := n.cache.Active()
-	var loc wire.L64
-	if ok {
-		loc = active.Locator
-		if err := n.host.reroutePeers(active.IfIndex, active.Router); err != nil {
-			n.log.Warn("peer routes", "err", err)
-		}
-	}
-	if err := n.dp.SetActiveLocator(loc); err != nil {
-		n.log.Warn("datapath active locator", "err", err)
-	}
-	n.pruneIdentities()
-	n.publishLocators() // DNS records follow the valid set; never blocks (rendezvous.go)
 }
 
 // pruneIdentities drops identity addresses on lo whose locator is gone and that no session

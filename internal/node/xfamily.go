@@ -185,6 +185,12 @@ func (n *Node) syncEncapLocal(locals []ilcc.Local) {
 	n.encapLocal = best
 }
 
+// activeIsIPv4 reports whether the ILCC's active local locator is IPv4.
+func (n *Node) activeIsIPv4() bool {
+	a, ok := n.cache.Active()
+	return ok && encap.IsL32(a.Locator)
+}
+
 // translateLU gives a Locator Update that came from an IPv4 endpoint the locators as this
 // node can use them (encap.AsSeen); nothing changes for one from an IPv6 locator.
 func translateLU(upd wire.LocatorUpdate, src wire.L64) wire.LocatorUpdate {

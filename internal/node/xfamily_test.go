@@ -229,9 +229,9 @@ func TestCrossFamilyHandover(t *testing.T) {
 
 	// To the IPv4 network behind the NAT (DHCP's work done by hand when the link comes up).
 	enter4 := timeline.Now()
-	n.MN.Run("ip", "link", "set", "mn2", "up")
-	n.MN.Run("ip", "addr", "add", "10.0.0.2/24", "dev", "mn2")
-	n.MN.Run("ip", "route", "add", "default", "via", "10.0.0.1", "dev", "mn2")
+	// One command, as a DHCP client installs its lease: the address, then its router at once
+	// (ilnpd waits 100 ms at most for the route before it uses the locator).
+	n.MN.Run("sh", "-c", "ip link set mn2 up && ip addr add 10.0.0.2/24 dev mn2 && ip route add default via 10.0.0.1 dev mn2")
 	n.waitMNAck(t, enter4, 5*time.Second)
 	nat := cnActive("on the NAT's endpoint", func(l wire.L64) bool {
 		ep, ok := encap.Endpoint(l)

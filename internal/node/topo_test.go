@@ -492,6 +492,7 @@ func (d *daemon) showJSON(what string, v any) error {
 type locatorRow struct {
 	Iface     string `json:"iface"`
 	Locator   string `json:"locator"`
+	Family    string `json:"family"`
 	Address   string `json:"address"`
 	State     string `json:"state"`
 	Router    string `json:"router"`
@@ -504,6 +505,7 @@ type sessionRow struct {
 	SessionRemote  string  `json:"session_remote"`
 	ActiveLocal    string  `json:"active_local"`
 	ActiveRemote   string  `json:"active_remote"`
+	Family         string  `json:"family"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`

@@ -242,8 +242,25 @@ func TestCrossFamilyHandover(t *testing.T) {
 	n.MN.Run("ip", "link", "set", "mn1", "down") // leaves IPv6
 	n.waitMNAck(t, leave6, 5*time.Second)
 	progress("IPv4 behind the NAT")
-	if s := n.mn.session(t, cnNID); !strings.HasPrefix(s.ActiveLocal, "0000:") || !strings.HasPrefix(s.ActiveRemote, "0000:") {
-		t.Errorf("MN's session on IPv4: active %s -> %s, want IPv4 locators", s.ActiveLocal, s.ActiveRemote)
+	// ilnpctl shows the family of locators and sessions.
+	if s := n.mn.session(t, cnNID); s.Family != "ipv4" || !strings.HasPrefix(s.ActiveLocal, "0000:") || !strings.HasPrefix(s.ActiveRemote, "0000:") {
+		t.Errorf("MN's session on IPv4: family %q, active %s -> %s, want IPv4 locators", s.Family, s.ActiveLocal, s.ActiveRemote)
+	}
+	if s := n.cn.session(t, mnNID); s.Family != "ipv4" {
+		t.Errorf("CN's session with the MN behind the NAT: family %q, want ipv4", s.Family)
+	}
+	if rows, err := n.mn.locators(); err != nil {
+		t.Error(err)
+	} else {
+		mn4, _ := encap.L32(netip.MustParseAddrPort("10.0.0.2:49191"))
+		for _, r := range rows {
+			if want := encap.Family(mustL64(r.Locator)); r.Family != want || (mustL64(r.Locator) == mn4) != (want == "ipv4") {
+				t.Errorf("MN locator %s: family %q, want %q", r.Locator, r.Family, want)
+			}
+		}
+		if stateOf(rows, mn4) != "active" {
+			t.Errorf("MN's IPv4 locator %v not active: %+v", mn4, rows)
+		}
 	}
 	forgeEncapsulated(t, n, nat)
 
@@ -256,6 +273,9 @@ func TestCrossFamilyHandover(t *testing.T) {
 	n.MN.Run("ip", "link", "set", "mn2", "down")
 	n.waitMNAck(t, leave4, 5*time.Second)
 	progress("IPv6 again")
+	if s := n.cn.session(t, mnNID); s.Family != "ipv6" {
+		t.Errorf("CN's session with the MN back on IPv6: family %q", s.Family)
+	}
 
 	cancel()
 	<-sendDone

@@ -862,18 +862,19 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 	}
 	return n.do(ctx, func() error {
 		first := ilvs[0].ILV
+		active := n.reachableLocator(ilvs) // the first, unless its family is out of reach (xfamily.go)
 		locs := make([]datapath.RemoteLocator, 0, len(ilvs))
-		for i, v := range ilvs {
+		for _, v := range ilvs {
 			if v.ILV.NID != first.NID || len(locs) == datapath.MaxRemoteLocators {
 				continue
 			}
 			state := datapath.LocatorValid
-			if i == 0 {
+			if v.ILV.Locator == active {
 				state = datapath.LocatorActive
 			}
 			locs = append(locs, datapath.RemoteLocator{Locator: v.ILV.Locator, State: state, Preference: v.Preference})
 		}
-		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: first.Locator, Locators: locs}); err != nil {
+		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: active, Locators: locs}); err != nil {
 			return fmt.Errorf("register peer %s: %w", name, err)
 		}
 		if active, ok := n.cache.Active(); ok {

@@ -191,6 +191,24 @@ func (n *Node) activeIsIPv4() bool {
 	return ok && encap.IsL32(a.Locator)
 }
 
+// reachableLocator is the locator a new session with a named peer starts on: the most
+// preferred of its I-LVs (ilvs is ordered; the application's address is the first's) whose
+// family this node can send from now (an IPv4 one when the active locator is IPv4, an IPv6
+// one otherwise), else the first.
+func (n *Node) reachableLocator(ilvs []wire.RankedILV) wire.L64 {
+	first := ilvs[0].ILV
+	v4 := n.activeIsIPv4()
+	if encap.IsL32(first.Locator) == v4 {
+		return first.Locator
+	}
+	for _, v := range ilvs {
+		if v.ILV.NID == first.NID && encap.IsL32(v.ILV.Locator) == v4 {
+			return v.ILV.Locator
+		}
+	}
+	return first.Locator
+}
+
 // translateLU gives a Locator Update that came from an IPv4 endpoint the locators as this
 // node can use them (encap.AsSeen); nothing changes for one from an IPv6 locator.
 func translateLU(upd wire.LocatorUpdate, src wire.L64) wire.LocatorUpdate {

@@ -53,7 +53,8 @@ func newCrossFamilyNet(t *testing.T) *testNet {
 	n.CN.Run("ip", "addr", "add", cn4.String()+"/24", "dev", "cn0")
 	n.startRadvdOn(map[string]string{"r-mn1": "2001:db8:2::/64"})
 	n.hostsFn = filepath.Join(n.dir, "hosts")
-	hosts := fmt.Sprintf("%s|10,%s cn\n%s|10,%s mn\n", l1, cnNID, l2, mnNID)
+	// The CN is listed with its IPv4 locator too (hosts syntax IPv4[:port]|preference,NID).
+	hosts := fmt.Sprintf("%s|10,%s cn\n%s|20,%s cn\n%s|10,%s mn\n", l1, cnNID, cn4, cnNID, l2, mnNID)
 	writeFile(t, n.hostsFn, hosts)
 	n.cn = n.startDaemon("cn", n.CN, cnNIDText, "soft", "cn0")
 	n.mn = n.startDaemon("mn", n.MN, mnNIDText, "soft", "mn1", "mn2")

@@ -19,7 +19,7 @@ import (
 // e.g. "2001:1111:0000:0000|10,021b:21ff:fe67:97a8 ilnp-linux1".
 //
 // The locator may also be an IPv4 address, with the UDP port on which its node receives
-// ILNPv6 in UDP/IPv4 (issue 14; default HostsIPv4Port), for a node reachable over IPv4:
+// ILNPv6 in UDP/IPv4 (issue 14; default DefaultIPv4Port), for a node reachable over IPv4:
 //
 //	198.51.100.2|20,0214:4fff:fe20:cc01 cn
 //	198.51.100.2:4500|30,0214:4fff:fe20:cc01 cn
@@ -184,9 +184,10 @@ func parseHostsLine(s string) (HostEntry, bool, error) {
 	return HostEntry{ILV: ILV{Locator: loc, NID: nid}, Preference: uint16(pref), Names: f[1:]}, true, nil
 }
 
-// HostsIPv4Port is the UDP port of an IPv4 locator written without one: the default
-// encapsulation port (encap.DefaultPort, ilnpd.conf encap-port).
-const HostsIPv4Port = 49191
+// DefaultIPv4Port is the UDP port of an IPv4 locator written without one (hosts file) or
+// read from a DNS L32 record (RFC 6742 s.2.2, which has no port): the default encapsulation
+// port (encap.DefaultPort, ilnpd.conf encap-port).
+const DefaultIPv4Port = 49191
 
 // parseHostsLocator reads an L64, or an IPv4 address with an optional :port as the L64
 // 0x0000 | port | address.
@@ -200,7 +201,7 @@ func parseHostsLocator(text string) (L64, error) {
 		if aerr != nil {
 			return 0, fmt.Errorf("locator %q: want an L64, IPv4 or IPv4:port", text)
 		}
-		ap = netip.AddrPortFrom(a, HostsIPv4Port)
+		ap = netip.AddrPortFrom(a, DefaultIPv4Port)
 	}
 	if !ap.Addr().Is4() || ap.Addr().IsUnspecified() || ap.Port() == 0 {
 		return 0, fmt.Errorf("locator %q: want a non-zero IPv4 address and port", text)

@@ -725,6 +725,16 @@ func (n *Node) onLU(r receivedLU) {
 	peer := src.NID
 	switch r.update.Op {
 	case wire.OpAdvertisement:
+		if _, known := n.cache.Binding(peer); !known {
+			// The LU overtook the datapath's event for its session (a correspondent with
+			// locators of another family sends one at once): the datapath checked its nonce
+			// against that session, which the ILCC learns now.
+			if dst, err := wire.ILVFromAddr(r.dst); err == nil {
+				if _, err := n.dp.GetSession(dst.NID, peer); err == nil {
+					n.openSession(dst.NID, peer, r.at, "session of a Locator Update")
+				}
+			}
+		}
 		n.count("lu_received")
 		n.emit(timeline.Event{MonoNS: r.at, Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
@@ -777,34 +787,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 	now := time.Now()
 	switch ev.Type {
 	case datapath.EventSessionInitiator, datapath.EventSessionResponder:
-		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
-		if err != nil {
-			n.log.Warn("new session vanished", "peer", ev.RemoteNID, "err", err)
-			return
-		}
-		remote := make([]wire.LocatorEntry, 0, len(s.RemoteLocators))
-		for _, r := range s.RemoteLocators {
-			remote = append(remote, wire.LocatorEntry{Locator: r.Locator, Preference: r.Preference, Lifetime: r.Lifetime})
-		}
-		eff, err := n.cache.OpenSession(ilcc.Session{
-			Local:          wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
-			Remote:         wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
-			RemoteLocators: remote,
-			LocalNonce:     s.LocalNonce,
-			RemoteNonce:    s.RemoteNonce,
-		}, now)
-		if err != nil {
-			n.log.Warn("session not recorded", "peer", ev.RemoteNID, "err", err)
-			return
-		}
-		if active, ok := n.cache.Active(); ok {
-			if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
-				n.log.Warn("peer route", "err", err)
-			}
-		}
-		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.SessionNew, Peer: ev.RemoteNID.String(),
-			Detail: fmt.Sprintf("%s %s -> %s", ev.Type, s.LocalAddr(), s.RemoteAddr())})
-		n.apply(eff, now)
+		n.openSession(ev.LocalNID, ev.RemoteNID, int64(ev.Ns), ev.Type.String())
 	case datapath.EventNonceLearned:
 		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
 		if err != nil {
@@ -832,6 +815,40 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 	default:
 		n.log.Debug("datapath event", "type", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
 	}
+}
+
+// openSession records the datapath's session between local and remote in the ILCC and gives
+// the peer its route (a datapath session event, or an LU that overtook that event).
+func (n *Node) openSession(local, remote wire.NID, ns int64, how string) {
+	now := time.Now()
+	s, err := n.dp.GetSession(local, remote)
+	if err != nil {
+		n.log.Warn("new session vanished", "peer", remote, "err", err)
+		return
+	}
+	rl := make([]wire.LocatorEntry, 0, len(s.RemoteLocators))
+	for _, r := range s.RemoteLocators {
+		rl = append(rl, wire.LocatorEntry{Locator: r.Locator, Preference: r.Preference, Lifetime: r.Lifetime})
+	}
+	eff, err := n.cache.OpenSession(ilcc.Session{
+		Local:          wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
+		Remote:         wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
+		RemoteLocators: rl,
+		LocalNonce:     s.LocalNonce,
+		RemoteNonce:    s.RemoteNonce,
+	}, now)
+	if err != nil {
+		n.log.Warn("session not recorded", "peer", remote, "err", err)
+		return
+	}
+	if active, ok := n.cache.Active(); ok {
+		if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
+			n.log.Warn("peer route", "err", err)
+		}
+	}
+	n.emit(timeline.Event{MonoNS: ns, Kind: timeline.SessionNew, Peer: remote.String(),
+		Detail: fmt.Sprintf("%s %s -> %s", how, s.LocalAddr(), s.RemoteAddr())})
+	n.apply(eff, now)
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.

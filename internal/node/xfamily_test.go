@@ -338,6 +338,11 @@ func testCrossFamily(t *testing.T, bbm bool) {
 			t.Logf("UDP datagram %d lost %s, sent %s", seq, where, after)
 		}
 		sentMu.Unlock()
+		for _, d := range []*daemon{n.mn, n.cn} {
+			if evs, err := d.events(); err == nil {
+				t.Logf("%s events since entering IPv4:\n%s", d.name, formatEvents(evs, enter4))
+			}
+		}
 	}
 	t.Logf("UDP: %d sent, %d echoed", udpSent.Load(), udpEchoed.Load())
 

@@ -71,11 +71,13 @@ func locatorLess(a, b wire.L64) bool {
 }
 
 // Roam records that a nonce-verified packet of the session with nid came from the IPv4
-// endpoint l (encap.IsL32), which its set does not list: the correspondent is behind a NAT
-// that chose (or re-chose) that endpoint, as WireGuard's roaming has it. The endpoint replaces
-// the active remote locator when that is IPv4 (a NAT rebinding) and otherwise joins the set
-// with the best preference; either way it becomes active. The caller has checked the nonce
-// (the datapath did); an IPv6 locator or a known one changes nothing (LUs announce those).
+// endpoint l (encap.IsL32), which its set does not list, while the session runs over IPv4: the
+// correspondent's NAT chose a new endpoint for it (a rebinding, as WireGuard's roaming has
+// it). The endpoint replaces the active remote locator, with its preference and lifetime. A
+// session whose active remote locator is IPv6 does not roam: a correspondent that moves to an
+// IPv4 network says so in an LU (whose NATed source encap.AsSeen puts in place), and a late
+// packet from an endpoint it has left must not pull the session back. The caller has checked
+// the nonce (the datapath did); a known endpoint or an IPv6 locator changes nothing.
 func (c *Cache) Roam(nid wire.NID, l wire.L64, now time.Time) (Effects, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,30 +89,17 @@ func (c *Cache) Roam(nid wire.NID, l wire.L64, now time.Time) (Effects, error) {
 	if !encap.IsL32(l) {
 		return eff, fmt.Errorf("roam %v: %v: %w (not an IPv4 endpoint)", nid, l, ErrBadLocator)
 	}
-	if slices.ContainsFunc(p.remotes, func(r remote) bool { return r.loc == l }) {
+	i := slices.IndexFunc(p.remotes, func(r remote) bool { return r.loc == p.lastActive })
+	if i < 0 || !encap.IsL32(p.lastActive) || slices.ContainsFunc(p.remotes, func(r remote) bool { return r.loc == l }) {
 		return eff, nil
 	}
-	best := uint16(0)
-	if len(p.remotes) > 0 {
-		best = 0xffff
-		for _, r := range p.remotes {
-			best = min(best, r.pref)
-		}
-	}
-	add := remote{loc: l, pref: best}
-	i := slices.IndexFunc(p.remotes, func(r remote) bool { return r.loc == p.lastActive })
-	if i >= 0 && encap.IsL32(p.lastActive) {
-		add.lifetime, add.expires = p.remotes[i].lifetime, p.remotes[i].expires
-		p.remotes = slices.Delete(p.remotes, i, i+1)
-	}
-	// First among equals: selectRemote picks it.
-	p.remotes = slices.Insert(p.remotes, 0, add)
-	p.touch(now)
 	before := p.lastActive
+	p.remotes[i].loc = l
+	p.touch(now)
 	p.selectRemote(c.reach())
 	if p.lastActive != before {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active,
-			Detail: fmt.Sprintf("remote, roamed from %v (NAT)", before)})
+			Detail: fmt.Sprintf("remote, NAT rebinding from %v", before)})
 	}
 	c.syncBinding(p, &eff)
 	return eff, nil

@@ -76,27 +76,35 @@ func TestIPv6RanksFirstOnATie(t *testing.T) {
 	}
 }
 
-// A nonce-verified packet from an unlisted IPv4 endpoint: a NAT (re)binding.
+// A nonce-verified packet from an unlisted IPv4 endpoint while the session runs over IPv4: a
+// NAT rebinding. Over IPv6 nothing changes (the LU announces a move).
 func TestRoam(t *testing.T) {
 	nat1 := l32(t, "203.0.113.1:61000")
 	nat2 := l32(t, "203.0.113.1:61001")
 	c := cnSide(t)
 	mustUpdate(t, c, LocalUpdate{Locator: l32(t, "198.51.100.2:49191"), IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0)
-	// From IPv6 to the NAT: the endpoint joins the set and becomes active.
-	eff, err := c.Roam(myNID, nat1, t0.Add(time.Second))
+	// Over IPv6: a packet from an IPv4 endpoint (late, or ahead of its LU) changes nothing.
+	if eff, err := c.Roam(myNID, nat1, t0.Add(time.Second)); err != nil || len(eff.Bindings)+len(eff.Events) != 0 {
+		t.Fatalf("roam over IPv6: %+v %v", eff, err)
+	}
+	// The MN's LU from behind the NAT (its source in place of its private endpoint).
+	if _, err := c.ApplyLU(myNID, nonce(7), advert(
+		wire.LocatorEntry{Locator: nat1, Preference: 0, Lifetime: 600},
+		wire.LocatorEntry{Locator: lMN1, Preference: 1, Lifetime: 300},
+	), t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The NAT rebinds: the new endpoint replaces the old one, with its preference and lifetime.
+	eff, err := c.Roam(myNID, nat2, t0.Add(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(eff.Bindings) != 1 || eff.Bindings[0].RemoteLocator != nat1 || len(eff.Bindings[0].RemoteLocators) != 2 {
-		t.Fatalf("first roam: %+v", eff.Bindings)
-	}
-	// The NAT rebinds: the new endpoint replaces the old one.
-	eff, err = c.Roam(myNID, nat2, t0.Add(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
+	if len(eff.Bindings) != 1 {
+		t.Fatalf("rebinding: %+v", eff)
 	}
 	b := eff.Bindings[0]
-	if b.RemoteLocator != nat2 || len(b.RemoteLocators) != 2 || b.RemoteLocators[0].Locator != nat2 || b.RemoteLocators[1].Locator != lMN1 {
+	if b.RemoteLocator != nat2 || len(b.RemoteLocators) != 2 || b.RemoteLocators[0].Locator != nat2 ||
+		b.RemoteLocators[0].Lifetime != 600 || b.RemoteLocators[1].Locator != lMN1 {
 		t.Fatalf("rebinding: %+v", b)
 	}
 	// Known endpoints, IPv6 locators and unknown peers change nothing.

@@ -35,8 +35,8 @@ import (
 //     the real IPv4 next hop);
 //   - route MTU and MSS for the encapsulation on every peer route (newHost): a session may
 //     change family at any time and TCP fixes its peer's MSS when it opens;
-//   - the NAT endpoint of a correspondent from its nonce-verified packets (ilcc.Cache.Roam) and
-//     its LUs (encap.AsSeen);
+//   - the NAT endpoint of a correspondent from its LUs (encap.AsSeen), and its NAT's
+//     rebindings from its nonce-verified packets (ilcc.Cache.Roam);
 //   - keepalives on idle IPv4 sessions (natkeep).
 
 // encapNextHop is the IPv6 next hop of peer routes on an interface whose locator is IPv4
@@ -216,9 +216,9 @@ func translateLU(upd wire.LocatorUpdate, src wire.L64) wire.LocatorUpdate {
 	return upd
 }
 
-// roam learns a correspondent's NAT endpoint from a nonce-verified packet that came from an
-// IPv4 endpoint its set does not list (the datapath reports it as an unknown locator, and
-// passes it: AcceptUnknownLocator).
+// roam follows a correspondent's NAT rebinding: a nonce-verified packet that came from an
+// IPv4 endpoint its set does not list while the session runs over IPv4 (the datapath reports
+// it as an unknown locator, and passes it: AcceptUnknownLocator; ilcc.Cache.Roam decides).
 func (n *Node) roam(ev datapath.Event) {
 	if !n.cfg.IPv4Locators {
 		return

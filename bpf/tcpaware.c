@@ -3,9 +3,11 @@
  * For every TCP socket whose remote address is a correspondent's session view in
  * tcpaware_peers it applies what the entry asks (bpf_setsockopt) and writes the socket's state
  * to the iterator's output, from which the daemon sends the RFC 6069 revert signal.
- * And a tcp_congestion_ops that is the kernel's cubic (its kfuncs) except inside a loss window
- * the iterator opens at the end of a move: there a loss does not lower ssthresh, and after a
- * timeout the first ACK gives the window back its value from before the timeout. */
+ * And a tcp_congestion_ops that is the kernel's cubic (its kfuncs, and the kernel's own
+ * per-ACK window update redone in cong_control) except inside a loss window the iterator opens
+ * around a move: there the move's loss episode does not lower ssthresh, its fast recovery
+ * keeps the window the old path carried instead of PRR's, and after a timeout the first ACK
+ * gives the window back its value from before the timeout. */
 #define ILNP_TCPAWARE
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -47,6 +49,14 @@ struct sock_common {
 
 struct sock {
 	struct sock_common __sk_common;
+	__u32 sk_pacing_status; /* enum sk_pacing */
+	unsigned long sk_pacing_rate;
+	unsigned long sk_max_pacing_rate;
+} TA_PRESERVE;
+
+struct rate_sample {
+	__u32 acked_sacked; /* packets newly ACKed or SACKed */
+	int losses;         /* packets newly marked lost */
 } TA_PRESERVE;
 
 struct ack_sample {
@@ -62,6 +72,7 @@ struct tcp_congestion_ops {
 	void (*set_state)(struct sock *sk, __u8 new_state);
 	void (*cwnd_event)(struct sock *sk, int ev);
 	void (*pkts_acked)(struct sock *sk, const struct ack_sample *sample);
+	void (*cong_control)(struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs);
 	__u32 (*undo_cwnd)(struct sock *sk);
 	char name[16];
 	void (*init)(struct sock *sk);
@@ -82,6 +93,12 @@ struct inet_connection_sock {
 
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
+	__u32 mss_cache;
+	__u32 reordering;
+	__u32 undo_marker;
+	__u32 prr_out;
+	__u32 sacked_out;
+	__u32 snd_cwnd_stamp;
 	__u32 snd_cwnd_clamp;
 	__u32 prior_cwnd;
 	__u32 prior_ssthresh;
@@ -168,6 +185,11 @@ static __always_inline __u8 ta_open_window(struct tcp_sock *tp, struct tcpaware_
 	st->loss_until_ns = bpf_ktime_get_ns() + (__u64)peer->loss_window_ms * 1000000;
 	st->epoch = peer->epoch;
 	st->restored = 0;
+	st->used = 0;
+	st->hold = 0;
+	st->inflight = tp->packets_out;
+	st->srtt_us = tp->srtt_us >> 3;
+	st->rtt_us = peer->rtt_us;
 	return applied | 8;
 }
 
@@ -230,7 +252,23 @@ int tcpaware_iter(struct bpf_iter__tcp *ctx)
 	return 0;
 }
 
-/* The cubic wrapper. Outside a loss window every call is cubic's own. */
+/* The cubic wrapper. Outside a loss window every decision is cubic's or the kernel's own. */
+
+#define TA_TCP_CA_CWR 2
+#define TA_TCP_CA_RECOVERY 3
+#define TA_TCP_INFINITE_SSTHRESH 0x7fffffff
+#define TA_SK_PACING_NONE 0
+#define TA_SK_PACING_NEEDED 1
+/* tcp_input.c's ACK flags (stable since 2.6). */
+#define TA_FLAG_DATA_ACKED 0x04
+#define TA_FLAG_SYN_ACKED 0x10
+#define TA_FLAG_DATA_SACKED 0x20
+#define TA_FLAG_SND_UNA_ADVANCED 0x400
+/* Defaults of net.ipv4.tcp_reordering, tcp_pacing_ss_ratio and tcp_pacing_ca_ratio: a BPF
+ * congestion control cannot read the namespace's sysctls, so these are assumed. */
+#define TA_REORDERING 3
+#define TA_PACING_SS_RATIO 200
+#define TA_PACING_CA_RATIO 120
 
 static __always_inline struct tcpaware_sk *ta_window(struct sock *sk)
 {
@@ -241,6 +279,38 @@ static __always_inline struct tcpaware_sk *ta_window(struct sock *sk)
 	return st;
 }
 
+static __always_inline __u8 ta_ca_state(struct sock *sk)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+
+	return BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state);
+}
+
+static __always_inline __u32 ta_in_flight(struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+/* The window to hold through the move's fast recovery: what the old path carried (packets in
+ * flight when the window opened, at most the window then), scaled down to the same rate when
+ * the LU exchange measured a shorter RTT on the new path (a longer one lowers the rate by
+ * itself: the window is kept, not grown). Nothing in flight then: nothing was stranded, and a
+ * loss is the new path's (no hold). */
+static __always_inline __u32 ta_hold_cwnd(struct tcp_sock *tp, struct tcpaware_sk *st)
+{
+	__u32 hold = tp->snd_cwnd;
+
+	if (!st->inflight)
+		return 0;
+	if (st->inflight < hold)
+		hold = st->inflight;
+	if (st->rtt_us && st->srtt_us && st->rtt_us < st->srtt_us)
+		hold = (__u32)((__u64)hold * st->rtt_us / st->srtt_us);
+	if (hold > tp->snd_cwnd_clamp)
+		hold = tp->snd_cwnd_clamp;
+	return hold;
+}
+
 SEC("struct_ops/ta_init")
 void ta_init(unsigned long long *ctx)
 {
@@ -248,57 +318,187 @@ void ta_init(unsigned long long *ctx)
 	ta_count(TCPAWARE_C_WRAPPER_INIT);
 }
 
-/* A loss inside the window is the move's (segments sent to a dead locator), not congestion:
- * ssthresh stays what it was before (and, on entering recovery, at least the window then in
- * use), so neither fast recovery nor a timeout lowers the rate TCP returns to. */
+/* The window's first loss episode is the move's (segments sent to a dead locator), not
+ * congestion: ssthresh becomes what the old path carried (or cubic's, if that is more), so
+ * neither fast recovery nor a timeout lowers the rate TCP returns to. A later loss in the
+ * window is congestion on the new path and gets cubic's reduction. */
 SEC("struct_ops/ta_ssthresh")
 __u32 ta_ssthresh(unsigned long long *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 cubic = cubictcp_recalc_ssthresh(sk);
+	struct tcpaware_sk *st = ta_window(sk);
+	__u32 hold;
 
-	if (!ta_window(sk))
+	if (!st || st->used)
 		return cubic;
+	st->used = 1;
 	ta_count(TCPAWARE_C_SSTHRESH_KEPT);
-	if (tp->snd_ssthresh < 0x7fffffff && tp->snd_ssthresh > tp->snd_cwnd)
-		return tp->snd_ssthresh;
-	return tp->snd_cwnd > cubic ? tp->snd_cwnd : cubic;
+	hold = ta_hold_cwnd(tp, st);
+	st->hold = hold;
+	return hold > cubic ? hold : cubic;
 }
 
-/* After a timeout inside the window (state Loss, cwnd cut to what is in flight + 1), the first
- * ACK restores the window TCP had before the timeout (prior_cwnd/prior_ssthresh, what the
- * kernel's own undo restores when it finds a timeout spurious): the segments the timeout marked
- * lost are then retransmitted at that rate instead of in slow start. */
-SEC("struct_ops/ta_cong_avoid")
-void ta_cong_avoid(unsigned long long *ctx)
+/* The kernel's Proportional Rate Reduction (RFC 6937, tcp_cwnd_reduction()), which it skips
+ * for a congestion control with cong_control; prr_delivered is counted here. */
+static __always_inline void ta_prr(struct tcp_sock *tp, struct tcpaware_sk *st, __u32 acked, int lost, int flag)
+{
+	__u32 in_flight = ta_in_flight(tp);
+	int delta = (int)tp->snd_ssthresh - (int)in_flight;
+	__u32 delivered;
+	int sndcnt;
+
+	if (!acked || !tp->prior_cwnd)
+		return;
+	st->prr_delivered += acked;
+	delivered = st->prr_delivered;
+	if (delta < 0) {
+		__u64 dividend = (__u64)tp->snd_ssthresh * delivered + tp->prior_cwnd - 1;
+
+		sndcnt = (int)(dividend / tp->prior_cwnd) - (int)tp->prr_out;
+	} else {
+		sndcnt = (int)(delivered - tp->prr_out);
+		if (sndcnt < (int)acked)
+			sndcnt = acked;
+		if ((flag & TA_FLAG_SND_UNA_ADVANCED) && !lost)
+			sndcnt++;
+		if (sndcnt > delta)
+			sndcnt = delta;
+	}
+	if (sndcnt < (tp->prr_out ? 0 : 1))
+		sndcnt = tp->prr_out ? 0 : 1;
+	tp->snd_cwnd = in_flight + sndcnt;
+}
+
+/* tcp_update_pacing_rate(): twice the current rate in slow start, 1.2 times after it. */
+static __always_inline void ta_pacing_rate(struct sock *sk, struct tcp_sock *tp)
+{
+	__u64 rate = (__u64)tp->mss_cache * ((1000000 / 100) << 3);
+	__u32 cwnd = tp->snd_cwnd;
+
+	rate *= cwnd < tp->snd_ssthresh / 2 ? TA_PACING_SS_RATIO : TA_PACING_CA_RATIO;
+	rate *= cwnd > tp->packets_out ? cwnd : tp->packets_out;
+	if (tp->srtt_us)
+		rate /= tp->srtt_us;
+	if (rate > sk->sk_max_pacing_rate)
+		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_rate = rate;
+}
+
+static __always_inline void ta_unhold(struct sock *sk, struct tcpaware_sk *st)
+{
+	st->held = 0;
+	if (st->paced) {
+		st->paced = 0;
+		sk->sk_pacing_status = TA_SK_PACING_NONE;
+	}
+}
+
+/* The kernel's per-ACK window update (tcp_cong_control() without cong_control: PRR while
+ * reducing, cubic's growth when the ACK may raise the window, then the pacing rate), except
+ * in the move's fast recovery: there the window stays at the hold, so the segments lost on the
+ * dead path are retransmitted at the old path's rate (paced by the kernel over about one RTT)
+ * instead of PRR's slow start from one segment. A loss on the new path during the hold ends
+ * it with cubic's reduction. After a timeout in the window, the first ACK gives the window
+ * back its value from before the timeout (prior_cwnd/prior_ssthresh, what the kernel's own
+ * undo restores when it finds a timeout spurious). */
+SEC("struct_ops/ta_cong_control")
+void ta_cong_control(unsigned long long *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
-	struct tcpaware_sk *st;
+	const struct rate_sample *rs = (const struct rate_sample *)ctx[3];
+	__u32 ack = (__u32)ctx[1];
+	int flag = (int)ctx[2];
+	__u32 acked = rs->acked_sacked;
+	int lost = rs->losses;
+	__u8 state = ta_ca_state(sk);
+	struct tcpaware_sk *st, *win;
 	__u32 cwnd;
 
-	cubictcp_cong_avoid(sk, (__u32)ctx[1], (__u32)ctx[2]);
-	st = ta_window(sk);
-	if (!st || st->restored || BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state) != TA_TCP_CA_LOSS)
-		return;
-	st->restored = 1;
-	cwnd = tp->prior_cwnd;
-	if (cwnd > tp->snd_cwnd_clamp)
-		cwnd = tp->snd_cwnd_clamp;
-	if (cwnd > tp->snd_cwnd) {
-		tp->snd_cwnd = cwnd;
-		ta_count(TCPAWARE_C_CWND_RESTORED);
+	st = bpf_sk_storage_get(&tcpaware_sks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st)
+		return; /* no memory: the window stays as it is for this ACK */
+	win = ta_window(sk);
+	if (state == TA_TCP_CA_CWR || state == TA_TCP_CA_RECOVERY) {
+		if (st->held && lost > 0) {
+			ta_unhold(sk, st);
+			tp->snd_ssthresh = cubictcp_recalc_ssthresh(sk);
+			ta_count(TCPAWARE_C_HOLD_ABORTED);
+		}
+		ta_prr(tp, st, acked, lost, flag);
+		if (state == TA_TCP_CA_RECOVERY && win && st->hold && !st->restored) {
+			/* The first ACK of the move's recovery starts the hold. */
+			st->restored = 1;
+			st->held = 1;
+			ta_count(TCPAWARE_C_HOLDS);
+			if (sk->sk_pacing_status == TA_SK_PACING_NONE) {
+				sk->sk_pacing_status = TA_SK_PACING_NEEDED;
+				st->paced = 1;
+			}
+		}
+		if (st->held && tp->snd_cwnd < st->hold)
+			tp->snd_cwnd = st->hold;
+	} else {
+		if (st->held)
+			ta_unhold(sk, st);
+		if (tp->reordering > TA_REORDERING ? (flag & (TA_FLAG_DATA_ACKED | TA_FLAG_SYN_ACKED | TA_FLAG_DATA_SACKED))
+						    : (flag & TA_FLAG_DATA_ACKED)) {
+			cubictcp_cong_avoid(sk, ack, acked);
+			tp->snd_cwnd_stamp = (__u32)bpf_jiffies64();
+		}
+		if (state == TA_TCP_CA_LOSS && win && !st->restored) {
+			st->restored = 1;
+			cwnd = tp->prior_cwnd;
+			if (cwnd > tp->snd_cwnd_clamp)
+				cwnd = tp->snd_cwnd_clamp;
+			if (cwnd > tp->snd_cwnd) {
+				tp->snd_cwnd = cwnd;
+				ta_count(TCPAWARE_C_CWND_RESTORED);
+			}
+			if (tp->prior_ssthresh > tp->snd_ssthresh)
+				tp->snd_ssthresh = tp->prior_ssthresh;
+		}
 	}
-	if (tp->prior_ssthresh > tp->snd_ssthresh)
-		tp->snd_ssthresh = tp->prior_ssthresh;
+	ta_pacing_rate(sk, tp);
 }
 
+/* cong_avoid is required by the kernel but not called while cong_control is set. */
+SEC("struct_ops/ta_cong_avoid")
+void ta_cong_avoid(unsigned long long *ctx)
+{
+	cubictcp_cong_avoid((struct sock *)ctx[0], (__u32)ctx[1], (__u32)ctx[2]);
+}
+
+/* With cong_control set the kernel also skips tcp_end_cwnd_reduction(): at the end of CWR or
+ * of a recovery that was not undone the window drops to ssthresh here, as it would there
+ * (set_state runs before the state changes, so the old state is still readable). A new
+ * reduction restarts PRR's count. */
 SEC("struct_ops/ta_set_state")
 void ta_set_state(unsigned long long *ctx)
 {
-	cubictcp_state((struct sock *)ctx[0], (__u8)ctx[1]);
+	struct sock *sk = (struct sock *)ctx[0];
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u8 next = (__u8)ctx[1];
+	__u8 prev = ta_ca_state(sk);
+	struct tcpaware_sk *st;
+	int reducing = prev == TA_TCP_CA_CWR || prev == TA_TCP_CA_RECOVERY;
+
+	if (reducing && next < TA_TCP_CA_CWR && tp->snd_ssthresh < TA_TCP_INFINITE_SSTHRESH &&
+	    (prev == TA_TCP_CA_CWR || tp->undo_marker))
+		tp->snd_cwnd = tp->snd_ssthresh;
+	if (!reducing && (next == TA_TCP_CA_CWR || next == TA_TCP_CA_RECOVERY)) {
+		st = bpf_sk_storage_get(&tcpaware_sks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (st)
+			st->prr_delivered = 0;
+	}
+	if (reducing && next != TA_TCP_CA_CWR && next != TA_TCP_CA_RECOVERY) {
+		st = bpf_sk_storage_get(&tcpaware_sks, sk, 0, 0);
+		if (st && st->held)
+			ta_unhold(sk, st);
+	}
+	cubictcp_state(sk, next);
 }
 
 SEC("struct_ops/ta_cwnd_event")
@@ -325,6 +525,7 @@ struct tcp_congestion_ops tcpaware_cubic = {
 	.init = (void *)ta_init,
 	.ssthresh = (void *)ta_ssthresh,
 	.cong_avoid = (void *)ta_cong_avoid,
+	.cong_control = (void *)ta_cong_control,
 	.set_state = (void *)ta_set_state,
 	.cwnd_event = (void *)ta_cwnd_event,
 	.pkts_acked = (void *)ta_pkts_acked,

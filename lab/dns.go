@@ -47,6 +47,7 @@ var DefaultRendezvous = RendezvousHosts
 const (
 	DNSZone    = "ilnp.test."
 	DNSMNName  = "mn.ilnp.test"
+	DNSCNName  = "cn.ilnp.test" // published only in a double-jump testbed, where the CN moves
 	IfDNS      = "dns-r1"
 	IfR1DNS    = "r1-dns"
 	dnsPollGap = 20 * time.Millisecond
@@ -129,7 +130,7 @@ func (t *Topology) buildDNS(ctx context.Context) error {
 	}
 	t.Named = srv
 	if srv.Files, err = named.Generate(dir, named.Options{Zone: DNSZone, Listen: DNSServerAddr,
-		UpdateNames: []string{DNSMNName + "."}, SOAMinimum: 1}); err != nil {
+		UpdateNames: t.dnsUpdateNames(), SOAMinimum: 1}); err != nil {
 		return err
 	}
 	if out, err := exec.Command("named-checkconf", srv.Conf).CombinedOutput(); err != nil {
@@ -227,10 +228,26 @@ log-level debug
 `, node, strings.Join(ifaces, " "), NID64(nid), handoff, stateDir, events)
 	server := srv.Addr.String()
 	if node == "mn" {
-		return text + fmt.Sprintf("dns-publish-name %s\ndns-publish-zone %s\ndns-publish-server %s\ndns-publish-key %s %s\ndns-publish-ttl 0s\n",
-			DNSMNName, strings.TrimSuffix(srv.Zone, "."), server, srv.KeyFile, strings.TrimSuffix(srv.KeyName, "."))
+		return text + DNSPublishConfig(DNSMNName, srv)
 	}
 	return text + fmt.Sprintf("dns-upstream %s\ndns-lookup-server %s\n", server, server)
+}
+
+// DNSPublishConfig is the ilnpd configuration that keeps name's NID and L64 records current
+// on the lab's named.
+func DNSPublishConfig(name string, srv *DNSServer) string {
+	return fmt.Sprintf("dns-publish-name %s\ndns-publish-zone %s\ndns-publish-server %s\ndns-publish-key %s %s\ndns-publish-ttl 0s\n",
+		name, strings.TrimSuffix(srv.Zone, "."), srv.Addr.String(), srv.KeyFile, strings.TrimSuffix(srv.KeyName, "."))
+}
+
+// dnsUpdateNames are the names the lab's key may update: the MN's, and in a double jump the
+// CN's.
+func (t *Topology) dnsUpdateNames() []string {
+	names := []string{DNSMNName + "."}
+	if t.Cfg.DoubleJump {
+		names = append(names, DNSCNName+".")
+	}
+	return names
 }
 
 // dnsPoll asks named for the MN's L64 set every dnsPollGap while the flow runs and keeps each

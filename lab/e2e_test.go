@@ -32,6 +32,13 @@ func runLab(t *testing.T, scenario, mode, traffic, binDir string) summary.Run {
 
 func runLabMeta(t *testing.T, scenario, mode, traffic, binDir string) (summary.Run, RunMeta) {
 	t.Helper()
+	return runLabConfig(t, RunConfig{Scenario: scenario, Mode: mode, Traffic: traffic, BinDir: binDir})
+}
+
+// runLabConfig does one repetition of cfg in the test profile (Profile, Reps and Out are set
+// here) and checks the summary file against the contract.
+func runLabConfig(t *testing.T, cfg RunConfig) (summary.Run, RunMeta) {
+	t.Helper()
 	out := t.TempDir()
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -52,8 +59,8 @@ func runLabMeta(t *testing.T, scenario, mode, traffic, binDir string) (summary.R
 			t.Logf("%s:\n%s", f, strings.Join(keep, "\n"))
 		}
 	})
-	s, err := Run(context.Background(), RunConfig{Scenario: scenario, Mode: mode, Traffic: traffic,
-		Profile: testProfile, Reps: 1, Out: out, BinDir: binDir})
+	cfg.Profile, cfg.Reps, cfg.Out = testProfile, 1, out
+	s, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +72,7 @@ func runLabMeta(t *testing.T, scenario, mode, traffic, binDir string) (summary.R
 			t.Errorf("missing %s: %v", f, err)
 		}
 	}
-	t.Logf("%s %s %s: %s", scenario, mode, traffic, describe(s.Runs[0]))
+	t.Logf("%s %s %s: %s", cfg.Scenario, cfg.Mode, cfg.Traffic, describe(s.Runs[0]))
 	return s.Runs[0], leftovers(t, out)
 }
 
@@ -183,6 +190,28 @@ func TestE2EILNPHardTCP(t *testing.T) {
 	if r.SessionSurvived == nil || !*r.SessionSurvived {
 		t.Errorf("TCP session did not survive hard handoff: %s", describe(r))
 	}
+}
+
+// The double jump (issue 13): the CN moves L4 -> L5 at the MN's instant. In soft mode the old
+// locators keep receiving, so the crossing LUs arrive: the bidirectional UDP flow loses nothing
+// and both directions reach the new locators (recovery_ms measured).
+func TestE2EDoubleJumpSoftUDP(t *testing.T) {
+	requireLab(t)
+	r, meta := runLabConfig(t, RunConfig{Scenario: "lan-lan", Mode: "ilnp-soft", Traffic: "udp-hd",
+		BinDir: ilnpBinaries(t), DoubleJump: true})
+	if r.SessionSurvived == nil || !*r.SessionSurvived {
+		t.Errorf("session did not survive the double jump: %s", describe(r))
+	}
+	if r.UDPLost == nil || *r.UDPLost != 0 {
+		t.Errorf("UDP lost %s, want 0 in a soft double jump", Fmt(r.Values()["udp_lost"], "udp_lost"))
+	}
+	if r.RecoveryMs == nil {
+		t.Errorf("no recovery_ms: no flow packet between the new locators both ways: %s", describe(r))
+	}
+	if !meta.DoubleJump || len(meta.Moves) != 4 || meta.MovesApartMs == nil {
+		t.Fatalf("run.json does not record the double jump: %+v", meta)
+	}
+	t.Logf("MEASURED moves at --enter %.3f ms apart, recovery %s", *meta.MovesApartMs, Fmt(r.RecoveryMs, "recovery_ms"))
 }
 
 // Cancelling a run (what Ctrl-C does) tears the testbed down: no namespace, /etc/netns entry

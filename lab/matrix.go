@@ -33,6 +33,9 @@ type MatrixConfig struct {
 	Congestions []string
 	// TCPAware runs every ILNP cell with tcp-aware on.
 	TCPAware bool
+	// TCPAwareAxis runs every ILNP cell of TCP traffic with tcp-aware off and on
+	// (matrix_aware.go); TCPAware is then ignored for those cells.
+	TCPAwareAxis bool
 }
 
 // CellDir is where one combination's run goes.
@@ -62,7 +65,7 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 					if err := c.Validate(); err != nil {
 						return err
 					}
-					total++
+					total += len(m.awareFor(mo, tr))
 				}
 			}
 		}
@@ -77,19 +80,22 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 		for _, tr := range m.Traffics {
 			for _, mo := range m.Modes {
 				for _, co := range m.congestionsFor(tr) {
-					done++
-					if m.Progress != nil {
-						fmt.Fprintf(m.Progress, "matrix %d/%d (%s elapsed): %s %s %s%s\n", done, total, time.Since(start).Round(time.Second), sc, mo, tr, cellSuffix(co))
-					}
-					cfg := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Congestion: co, Profile: m.Profile, Reps: m.Reps, Access: m.Access,
-						Out: m.cellDir(sc, mo, tr, co), BinDir: m.BinDir, Progress: m.Progress, TCPAware: m.TCPAware}
-					if _, err := Run(ctx, cfg); err != nil {
-						if errors.Is(err, context.Canceled) {
-							return err
-						}
-						failures[sc+"/"+mo+"/"+tr+cellSuffix(co)] = err.Error()
+					for _, aware := range m.awareFor(mo, tr) {
+						done++
+						out := m.awareDir(sc, mo, tr, co, aware)
 						if m.Progress != nil {
-							fmt.Fprintf(m.Progress, "  failed: %v\n", err)
+							fmt.Fprintf(m.Progress, "matrix %d/%d (%s elapsed): %s %s %s\n", done, total, time.Since(start).Round(time.Second), sc, mo, filepath.Base(out))
+						}
+						cfg := RunConfig{Scenario: sc, Mode: mo, Traffic: tr, Congestion: co, Profile: m.Profile, Reps: m.Reps, Access: m.Access,
+							Out: out, BinDir: m.BinDir, Progress: m.Progress, TCPAware: aware}
+						if _, err := Run(ctx, cfg); err != nil {
+							if errors.Is(err, context.Canceled) {
+								return err
+							}
+							failures[sc+"/"+mo+"/"+filepath.Base(out)] = err.Error()
+							if m.Progress != nil {
+								fmt.Fprintf(m.Progress, "  failed: %v\n", err)
+							}
 						}
 					}
 				}
@@ -98,6 +104,7 @@ func Matrix(ctx context.Context, m MatrixConfig) error {
 		}
 	}
 	writeVariantPlots(m)
+	overlayAware(m)
 	if m.Signalling != nil {
 		sc := *m.Signalling
 		sc.Out, sc.BinDir, sc.Progress = filepath.Join(m.Out, "signalling"), m.BinDir, m.Progress
@@ -121,6 +128,7 @@ func WriteMatrixReport(m MatrixConfig) error {
 		}
 	}
 	writeVariantPlots(m)
+	overlayAware(m)
 	return os.WriteFile(filepath.Join(m.Out, "report.md"), []byte(MatrixReport(m, nil)), 0o644)
 }
 
@@ -204,6 +212,7 @@ func MatrixReport(m MatrixConfig, failures map[string]string) string {
 		fmt.Fprintf(&b, "Overlays: %s-%s-rate.png, %s-%s-seq.png per scenario.\n\n", "SCENARIO", tr, "SCENARIO", tr)
 	}
 	b.WriteString(VariantsSection(m))
+	b.WriteString(AwareSection(m))
 	b.WriteString(SignallingSection(filepath.Join(m.Out, "signalling")))
 	if len(failures) > 0 {
 		b.WriteString("## Failed runs\n\n")

@@ -108,6 +108,13 @@ func HostsFile() string {
 		L64(L1), NID64(CNNID), L64(L2), NID64(MNNID), L64(L3), NID64(MNNID))
 }
 
+// DoubleJumpHostsFile is HostsFile for a double-jump testbed: the CN is in L4 (preferred) or
+// L5, the thesis's static rendezvous for two mobile nodes.
+func DoubleJumpHostsFile() string {
+	return fmt.Sprintf("%s|10,%s cn\n%s|20,%s cn\n%s|10,%s mn\n%s|20,%s mn\n",
+		L64(L4), NID64(CNNID), L64(L5), NID64(CNNID), L64(L2), NID64(MNNID), L64(L3), NID64(MNNID))
+}
+
 // DaemonConfig writes one ilnpd configuration.
 func DaemonConfig(node string, ifaces []string, nid, handoff, stateDir, events, hosts string) string {
 	return fmt.Sprintf(`# written by ilnp-lab for one run
@@ -133,10 +140,14 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		return fmt.Errorf("mode %s needs ilnpd: %w", m.Name(), err)
 	}
 	hosts := filepath.Join(dir, "hosts")
-	if _, err := wire.ParseHosts(strings.NewReader(HostsFile()), hosts); err != nil {
+	hostsText := HostsFile()
+	if t.Cfg.DoubleJump {
+		hostsText = DoubleJumpHostsFile()
+	}
+	if _, err := wire.ParseHosts(strings.NewReader(hostsText), hosts); err != nil {
 		return fmt.Errorf("lab wrote a bad hosts file: %w", err)
 	}
-	if err := os.WriteFile(hosts, []byte(HostsFile()), 0o644); err != nil {
+	if err := os.WriteFile(hosts, []byte(hostsText), 0o644); err != nil {
 		return err
 	}
 	nodes := []struct {
@@ -148,7 +159,7 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		state  *string
 		events *string
 	}{
-		{t.CN, "cn", []string{IfCN}, CNNID, &m.cnConf, &m.cnState, &m.cnEv},
+		{t.CN, "cn", t.CNIfaces(), CNNID, &m.cnConf, &m.cnState, &m.cnEv},
 		{t.MN, "mn", []string{IfMNR2, IfMNR3}, MNNID, &m.mnConf, &m.mnState, &m.mnEv},
 	}
 	for _, n := range nodes {
@@ -164,6 +175,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 				return fmt.Errorf("mode %s: DNS rendezvous without the lab's named", m.Name())
 			}
 			text = DNSDaemonConfig(n.name, n.ifaces, n.nid, m.handoff, *n.state, *n.events, t.Named)
+			if t.Cfg.DoubleJump && n.name == "cn" {
+				text += DNSPublishConfig(DNSCNName, t.Named) // the CN moves too: it keeps its records current
+			}
 		}
 		if m.opt.TCPAware {
 			text += "tcp-aware on\n"

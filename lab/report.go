@@ -21,7 +21,7 @@ func Fmt(v *float64, key string) string {
 		return fmt.Sprintf("%.2f MB", x/1e6)
 	case "session_survived":
 		return fmt.Sprintf("%.0f %%", 100*x)
-	case "rtt_ms", "handoff_delay_ms", "interruption_ms":
+	case "rtt_ms", "handoff_delay_ms", "interruption_ms", "recovery_ms":
 		return fmt.Sprintf("%.1f ms", x)
 	}
 	return fmt.Sprintf("%.4g", x)
@@ -54,6 +54,11 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 	}
 	fmt.Fprintf(&b, "- Movement (%s profile): enter L3 at %v, leave L2 at %v, flow %v; RAs every %v-%v\n",
 		cfg.Profile.Name, cfg.Profile.Enter, cfg.Profile.Leave, cfg.Profile.Duration, cfg.Profile.RAMin, cfg.Profile.RAMax)
+	if cfg.DoubleJump {
+		fmt.Fprintf(&b, "- Double jump: the CN moves too, entering L5 at %v and leaving L4 at %v, each beside the MN's move; "+
+			"recovery = the later of the two moves at --enter to the first flow packet between the new locators in both directions\n",
+			cfg.Profile.Enter, cfg.Profile.Leave)
+	}
 	fmt.Fprintf(&b, "- Repetitions: %d (mean ± 95 %% confidence half-width, Student t)\n\n", s.Reps)
 	b.WriteString("| metric | mean ± ci95 |")
 	for i := range s.Runs {
@@ -65,6 +70,9 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 	}
 	b.WriteString("\n")
 	for _, f := range summary.Fields {
+		if f.Key == "recovery_ms" && !cfg.DoubleJump {
+			continue // only a double jump has two moves to recover from
+		}
 		fmt.Fprintf(&b, "| %s | %s |", f.Title, MeanCI(s, f.Key))
 		for _, r := range s.Runs {
 			fmt.Fprintf(&b, " %s |", Fmt(r.Values()[f.Key], f.Key))

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/timeline"
+	"ilnp/lab/cwnd"
 	"ilnp/lab/measure"
 	"ilnp/lab/netns"
 	"ilnp/lab/pcap"
@@ -52,9 +53,12 @@ type RunConfig struct {
 	Congestion string
 	// TCPAware runs ilnpd with `tcp-aware on` (issue 15; ILNP modes only, ignored by others).
 	TCPAware bool
-	Out      string
-	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
-	Progress io.Writer // progress line (nil: none)
+	// DoubleJump gives the CN two access networks and moves it at Enter and Leave too
+	// (lab/doublejump.go); runs gain recovery_ms.
+	DoubleJump bool
+	Out        string
+	BinDir     string    // ilnpd/ilnpctl (ILNP modes)
+	Progress   io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -91,6 +95,10 @@ func (c *RunConfig) Validate() error {
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
+	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
+		return fmt.Errorf("--double-jump: mode %s cannot move the CN (MIPv6: the CN would need a home agent of its own, which the lab does not build; double-jump modes: %s)",
+			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
+	}
 	return nil
 }
 
@@ -118,7 +126,12 @@ type RunMeta struct {
 	DNS        *DNSMeasure `json:"dns,omitempty"`
 	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
 	TCPAware   bool        `json:"tcp_aware"`            // ilnpd ran with tcp-aware on
-	Error      string      `json:"error,omitempty"`
+	// DoubleJump: the CN moved too (L4 -> L5); Moves are the lab's link changes (seconds
+	// since the flow started), MovesApartMs how far apart the two at --enter were done.
+	DoubleJump   bool       `json:"double_jump,omitempty"`
+	Moves        []MoveMeta `json:"moves,omitempty"`
+	MovesApartMs *float64   `json:"moves_apart_ms,omitempty"`
+	Error        string     `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -191,13 +204,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	progress("building testbed")
 	rendezvous := effectiveRendezvous(cfg)
 	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
-		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous})
+		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump})
 	if err != nil {
 		return res, err
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
-		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware()}
+		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware(), DoubleJump: cfg.DoubleJump}
 	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware()})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
@@ -239,8 +252,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
-	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", IfCN, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
-		"-w", filepath.Join(dir, "cn.pcap"), "ip6")
+	cnIf, cnFilter := IfCN, "ip6"
+	if cfg.DoubleJump {
+		cnIf, cnFilter = "any", "ip6 and not host ::1" // both access links
+	}
+	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", cnIf, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
+		"-w", filepath.Join(dir, "cn.pcap"), cnFilter)
 	if err != nil {
 		return res, err
 	}
@@ -277,9 +294,26 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if err != nil {
 		return res, err
 	}
+	// The TCP sender's congestion window over the flow (issue 15's cwnd plots); a run does not
+	// depend on it.
+	var sampler *cwnd.Sampler
+	var cwndNote string
+	if !tr.UDP {
+		sender := topo.CN
+		if tr.Reverse {
+			sender = topo.MN
+		}
+		var serr error
+		if sampler, serr = cwnd.Start(ctx, sender.Do, 5201, 20*time.Millisecond); serr != nil {
+			cwndNote = serr.Error()
+		} else {
+			defer sampler.Stop()
+		}
+	}
 
 	entered, left, ticks := false, false, 0
 	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
+	var enterMoves []Move
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
@@ -287,18 +321,27 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		el := time.Since(t0Wall)
 		if !entered && el >= prof.Enter {
 			enterCmdNS = timeline.Now()
-			if _, err := topo.MN.Run("ip", "link", "set", IfMNR3, "up"); err != nil {
+			moves, err := moveTogether(topo.enterChanges())
+			if err != nil {
 				return res, err
 			}
-			events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: IfMNR3})
+			for _, m := range moves {
+				events.Emit(timeline.Event{Kind: "lab_enter", Node: "lab", Iface: m.Iface})
+			}
+			enterMoves = moves
+			meta.recordMoves(moves, t0Wall)
 			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
 		}
 		if !left && el >= prof.Leave {
 			leaveCmdNS = timeline.Now()
-			if _, err := topo.MN.Run("ip", "link", "set", IfMNR2, "down"); err != nil {
+			moves, err := moveTogether(topo.leaveChanges())
+			if err != nil {
 				return res, err
 			}
-			events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: IfMNR2})
+			for _, m := range moves {
+				events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: m.Iface})
+			}
+			meta.recordMoves(moves, t0Wall)
 			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
 		}
 		phase := "in L2"
@@ -332,6 +375,14 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	events.Emit(timeline.Event{Kind: "lab_flow_end", Node: "lab"})
+	var cwndSamples []cwnd.Sample
+	if sampler != nil {
+		var serr error
+		if cwndSamples, serr = sampler.Stop(); serr != nil {
+			cwndNote = serr.Error()
+		}
+		writeJSON(filepath.Join(dir, "cwnd.json"), cwndSamples)
+	}
 	progress("collecting")
 	server.Stop(2 * time.Second)
 	// Let the last packets reach the captures; --immediate-mode hands every packet to
@@ -349,7 +400,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
-			if name == "cn" { // the TCP sender (iperf3 client, CN -> MN)
+			if name == map[bool]string{false: "cn", true: "mn"}[tr.Reverse] { // the TCP sender (CN -> MN; -R: MN -> CN)
 				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
 					senderTimeouts = &v
 				}
@@ -360,7 +411,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// (thesis 4.4: one RTT between MN and CN); the MN is only in L3 now.
 	progress("measuring RTT via L3")
 	var rtt *float64
-	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
+	if pr, err := topo.Ping(topo.MN, topo.CNFinalAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
 		v := pr.MeanMS()
 		rtt, meta.RTTL3ms = &v, v
 		meta.RTTL3MinMs = float64(slices.Min(pr.RTTs)) / 1e6
@@ -369,7 +420,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// Measurement.
 	progress("analysing captures")
 	in := measure.Input{T0Wall: t0Wall, T0Mono: t0Mono, Enter: prof.Enter, Leave: prof.Leave, Duration: prof.Duration,
-		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID)}
+		UDP: tr.UDP, OfferedBps: tr.RateBps, RTTms: rtt, MNNID: nid64(MNNID), CNNID: nid64(CNNID), Reverse: tr.Reverse}
 	if in.MN, err = readPcap(filepath.Join(dir, "mn.pcap")); err != nil {
 		return res, err
 	}
@@ -393,6 +444,19 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	if cfg.DoubleJump {
+		meta.MovesApartMs = movesApart(enterMoves)
+		res.Run.RecoveryMs = Recovery(in.MN, in.CN, in.MNNID, in.CNNID, L3, L5, laterMove(enterMoves))
+		if res.Run.RecoveryMs == nil {
+			res.Notes = append(res.Notes, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions")
+		}
+	}
+	for _, smp := range cwndSamples {
+		res.Cwnd = append(res.Cwnd, measure.Point{T: float64(smp.MonoNS-t0Mono) / 1e9, V: float64(smp.Cwnd)})
+	}
+	if cwndNote != "" {
+		res.Notes = append(res.Notes, "cwnd sampling: "+cwndNote)
+	}
 	for _, c := range []*Proc{mnCap, cnCap} {
 		if note := captureShortfall(c.Log()); note != "" {
 			res.Notes = append(res.Notes, c.Name+": "+note)
@@ -481,23 +545,38 @@ func runPlots(cfg RunConfig, dir string, rep int, r measure.Result) error {
 	if err := plots.Rate(filepath.Join(dir, "rate.png"), title, []plots.Series{{Label: label, Points: r.Rate}}, plotMarks(r)); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r))
+	if err := plots.Seq(filepath.Join(dir, "seq.png"), title, r.SeqUnit, []plots.Series{{Label: label, Points: r.Seq}}, plotMarks(r)); err != nil {
+		return err
+	}
+	if len(r.Cwnd) == 0 {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(dir, "cwnd.png"), title, []plots.Series{{Label: label, Points: r.Cwnd}}, plotMarks(r))
 }
 
 func overlayPlots(cfg RunConfig, results []measure.Result) error {
 	if len(results) == 0 {
 		return nil
 	}
-	var rate, seq []plots.Series
+	var rate, seq, cw []plots.Series
+	sampled := false
 	for i, r := range results {
 		rate = append(rate, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Rate})
 		seq = append(seq, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Seq})
+		cw = append(cw, plots.Series{Label: fmt.Sprintf("rep %d", i+1), Points: r.Cwnd})
+		sampled = sampled || len(r.Cwnd) > 0
 	}
 	title := fmt.Sprintf("%s, %s, %s (%d reps)", Scenarios[cfg.Scenario].Title, cfg.Mode, cfg.Traffic, len(results))
 	if err := plots.Rate(filepath.Join(cfg.Out, "rate.png"), title, rate, plotMarks(results[0])); err != nil {
 		return err
 	}
-	return plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0]))
+	if err := plots.Seq(filepath.Join(cfg.Out, "seq.png"), title, results[0].SeqUnit, seq, plotMarks(results[0])); err != nil {
+		return err
+	}
+	if !sampled {
+		return nil
+	}
+	return plots.Cwnd(filepath.Join(cfg.Out, "cwnd.png"), title, cw, plotMarks(results[0]))
 }
 
 // captureShortfall reads tcpdump's closing counters: packets the filter took but that never

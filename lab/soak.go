@@ -3,7 +3,6 @@ package lab
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,11 +86,16 @@ type SoakReport struct {
 	UDPSent     int64         `json:"udp_sent"`
 	// UDPLostSoft and UDPLostHard split udp_lost by the handoff mode of the move during
 	// which the datagram was sent.
-	UDPLostSoft  int64    `json:"udp_lost_soft"`
-	UDPLostHard  int64    `json:"udp_lost_hard"`
-	MaxUDPGapMs  float64  `json:"max_udp_gap_ms"`
-	Unacked      []string `json:"unacked,omitempty"`
-	DurationSecs float64  `json:"duration_s"`
+	UDPLostSoft int64   `json:"udp_lost_soft"`
+	UDPLostHard int64   `json:"udp_lost_hard"`
+	MaxUDPGapMs float64 `json:"max_udp_gap_ms"`
+	// MaxUDPGapEndNS is when the longest gap ended (the timelines' monotonic clock).
+	MaxUDPGapEndNS int64    `json:"max_udp_gap_end_ns"`
+	Unacked        []string `json:"unacked,omitempty"`
+	// UnackedAtNS is when each unacknowledged move's link change was made (same clock), so
+	// the timelines can be read around it.
+	UnackedAtNS  []int64 `json:"unacked_at_ns,omitempty"`
+	DurationSecs float64 `json:"duration_s"`
 }
 
 func (c SoakConfig) progress(format string, a ...any) {
@@ -201,6 +206,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		if !events.waitAck(ctx, since, ackLimit) {
 			ok = false
 			rep.Unacked = append(rep.Unacked, fmt.Sprintf("move %d (%s): entering %s", i+1, handoff, ifs[next]))
+			rep.UnackedAtNS = append(rep.UnackedAtNS, since)
 		}
 		time.Sleep(100 * time.Millisecond)
 		since = timeline.Now()
@@ -212,6 +218,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		if handoff == "soft" && !events.waitAck(ctx, since, ackLimit) {
 			ok = false
 			rep.Unacked = append(rep.Unacked, fmt.Sprintf("move %d (%s): leaving %s", i+1, handoff, ifs[at]))
+			rep.UnackedAtNS = append(rep.UnackedAtNS, since)
 		}
 		at = next
 		res.Moves++
@@ -220,7 +227,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		}
 		if (i+1)%25 == 0 || i+1 == cfg.Moves {
 			cfg.progress("%d/%d moves, %d acknowledged, TCP %d bytes, UDP %d of %d echoed", i+1, cfg.Moves, res.Acked,
-				f.received.Load(), f.udpGot.Load(), f.udpSent.Load())
+				f.received.Load(), f.udp.Got(), f.udp.Snapshot().Sent)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -235,7 +242,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 	fr := f.stop()
 	rep.WarmupMoves = cfg.Warmup
 	rep.TCPWritten, rep.TCPReceived, rep.UDPSent = fr.written, fr.received, fr.udpSent
-	rep.MaxUDPGapMs = float64(fr.maxGap) / 1e6
+	rep.MaxUDPGapMs, rep.MaxUDPGapEndNS = float64(fr.maxGap)/1e6, fr.gapEnd
 	if fr.tcpErr != nil || fr.received != fr.written {
 		res.SessionsBroken++
 		rep.TCPError = fmt.Sprintf("%d of %d bytes received: %v", fr.received, fr.written, fr.tcpErr)
@@ -379,20 +386,13 @@ type soakFlows struct {
 	tcp      net.Conn
 	ln       net.Listener
 	echo     net.PacketConn
-	udp      net.PacketConn
+	udp      *nstest.EchoProbe
 	written  atomic.Int64
 	received atomic.Int64
 	readErr  chan error
 	writeErr chan error
-	udpSent  atomic.Int64
-	udpGot   atomic.Int64
 	mu       sync.Mutex
-	seen     map[uint64]bool
 	phases   []soakPhase // from which sequence number on the moves were hard or soft
-	nextSeq  atomic.Uint64
-	lastRx   time.Time
-	maxGap   time.Duration
-	wg       sync.WaitGroup
 }
 
 const soakUDPEvery = 5 * time.Millisecond
@@ -409,7 +409,7 @@ func (f *soakFlows) markPhase(hard bool) {
 	if n := len(f.phases); n > 0 && f.phases[n-1].hard == hard {
 		return
 	}
-	f.phases = append(f.phases, soakPhase{from: f.nextSeq.Load(), hard: hard})
+	f.phases = append(f.phases, soakPhase{from: f.udp.NextSeq(), hard: hard})
 }
 
 type soakFlowResult struct {
@@ -417,6 +417,7 @@ type soakFlowResult struct {
 	tcpErr             error
 	udpSent, udpGot    int64
 	maxGap             time.Duration
+	gapEnd             int64
 	udpAliveAtEnd      bool
 	lostSoft, lostHard int64
 }
@@ -443,7 +444,7 @@ func startSoakFlows(topo *Topology) (*soakFlows, error) {
 		return nil, fmt.Errorf("soak: resolve mn: %q is no address", fields[0])
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &soakFlows{cancel: cancel, readErr: make(chan error, 1), writeErr: make(chan error, 1), seen: map[uint64]bool{}}
+	f := &soakFlows{cancel: cancel, readErr: make(chan error, 1), writeErr: make(chan error, 1)}
 	fail := func(err error) (*soakFlows, error) {
 		f.close()
 		return nil, fmt.Errorf("soak: flows: %w", err)
@@ -468,11 +469,12 @@ func startSoakFlows(topo *Topology) (*soakFlows, error) {
 		f.readErr <- nstest.ReadPattern(ctx, c, &f.received)
 	}()
 	go nstest.EchoUDP(f.echo)
+	var udp net.PacketConn
 	if err := topo.CN.Do(func() (err error) {
 		if f.tcp, err = net.DialTimeout("tcp", net.JoinHostPort(ip.String(), "7000"), 5*time.Second); err != nil {
 			return err
 		}
-		f.udp, err = net.ListenPacket("udp", "[::]:0")
+		udp, err = net.ListenPacket("udp", "[::]:0")
 		return err
 	}); err != nil {
 		return fail(err)
@@ -480,53 +482,11 @@ func startSoakFlows(topo *Topology) (*soakFlows, error) {
 	go func() {
 		f.writeErr <- nstest.WritePattern(ctx, countingWriter{f.tcp, &f.written}, 1000, 2*time.Millisecond)
 	}()
-	dst := &net.UDPAddr{IP: ip, Port: 7001}
-	f.wg.Add(2)
-	go func() {
-		defer f.wg.Done()
-		tick := time.NewTicker(soakUDPEvery)
-		defer tick.Stop()
-		buf := make([]byte, 200)
-		for seq := uint64(1); ctx.Err() == nil; seq++ {
-			binary.BigEndian.PutUint64(buf, seq)
-			f.nextSeq.Store(seq + 1)
-			if _, err := f.udp.WriteTo(buf, dst); err == nil {
-				f.udpSent.Add(1)
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-			}
-		}
-	}()
-	go func() {
-		defer f.wg.Done()
-		buf := make([]byte, 2000)
-		for {
-			k, _, err := f.udp.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if k < 8 {
-				continue
-			}
-			now, seq := time.Now(), binary.BigEndian.Uint64(buf)
-			f.mu.Lock()
-			if !f.seen[seq] {
-				f.seen[seq] = true
-				f.udpGot.Add(1)
-				if !f.lastRx.IsZero() && now.Sub(f.lastRx) > f.maxGap {
-					f.maxGap = now.Sub(f.lastRx)
-				}
-				f.lastRx = now
-			}
-			f.mu.Unlock()
-		}
-	}()
+	f.udp = nstest.StartEchoProbe(udp, &net.UDPAddr{IP: ip, Port: 7001}, soakUDPEvery)
 	deadline := time.Now().Add(5 * time.Second)
-	for f.received.Load() < 10_000 || f.udpGot.Load() < 20 {
+	for f.received.Load() < 10_000 || f.udp.Got() < 20 {
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("not running after 5 s: TCP %d bytes, UDP %d echoes", f.received.Load(), f.udpGot.Load()))
+			return fail(fmt.Errorf("not running after 5 s: TCP %d bytes, UDP %d echoes", f.received.Load(), f.udp.Got()))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -537,9 +497,7 @@ func startSoakFlows(topo *Topology) (*soakFlows, error) {
 // every byte written; UDP echoes have a second to come back.
 func (f *soakFlows) stop() soakFlowResult {
 	var r soakFlowResult
-	f.mu.Lock()
-	r.udpAliveAtEnd = time.Since(f.lastRx) < time.Second
-	f.mu.Unlock()
+	r.udpAliveAtEnd = time.Since(f.udp.Snapshot().LastRx) < time.Second
 	f.cancel()
 	r.tcpErr = <-f.writeErr
 	if tc, ok := f.tcp.(*net.TCPConn); ok {
@@ -551,17 +509,17 @@ func (f *soakFlows) stop() soakFlowResult {
 	case <-time.After(10 * time.Second):
 		r.tcpErr = errors.Join(r.tcpErr, errors.New("the receiver did not see the end of the stream within 10 s"))
 	}
-	time.Sleep(time.Second)
+	u := f.udp.Stop(time.Second)
 	f.close()
-	f.wg.Wait()
 	r.written, r.received = f.written.Load(), f.received.Load()
-	r.udpSent, r.udpGot = f.udpSent.Load(), f.udpGot.Load()
+	r.udpSent, r.udpGot = u.Sent, u.Got
+	r.maxGap = u.MaxGap
+	if !u.MaxGapEnd.IsZero() {
+		r.gapEnd = timeline.Now() - int64(time.Since(u.MaxGapEnd))
+	}
 	f.mu.Lock()
-	r.maxGap = f.maxGap
-	for seq := uint64(1); seq < f.nextSeq.Load(); seq++ {
-		if f.seen[seq] {
-			continue
-		}
+	defer f.mu.Unlock()
+	for _, seq := range u.Missing {
 		hard := false
 		for _, p := range f.phases {
 			if seq >= p.from {
@@ -574,15 +532,57 @@ func (f *soakFlows) stop() soakFlowResult {
 			r.lostSoft++
 		}
 	}
-	f.mu.Unlock()
 	return r
 }
 
 func (f *soakFlows) close() {
 	f.cancel()
-	for _, c := range []io.Closer{f.tcp, f.ln, f.echo, f.udp} {
+	for _, c := range []io.Closer{f.tcp, f.ln, f.echo} {
 		if c != nil {
 			_ = c.Close()
 		}
 	}
+	if f.udp != nil {
+		f.udp.Stop(0)
+	}
+}
+
+// SoakExcerpt returns the CN's and the MN's timeline events between from and to (the
+// timelines' monotonic clock), merged in time order, at most limit lines: what a failed soak
+// shows about where an LU, its ACK or the flow disappeared.
+func SoakExcerpt(dir string, from, to int64, limit int) string {
+	type line struct {
+		t    int64
+		text string
+	}
+	var lines []line
+	for _, node := range []string{"cn", "mn"} {
+		fh, err := os.Open(filepath.Join(dir, node+"-events.jsonl"))
+		if err != nil {
+			lines = append(lines, line{from, fmt.Sprintf("%s: %v", node, err)})
+			continue
+		}
+		events, err := timeline.Read(fh)
+		_ = fh.Close()
+		if err != nil {
+			lines = append(lines, line{from, fmt.Sprintf("%s: %v", node, err)})
+		}
+		for _, ev := range events {
+			if ev.MonoNS < from || ev.MonoNS > to {
+				continue
+			}
+			b, _ := json.Marshal(ev)
+			lines = append(lines, line{ev.MonoNS, fmt.Sprintf("%+9.1f ms %s", float64(ev.MonoNS-from)/1e6, b)})
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].t < lines[j].t })
+	var b strings.Builder
+	for i, l := range lines {
+		if i == limit {
+			fmt.Fprintf(&b, "... %d more\n", len(lines)-limit)
+			break
+		}
+		b.WriteString(l.text + "\n")
+	}
+	return b.String()
 }

@@ -90,7 +90,53 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("map entries %d -> %d, routes %d -> %d, addresses %d -> %d: want no growth",
 			s.MapEntries, e.MapEntries, s.Routes, e.Routes, s.Addresses, e.Addresses)
 	}
+	// A failure says where the LU, its ACK or the flow disappeared: both timelines around the
+	// first unacknowledged moves and around the longest UDP gap.
+	for i, at := range rep.UnackedAtNS {
+		if i == 2 {
+			break
+		}
+		t.Logf("timelines from 0.2 s before %s:\n%s", rep.Unacked[i], SoakExcerpt(out, at-2e8, at+11e9, 150))
+	}
+	if rep.UDPLostSoft != 0 && rep.MaxUDPGapEndNS != 0 {
+		gap := int64(rep.MaxUDPGapMs * 1e6)
+		t.Logf("timelines around the longest UDP gap (%.0f ms):\n%s", rep.MaxUDPGapMs,
+			SoakExcerpt(out, rep.MaxUDPGapEndNS-gap-5e8, rep.MaxUDPGapEndNS+1e8, 150))
+	}
 	if mounts, err := os.ReadFile("/proc/self/mounts"); err != nil || strings.Contains(string(mounts), out) {
 		t.Errorf("mounts left under %s (%v)", out, err)
+	}
+}
+
+// TestSoakExcerpt: the failure excerpt merges both timelines in time order, keeps only the
+// window and stops at the limit.
+func TestSoakExcerpt(t *testing.T) {
+	dir := t.TempDir()
+	write := func(node, text string) {
+		if err := os.WriteFile(filepath.Join(dir, node+"-events.jsonl"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("mn", `{"t_ns":1000,"type":"lu_sent","node":"mn"}
+{"t_ns":3000,"type":"lu_ack_received","node":"mn"}
+{"t_ns":9000,"type":"locator_added","node":"mn"}
+`)
+	write("cn", `{"t_ns":2000,"type":"lu_received","node":"cn"}
+{"t_ns":500,"type":"session_new","node":"cn"}
+`)
+	got := SoakExcerpt(dir, 1000, 3000, 10)
+	var kinds []string
+	for _, l := range strings.Split(strings.TrimSpace(got), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l[strings.Index(l, "{"):]), &ev); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		kinds = append(kinds, ev["type"].(string))
+	}
+	if want := []string{"lu_sent", "lu_received", "lu_ack_received"}; !reflect.DeepEqual(kinds, want) {
+		t.Errorf("excerpt %q: types %v, want %v", got, kinds, want)
+	}
+	if got := SoakExcerpt(dir, 0, 10000, 2); !strings.HasSuffix(got, "... 3 more\n") {
+		t.Errorf("limited excerpt %q: want it to end with the count left out", got)
 	}
 }

@@ -86,6 +86,9 @@ type TopologyConfig struct {
 	Log         *slog.Logger
 	// Rendezvous "dns" adds the dns namespace on R1 running named (lab/dns.go).
 	Rendezvous string
+	// DoubleJump gives the CN two access networks of its own, L4 behind R4 and L5 behind R5
+	// (radvd on both), instead of its fixed link to R1: the CN can move too (lab/doublejump.go).
+	DoubleJump bool
 }
 
 // Topology is a built testbed. Close tears all of it down and may be called more than once.
@@ -93,6 +96,7 @@ type Topology struct {
 	Cfg                       TopologyConfig
 	ID                        string
 	CN, R1, R2, R3, MN, Wire  *netns.NS
+	R4, R5                    *netns.NS  // only with DoubleJump: the CN's access routers
 	DNS                       *netns.NS  // only with Rendezvous "dns"
 	Named                     *DNSServer // only with Rendezvous "dns"
 	all                       []*netns.NS
@@ -101,6 +105,9 @@ type Topology struct {
 	procs                     []*Proc
 	closed                    bool
 	MNInitialAddr, CNAddrText string
+	// CNFinalAddrText is the CN's address after the flow: CNAddrText, or with DoubleJump its
+	// address in L5.
+	CNFinalAddrText string
 }
 
 // Interface names. The MN's are the thesis's two WLAN cards.
@@ -145,6 +152,14 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 			return t, err
 		}
 	}
+	if cfg.DoubleJump {
+		if t.R4, err = mk("r4"); err != nil {
+			return t, err
+		}
+		if t.R5, err = mk("r5"); err != nil {
+			return t, err
+		}
+	}
 	if err := t.sysctls(); err != nil {
 		return t, err
 	}
@@ -160,6 +175,11 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 	if err := t.startRadvd("r2-mn", "r3-mn"); err != nil {
 		return t, err
 	}
+	if cfg.DoubleJump {
+		if err := t.startCNRadvd(); err != nil {
+			return t, err
+		}
+	}
 	if cfg.Rendezvous == RendezvousDNS {
 		if err := t.buildDNS(ctx); err != nil {
 			return t, err
@@ -167,6 +187,13 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 	}
 	t.MNInitialAddr = Addr(L2, MNNID).String()
 	t.CNAddrText = Addr(L1, CNNID).String()
+	t.CNFinalAddrText = t.CNAddrText
+	if cfg.DoubleJump {
+		t.CNAddrText, t.CNFinalAddrText = Addr(L4, CNNID).String(), Addr(L5, CNNID).String()
+		if err := t.waitAddress(ctx, t.CN, IfCNR4, Addr(L4, CNNID), 15*time.Second); err != nil {
+			return t, err
+		}
+	}
 	if err := t.waitAddress(ctx, t.MN, IfMNR2, Addr(L2, MNNID), 15*time.Second); err != nil {
 		return t, err
 	}
@@ -213,10 +240,17 @@ func (t *Topology) sysctls() error {
 		// cannot have duplicates, and the thesis's 2 s DAD wait is not what is measured.
 		set(ns, "net.ipv6.conf.default.accept_dad", "0", "net.ipv6.conf.all.accept_dad", "0")
 	}
-	for _, r := range []*netns.NS{t.R1, t.R2, t.R3} {
-		set(r, "net.ipv6.conf.all.forwarding", "1", "net.ipv6.conf.default.forwarding", "1")
+	for _, r := range []*netns.NS{t.R1, t.R2, t.R3, t.R4, t.R5} {
+		if r != nil {
+			set(r, "net.ipv6.conf.all.forwarding", "1", "net.ipv6.conf.default.forwarding", "1")
+		}
 	}
-	set(t.CN, "net.ipv6.conf.default.accept_ra", "0")
+	if t.Cfg.DoubleJump {
+		set(t.CN, "net.ipv6.conf.default.accept_ra", "1", "net.ipv6.conf.default.autoconf", "1",
+			"net.ipv6.conf.default.router_solicitation_interval", "1")
+	} else {
+		set(t.CN, "net.ipv6.conf.default.accept_ra", "0")
+	}
 	set(t.MN, "net.ipv6.conf.default.accept_ra", "1", "net.ipv6.conf.default.autoconf", "1",
 		"net.ipv6.conf.default.router_solicitation_interval", "1")
 	// The wire namespace only carries frames: no addresses, no ND, no MLD of its own.
@@ -236,19 +270,31 @@ type emulated struct {
 
 func (t *Topology) emulatedLinks() []emulated {
 	sc := t.Cfg.Scenario
-	return []emulated{
+	links := []emulated{
 		{t.R1, "r1-r2", t.R2, "r2-r1", "r1r2a", "r1r2b", sc.R2Link},
 		{t.R1, "r1-r3", t.R3, "r3-r1", "r1r3a", "r1r3b", sc.R3Link},
 		{t.R2, "r2-mn", t.MN, IfMNR2, "r2mna", "r2mnb", t.Cfg.Access},
 		{t.R3, "r3-mn", t.MN, IfMNR3, "r3mna", "r3mnb", t.Cfg.Access},
 	}
+	if t.Cfg.DoubleJump {
+		links = append(links, t.cnAccessLinks()...)
+	}
+	return links
 }
 
 func (t *Topology) wire() error {
-	if err := netns.Veth(t.CN, IfCN, t.R1, "r1-cn"); err != nil {
-		return err
+	var ends map[*netns.NS][]string
+	if t.Cfg.DoubleJump {
+		var err error
+		if ends, err = t.wireCNRouters(); err != nil {
+			return err
+		}
+	} else {
+		if err := netns.Veth(t.CN, IfCN, t.R1, "r1-cn"); err != nil {
+			return err
+		}
+		ends = map[*netns.NS][]string{t.CN: {IfCN}, t.R1: {"r1-cn"}}
 	}
-	ends := map[*netns.NS][]string{t.CN: {IfCN}, t.R1: {"r1-cn"}}
 	for _, l := range t.emulatedLinks() {
 		if err := netns.Veth(l.a, l.aIf, t.Wire, l.wa); err != nil {
 			return err
@@ -275,19 +321,18 @@ func (t *Topology) wire() error {
 			return err
 		}
 	}
+	if t.Cfg.DoubleJump {
+		if err := t.cnTokens(); err != nil {
+			return err
+		}
+	}
 	// The MN starts in L2 only.
 	_, err := t.MN.Run("ip", "link", "set", IfMNR3, "down")
 	return err
 }
 
 func (t *Topology) addresses() error {
-	cmds := []struct {
-		ns   *netns.NS
-		args []string
-	}{
-		{t.CN, []string{"ip", "addr", "add", Addr(L1, CNNID).String() + "/64", "dev", IfCN}},
-		{t.CN, []string{"ip", "route", "add", "default", "via", "2001:db8:1::1", "dev", IfCN}},
-		{t.R1, []string{"ip", "addr", "add", "2001:db8:1::1/64", "dev", "r1-cn"}},
+	cmds := []nsCmd{
 		{t.R1, []string{"ip", "addr", "add", "2001:db8:12::1/64", "dev", "r1-r2"}},
 		{t.R1, []string{"ip", "addr", "add", "2001:db8:13::1/64", "dev", "r1-r3"}},
 		{t.R1, []string{"ip", "route", "add", L2.String(), "via", "2001:db8:12::2", "dev", "r1-r2"}},
@@ -298,6 +343,15 @@ func (t *Topology) addresses() error {
 		{t.R3, []string{"ip", "addr", "add", "2001:db8:13::3/64", "dev", "r3-r1"}},
 		{t.R3, []string{"ip", "addr", "add", "2001:db8:3::1/64", "dev", "r3-mn"}},
 		{t.R3, []string{"ip", "route", "add", "default", "via", "2001:db8:13::1", "dev", "r3-r1"}},
+	}
+	if t.Cfg.DoubleJump {
+		cmds = append(cmds, t.cnRouterAddresses()...)
+	} else {
+		cmds = append(cmds, []nsCmd{
+			{t.CN, []string{"ip", "addr", "add", Addr(L1, CNNID).String() + "/64", "dev", IfCN}},
+			{t.CN, []string{"ip", "route", "add", "default", "via", "2001:db8:1::1", "dev", IfCN}},
+			{t.R1, []string{"ip", "addr", "add", "2001:db8:1::1/64", "dev", "r1-cn"}},
+		}...)
 	}
 	for _, c := range cmds {
 		if _, err := c.ns.Run(c.args...); err != nil {
@@ -341,15 +395,17 @@ func (t *Topology) startEmulators() error {
 
 // startRadvd runs radvd on R2 (L2 on r2If) and R3 (L3 on r3If) with the configured intervals.
 func (t *Topology) startRadvd(r2If, r3If string) error {
-	for _, r := range []struct {
-		ns     *netns.NS
-		name   string
-		ifname string
-		prefix netip.Prefix
-	}{{t.R2, "r2", r2If, L2}, {t.R3, "r3", r3If, L3}} {
-		conf := filepath.Join(t.Cfg.Dir, "radvd-"+r.name+".conf")
-		// AdvIntervalOpt allows sub-3-s intervals (platform.md); lifetimes cover a few missed RAs.
-		text := fmt.Sprintf(`interface %s {
+	if err := t.runRadvd(t.R2, "r2", r2If, L2); err != nil {
+		return err
+	}
+	return t.runRadvd(t.R3, "r3", r3If, L3)
+}
+
+// runRadvd runs radvd in ns advertising prefix on ifname with the configured intervals.
+func (t *Topology) runRadvd(ns *netns.NS, name, ifname string, prefix netip.Prefix) error {
+	conf := filepath.Join(t.Cfg.Dir, "radvd-"+name+".conf")
+	// AdvIntervalOpt allows sub-3-s intervals (platform.md); lifetimes cover a few missed RAs.
+	text := fmt.Sprintf(`interface %s {
 	AdvSendAdvert on;
 	AdvIntervalOpt on;
 	MinRtrAdvInterval %g;
@@ -363,16 +419,13 @@ func (t *Topology) startRadvd(r2If, r3If string) error {
 		AdvPreferredLifetime 30;
 	};
 };
-`, r.ifname, t.Cfg.RAMin.Seconds(), t.Cfg.RAMax.Seconds(), max(9, int(3*t.Cfg.RAMax.Seconds())), r.prefix)
-		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-			return err
-		}
-		if _, err := t.Start(r.ns, "radvd-"+r.name, "radvd", "-n", "-m", "stderr", "-C", conf,
-			"-p", filepath.Join(t.Cfg.Dir, "radvd-"+r.name+".pid")); err != nil {
-			return err
-		}
+`, ifname, t.Cfg.RAMin.Seconds(), t.Cfg.RAMax.Seconds(), max(9, int(3*t.Cfg.RAMax.Seconds())), prefix)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		return err
 	}
-	return nil
+	_, err := t.Start(ns, "radvd-"+name, "radvd", "-n", "-m", "stderr", "-C", conf,
+		"-p", filepath.Join(t.Cfg.Dir, "radvd-"+name+".pid"))
+	return err
 }
 
 func (t *Topology) waitAddress(ctx context.Context, ns *netns.NS, ifname string, want netip.Addr, limit time.Duration) error {

@@ -375,6 +375,7 @@ struct tcpaware_peer {
 	__u32 moving;     /* 1 between the move's start and its end */
 	__u32 rto_max_ms; /* TCP_RTO_MAX_MS to set (>= 1000, kernel limit) */
 	__u32 loss_window_ms; /* >0: losses in this window after the run are not congestion */
+	__u32 rtt_us;         /* the new path's RTT (LU exchange), 0: unknown */
 };
 
 /* The cubic wrapper's registered name (unique per daemon: struct_ops names are kernel-wide);
@@ -388,6 +389,14 @@ struct tcpaware_sk {
 	__u64 loss_until_ns; /* losses before this are the move's, not congestion */
 	__u32 epoch;
 	__u32 restored; /* cwnd already restored in this window */
+	__u32 used;     /* the window's one loss episode has begun (ssthresh kept) */
+	__u32 hold;     /* cwnd held in that episode's fast recovery; 0: none */
+	__u32 held;     /* 1 while the hold is in force */
+	__u32 paced;    /* 1: the hold turned on the kernel's internal pacing */
+	__u32 inflight; /* packets_out when the window opened (what the old path carried) */
+	__u32 srtt_us;  /* srtt then (the old path's), us */
+	__u32 rtt_us;   /* the new path's RTT from the LU exchange, 0: unknown */
+	__u32 prr_delivered; /* PRR's count (the kernel skips its own with cong_control) */
 };
 
 /* One matched socket, written by the iterator to its seq_file (read by the daemon). */
@@ -423,6 +432,8 @@ enum tcpaware_counter {
 	TCPAWARE_C_SSTHRESH_KEPT, /* losses in a window: ssthresh not reduced */
 	TCPAWARE_C_CWND_RESTORED, /* after a timeout in a window: cwnd back to its prior value */
 	TCPAWARE_C_WRAPPER_INIT,
+	TCPAWARE_C_HOLDS,         /* fast recoveries in a window whose cwnd was held */
+	TCPAWARE_C_HOLD_ABORTED,  /* holds ended early: a loss on the new path */
 	TCPAWARE_C_MAX,
 };
 

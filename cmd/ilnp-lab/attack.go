@@ -14,15 +14,11 @@ import (
 func cmdAttack(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("attack", flag.ExitOnError)
 	var c common
-	fs.StringVar(&c.out, "out", "", "output directory")
-	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
+	c.registerOutBin(fs)
 	count := fs.Int("count", 10000, "forged packets over all attacks")
 	rate := fs.Int("rate", 1000, "packets per second each attack sends (the session flood twice that)")
 	_ = fs.Parse(args)
-	if c.out == "" {
-		return fmt.Errorf("attack: --out DIR is required")
-	}
-	bin, err := c.binaries([]string{"ilnp-soft"})
+	bin, err := c.ilnpBinaries("attack")
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,9 @@
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
-//	             [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
+//	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
-//	                [--tcp-aware on|off]
+//	                [--tcp-aware on|off|off,on]
 //	ilnp-lab demo [--out DIR]
 //	ilnp-lab analyze --out DIR
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
@@ -93,9 +93,10 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off] --out DIR
+               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
+               [--double-jump] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
-                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off]
+                  [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
@@ -124,8 +125,7 @@ func (c *common) register(fs *flag.FlagSet, reps int, profile string) {
 	fs.DurationVar(&c.enter, "enter", 0, "when the MN's interface to R3 comes up (overrides the profile)")
 	fs.DurationVar(&c.leave, "leave", 0, "when the MN's interface to R2 goes down (overrides the profile)")
 	fs.StringVar(&c.access, "access", "wlan", "shape of the MN's access links (lan, wlan, wifi, 3g or key=value+...)")
-	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
-	fs.StringVar(&c.out, "out", "", "output directory")
+	c.registerOutBin(fs)
 	fs.StringVar(&lab.DefaultRendezvous, "rendezvous", lab.RendezvousHosts, "ILNP modes: how the CN finds the MN: hosts (shared hosts file) or dns (real named on R1, the MN publishes NID/L64 by RFC 2136 update)")
 	fs.DurationVar(&lab.MIPv6HAProcessing, "mipv6-tha", 0, "mipv6 modes: T_HA, an extra delay at the home agent on top of its DAD of a new binding (1 s, UMIP's); default 0")
 }
@@ -177,9 +177,10 @@ func cmdRun(ctx context.Context, args []string) error {
 	c.register(fs, 1, "thesis")
 	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
-	traffic := fs.String("traffic", "", "udp-voip, udp-hd or tcp")
+	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp or tcp-r (TCP MN -> CN, iperf3 -R)")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
+	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
@@ -190,7 +191,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
-		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware}
+		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -222,11 +223,15 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	reportOnly := fs.Bool("report-only", false, "rewrite report.md and overlays from the runs already in --out")
 	congestions := fs.String("congestions", "", "TCP congestion controls as an extra axis for tcp (e.g. cubic,hybla,veno): cells go to SCENARIO/MODE/tcp-NAME and the report gains the seed's figs. 17-19")
 	withSignalling := fs.Bool("signalling", false, "also run the ch. 6 signalling measurements (ilnp-lab signalling defaults) into OUT/signalling")
-	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15)")
+	tcpAware := fs.String("tcp-aware", "off", "on: every ILNP cell with ilnpd's mobility-aware TCP (issue 15); off,on: both, as an axis for TCP traffic (cells SCENARIO/MODE/TRAFFIC-tcpaware beside the off ones; the report gains the on/off table)")
 	_ = fs.Parse(args)
-	aware, err := onOff("tcp-aware", *tcpAware)
-	if err != nil {
-		return err
+	awareAxis := *tcpAware == "off,on" || *tcpAware == "on,off"
+	aware := false
+	if !awareAxis {
+		var err error
+		if aware, err = onOff("tcp-aware", *tcpAware); err != nil {
+			return fmt.Errorf("%w (or off,on for both)", err)
+		}
 	}
 	if c.out == "" {
 		return fmt.Errorf("--out is required")
@@ -237,7 +242,7 @@ func cmdMatrix(ctx context.Context, args []string) error {
 	}
 	m := lab.MatrixConfig{Scenarios: split(*scenarios), Modes: split(*modes), Traffics: split(*traffics),
 		Profile: prof, Reps: c.reps, Access: c.access, Out: c.out, Progress: os.Stderr, Congestions: split(*congestions),
-		TCPAware: aware}
+		TCPAware: aware, TCPAwareAxis: awareAxis}
 	if *withSignalling {
 		sc := lab.DefaultSignalling("", "")
 		m.Signalling = &sc

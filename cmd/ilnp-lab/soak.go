@@ -13,15 +13,11 @@ import (
 func cmdSoak(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("soak", flag.ExitOnError)
 	var c common
-	fs.StringVar(&c.out, "out", "", "output directory")
-	fs.StringVar(&c.bin, "bin", "", "directory with ilnpd and ilnpctl (default: build them into OUT/bin)")
+	c.registerOutBin(fs)
 	moves := fs.Int("moves", 50, "moves L2 <-> L3 (each: enter the other network, leave the old)")
 	every := fs.Int("switch-every", 10, "alternate soft and hard handoff every this many moves")
 	_ = fs.Parse(args)
-	if c.out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	bin, err := c.binaries([]string{"ilnp-soft"})
+	bin, err := c.ilnpBinaries("soak")
 	if err != nil {
 		return err
 	}

@@ -522,3 +522,42 @@ func TestBindingEqual(t *testing.T) {
 		}
 	}
 }
+
+// A correspondent's LU says whether an LU still on its way to its old locator can arrive:
+// soft handoff keeps the old locator in the set (valid), hard handoff drops it.
+func TestRemoteUsableAfterCorrespondentsLU(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		entries []wire.LocatorEntry
+		want    map[wire.L64]bool
+	}{
+		{"soft: old locator still valid", []wire.LocatorEntry{{Locator: lCN2, Preference: 0, Lifetime: 600}, {Locator: lCN, Preference: 10, Lifetime: 600}},
+			map[wire.L64]bool{lCN: true, lCN2: true, lMN1: false}},
+		{"hard: old locator gone", []wire.LocatorEntry{{Locator: lCN2, Lifetime: 600}},
+			map[wire.L64]bool{lCN: false, lCN2: true}},
+		{"old locator listed without a lifetime (0: none stated)", []wire.LocatorEntry{{Locator: lCN2, Lifetime: 600}, {Locator: lCN, Preference: 10}},
+			map[wire.L64]bool{lCN: true, lCN2: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cache := newCache(t, Soft)
+			openCN(t, cache, cnNID, t0)
+			eff, err := cache.ApplyLU(cnNID, nonce(7), advert(c.entries...), t0)
+			if err != nil || len(eff.Bindings) != 1 {
+				t.Fatalf("ApplyLU: %v, bindings %+v", err, eff.Bindings)
+			}
+			b := eff.Bindings[0]
+			if b.RemoteLocator != lCN2 {
+				t.Fatalf("active remote %v, want %v", b.RemoteLocator, lCN2)
+			}
+			for loc, want := range c.want {
+				if got := b.RemoteUsable(loc); got != want {
+					t.Errorf("RemoteUsable(%v) = %v, want %v (set %+v)", loc, got, want, b.RemoteLocators)
+				}
+			}
+		})
+	}
+	expired := Binding{RemoteLocators: []RemoteLocator{{Locator: lCN, State: Expired}, {Locator: lCN2, State: Aged}}}
+	if expired.RemoteUsable(lCN) || expired.RemoteUsable(lCN2) {
+		t.Error("expired or aged remote locator reported usable")
+	}
+}

@@ -168,6 +168,20 @@ func (b Binding) Equal(o Binding) bool {
 		b.RemoteNonce == o.RemoteNonce && slices.Equal(b.RemoteLocators, o.RemoteLocators)
 }
 
+// RemoteUsable reports whether loc is in the correspondent's current set in a usable state
+// (Active or Valid): an LU outstanding to it can still arrive. When it is not (the
+// correspondent's LU or the rendezvous no longer lists it: it left that network, as in a
+// hard-handoff double jump), the daemon redirects the LU (lu.Engine.Redirect) to
+// RemoteLocator at once instead of waiting for its next timeout.
+func (b Binding) RemoteUsable(loc wire.L64) bool {
+	for _, r := range b.RemoteLocators {
+		if r.Locator == loc {
+			return r.State.Usable()
+		}
+	}
+	return false
+}
+
 // Ack is an LU-ACK to send in answer to an accepted LU: the same body with Operation 2 (RFC
 // 6743 s.2), from our active I-LV with our nonce, back to the LU's source address.
 type Ack struct {

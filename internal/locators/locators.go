@@ -146,26 +146,8 @@ func Run(ctx context.Context, opts Options, out chan<- Event) error {
 	if len(opts.Interfaces) == 0 {
 		return ErrNoInterfaces
 	}
-	d := &discovery{
-		opts:    opts,
-		out:     out,
-		log:     opts.Logger,
-		ifaces:  map[string]bool{},
-		formed:  map[netip.Addr]int{},
-		noDAD:   map[int]bool{},
-		lastRA:  map[int]int64{},
-		linkUp:  map[int]bool{},
-		indexes: map[int]string{},
-	}
-	if d.log == nil {
-		d.log = slog.Default()
-	}
-	for _, name := range opts.Interfaces {
-		d.ifaces[name] = true
-	}
-
-	var err error
-	if d.nl, err = d.handle(); err != nil {
+	d, err := newDiscovery(opts, out)
+	if err != nil {
 		return err
 	}
 	defer d.nl.Close()
@@ -236,6 +218,33 @@ func Run(ctx context.Context, opts Options, out chan<- Event) error {
 	}
 }
 
+func newDiscovery(opts Options, out chan<- Event) (*discovery, error) {
+	d := &discovery{
+		opts:    opts,
+		out:     out,
+		log:     opts.Logger,
+		ifaces:  map[string]bool{},
+		formed:  map[netip.Addr]int{},
+		noDAD:   map[int]bool{},
+		lastRA:  map[int]int64{},
+		linkUp:  map[int]bool{},
+		downAt:  map[int]int64{},
+		heldRA:  map[int]RASeen{},
+		indexes: map[int]string{},
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	for _, name := range opts.Interfaces {
+		d.ifaces[name] = true
+	}
+	var err error
+	if d.nl, err = d.handle(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 type discovery struct {
 	opts    Options
 	out     chan<- Event
@@ -244,6 +253,8 @@ type discovery struct {
 	ifaces  map[string]bool    // configured names
 	indexes map[int]string     // ifindex -> configured name, learned from link events
 	linkUp  map[int]bool       // last reported state
+	downAt  map[int]int64      // ifindex -> timeline.Now() when its link was last seen going down
+	heldRA  map[int]RASeen     // the last RA read on a link not (yet) known to be up
 	formed  map[netip.Addr]int // addresses we added and believe present -> ifindex
 	noDAD   map[int]bool       // interfaces where optimistic DAD could not be enabled
 	lastRA  map[int]int64      // ifindex -> timeline.Now() of the last RA; guarded by mu
@@ -394,6 +405,15 @@ func (d *discovery) readRAs(ctx context.Context, conn *ndp.Conn, ras chan<- RASe
 // handleRA reports the RA, then forms an address for each usable prefix. The RA goes out first
 // so that the timeline shows ra_seen before locator_added.
 func (d *discovery) handleRA(ctx context.Context, ra RASeen) {
+	// RAs and link changes come on separate channels, so an RA read just before its link went
+	// down can be handled after the link-down event: forming its address then would put a
+	// locator on a dead link, and remembering it as formed would hide the address when the
+	// link comes back. An RA on a link not known to be up is held until the link-up event and
+	// used then only if it was read after the link last went down.
+	if !d.linkUp[ra.IfIndex] {
+		d.heldRA[ra.IfIndex] = ra
+		return
+	}
 	d.mu.Lock()
 	d.lastRA[ra.IfIndex] = ra.MonoNS
 	d.mu.Unlock()
@@ -480,17 +500,26 @@ func (d *discovery) handleLink(ctx context.Context, u netlink.LinkUpdate) {
 		d.configure(idx, name)
 	}
 	d.linkUp[idx] = up
-	if !up {
-		// The kernel deletes the addresses of a downed interface; let them be formed again
-		// from the next RA.
-		for a, i := range d.formed {
-			if i == idx {
-				delete(d.formed, a)
-			}
+	// The kernel deletes the addresses of a downed interface, and an address that outlived a
+	// down-up is news to the node all the same: either way the next RA reports it again.
+	for a, i := range d.formed {
+		if i == idx {
+			delete(d.formed, a)
 		}
 	}
 	now := timeline.Now()
+	held, isHeld := d.heldRA[idx]
+	delete(d.heldRA, idx)
+	switch {
+	case deleted:
+		delete(d.downAt, idx)
+	case !up:
+		d.downAt[idx] = now
+	}
 	d.emit(ctx, LinkChange{MonoNS: now, Iface: name, IfIndex: idx, Up: up})
+	if up && isHeld && held.MonoNS > d.downAt[idx] {
+		d.handleRA(ctx, held)
+	}
 	if up && !d.opts.NoSolicit {
 		d.wg.Add(1)
 		go func() {

@@ -69,6 +69,9 @@ type Action struct {
 	Timeout time.Duration
 	// Elapsed is the time since the exchange's first transmission.
 	Elapsed time.Duration
+	// Redirected marks a transmission Redirect made: it was sent because the correspondent's
+	// new locator became known, not because a timeout passed.
+	Redirected bool
 }
 
 // Outcome classifies an LU-ACK.
@@ -170,6 +173,7 @@ type Stats struct {
 	LateAcks        uint64 `json:"late_acks"`
 	UnknownAcks     uint64 `json:"unknown_acks"`
 	Repairs         uint64 `json:"repairs"`
+	Redirected      uint64 `json:"redirected"`
 	RTTSamples      uint64 `json:"rtt_samples"`
 	KarnSkipped     uint64 `json:"karn_skipped"`
 	OutstandingPeak int    `json:"outstanding_peak"`
@@ -388,20 +392,36 @@ func (e *Engine) NextDeadline() (deadline time.Time, ok bool) {
 	return deadline, ok
 }
 
-// Redirect points the correspondent's outstanding LU at a new destination (the
-// correspondent moved: its active locator changed while our LU was unanswered); later
-// retransmissions go there. The exchange no longer gives an RTT sample, as its copies took
-// different paths. It reports whether an LU was outstanding.
-func (e *Engine) Redirect(peer wire.NID, dest wire.ILV) bool {
+// Redirect points the correspondent's outstanding LU at a new destination: the
+// correspondent moved (its own LU, or the rendezvous, changed its active locator) while our
+// LU was unanswered. Every earlier copy went to the old locator, which may be gone (the
+// double jump in hard handoff), so waiting for the next timeout would add up to a whole
+// back-off period to the handoff: the LU is retransmitted now, to dest, as the exchange's
+// next attempt, and waits the correspondent's base timeout (the back-off measured the old
+// path, not this one). The exchange no longer gives an RTT sample, as its copies took
+// different paths. When the exchange has used all its attempts it is only re-pointed (it
+// gives up at its deadline), so redirects never exceed MaxAttempts transmissions. Nothing
+// happens without an outstanding LU or when dest is already its destination.
+func (e *Engine) Redirect(peer wire.NID, dest wire.ILV, now time.Time) []Action {
 	p := e.peers[peer]
-	if p == nil || p.out == nil {
-		return false
+	if p == nil || p.out == nil || p.out.msg.Dest == dest {
+		return nil
 	}
-	if p.out.msg.Dest != dest {
-		p.out.msg.Dest = dest
-		p.out.ambiguous = true
+	x := p.out
+	x.msg.Dest = dest
+	x.ambiguous = true
+	if x.attempts >= e.cfg.MaxAttempts {
+		return nil
 	}
-	return true
+	x.attempts++
+	x.timeout = e.timeout(p, 1)
+	x.deadline = now.Add(x.timeout)
+	e.stats.Retransmitted++
+	e.stats.Redirected++
+	return []Action{{
+		Kind: Transmit, Message: x.msg, Exchange: x.id, Attempt: x.attempts,
+		Timeout: x.timeout, Elapsed: now.Sub(x.first), Redirected: true,
+	}}
 }
 
 // Cancel drops the correspondent's outstanding LU (e.g. its session ended) but keeps its RTT
@@ -421,6 +441,20 @@ func (e *Engine) Forget(peer wire.NID) {
 		e.nOut--
 	}
 	delete(e.peers, peer)
+}
+
+// Unanswered reports whether the correspondent may not hold the last locator set it was
+// sent: an LU is outstanding, or the last exchange ended unacknowledged (given up, or
+// cancelled). A correspondent this engine never sent an LU is not unanswered.
+func (e *Engine) Unanswered(peer wire.NID) bool {
+	p := e.peers[peer]
+	if p == nil {
+		return false
+	}
+	if p.out != nil {
+		return true
+	}
+	return len(p.history) > 0 && p.history[len(p.history)-1].outcome != Acked
 }
 
 // Outstanding reports the correspondent's outstanding LU, if any.

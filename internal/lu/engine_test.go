@@ -336,6 +336,37 @@ func TestLateAckAfterGiveUp(t *testing.T) {
 	}
 }
 
+// TestUnanswered: what a restarted daemon is told about each correspondent (node/adopt.go)
+// must not count a given-up LU as acknowledged.
+func TestUnanswered(t *testing.T) {
+	e := newEngine(t, Config{MaxAttempts: 2})
+	m := msgTo(peerA, 0x20010db8_00020000)
+	steps := []struct {
+		what string
+		do   func()
+		want bool
+	}{
+		{"never sent", func() {}, false},
+		{"outstanding", func() { mustSend(t, e, m, t0) }, true},
+		{"given up", func() { e.Tick(t0.Add(time.Second)); e.Tick(t0.Add(3 * time.Second)) }, true},
+		{"late ACK", func() { e.Ack(peerA, ackOf(m), t0.Add(4*time.Second)) }, false},
+		{"newer LU outstanding", func() { mustSend(t, e, msgTo(peerA, 0x20010db8_00030000), t0.Add(5*time.Second)) }, true},
+		{"acknowledged", func() {
+			e.Ack(peerA, ackOf(msgTo(peerA, 0x20010db8_00030000)), t0.Add(5*time.Second+time.Millisecond))
+		}, false},
+		{"cancelled", func() { mustSend(t, e, m, t0.Add(6*time.Second)); e.Cancel(peerA) }, true},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := e.Unanswered(peerA); got != s.want {
+			t.Errorf("%s: Unanswered = %v, want %v", s.what, got, s.want)
+		}
+	}
+	if e.Unanswered(peerB) {
+		t.Error("a correspondent never sent an LU is unanswered")
+	}
+}
+
 func TestCancelAndForget(t *testing.T) {
 	e := newEngine(t, Config{})
 	m := msgTo(peerA, 0x20010db8_00020000)
@@ -502,28 +533,54 @@ func containsField(s, field string) bool {
 	return false
 }
 
-func TestRedirectMovesRetransmissionsAndSkipsRTTSample(t *testing.T) {
+// The double jump: our LU went to the correspondent's old locator; its own LU (or the
+// rendezvous) says where it went. The LU goes there at once, as the next attempt, armed with
+// the base timeout instead of waiting out the back-off; later retransmissions follow it.
+func TestRedirectRetransmitsNowToTheNewDestination(t *testing.T) {
 	e := newEngine(t, Config{})
 	m := msgTo(peerA, 0x20010db8_00020000)
 	mustSend(t, e, m, t0)
 	moved := wire.ILV{Locator: 0x20010db8_00990000, NID: peerA}
-	if !e.Redirect(peerA, moved) || e.Redirect(peerB, moved) {
-		t.Fatal("Redirect reported wrongly")
+	at := t0.Add(300 * time.Millisecond)
+	acts := e.Redirect(peerA, moved, at)
+	if len(acts) != 1 || acts[0].Kind != Transmit || acts[0].Message.Dest != moved || acts[0].Attempt != 2 ||
+		acts[0].Timeout != DefaultInitialTimeout || acts[0].Elapsed != 300*time.Millisecond || !acts[0].Redirected {
+		t.Fatalf("redirect = %+v, want attempt 2 to %v now, timeout %v", acts, moved, DefaultInitialTimeout)
 	}
-	acts := e.Tick(t0.Add(time.Second))
-	if len(acts) != 1 || acts[0].Message.Dest != moved || acts[0].Attempt != 2 {
+	if d, _ := e.NextDeadline(); !d.Equal(at.Add(DefaultInitialTimeout)) {
+		t.Fatalf("deadline %v, want %v", d, at.Add(DefaultInitialTimeout))
+	}
+	for _, c := range []struct {
+		name string
+		peer wire.NID
+		dest wire.ILV
+	}{{"same destination", peerA, moved}, {"no LU outstanding", peerB, moved}} {
+		if acts := e.Redirect(c.peer, c.dest, at); len(acts) != 0 {
+			t.Fatalf("%s: redirect = %+v, want nothing", c.name, acts)
+		}
+	}
+	if acts := e.Tick(at.Add(DefaultInitialTimeout)); len(acts) != 1 || acts[0].Message.Dest != moved || acts[0].Attempt != 3 || acts[0].Redirected {
 		t.Fatalf("retransmission = %+v", acts)
 	}
-	res, _ := e.Ack(peerA, ackOf(m), t0.Add(1010*time.Millisecond))
-	if res.Outcome != Acked || res.RTTSampled {
-		t.Fatalf("ACK = %+v", res)
+	res, _ := e.Ack(peerA, ackOf(m), at.Add(DefaultInitialTimeout+10*time.Millisecond))
+	if res.Outcome != Acked || res.RTTSampled || res.Attempts != 3 {
+		t.Fatalf("ACK = %+v, want acked after 3 attempts without an RTT sample", res)
 	}
-	// A redirect to the same destination keeps the exchange unambiguous.
-	m2 := msgTo(peerA, 0x20010db8_00030000)
-	mustSend(t, e, m2, t0.Add(2*time.Second))
-	e.Redirect(peerA, m2.Dest)
-	if res, _ := e.Ack(peerA, ackOf(m2), t0.Add(2*time.Second+5*time.Millisecond)); !res.RTTSampled {
-		t.Fatalf("ACK = %+v, want RTT sample", res)
+	if s := e.Stats(); s.Redirected != 1 || s.Retransmitted != 2 {
+		t.Fatalf("stats %+v, want 1 redirect among 2 retransmissions", s)
+	}
+	// An exchange that has used all its attempts is re-pointed, not sent again: it gives up
+	// at its deadline.
+	e = newEngine(t, Config{MaxAttempts: 1})
+	mustSend(t, e, m, t0)
+	if acts := e.Redirect(peerA, moved, t0.Add(time.Millisecond)); len(acts) != 0 {
+		t.Fatalf("redirect past the attempt limit = %+v, want nothing", acts)
+	}
+	if p, _ := e.Outstanding(peerA); p.Message.Dest != moved {
+		t.Fatalf("outstanding LU to %v, want re-pointed to %v", p.Message.Dest, moved)
+	}
+	if acts := e.Tick(t0.Add(DefaultInitialTimeout)); len(acts) != 1 || acts[0].Kind != GiveUp {
+		t.Fatalf("at the deadline: %+v, want give-up", acts)
 	}
 }
 

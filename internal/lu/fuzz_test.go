@@ -45,7 +45,7 @@ func FuzzEngine(f *testing.F) {
 				}
 				acts = e.Tick(now)
 			case 4:
-				e.Redirect(peer, wire.ILV{Locator: wire.L64(arg), NID: peer})
+				acts = e.Redirect(peer, wire.ILV{Locator: wire.L64(arg), NID: peer}, now)
 			case 5:
 				if arg&1 == 0 {
 					e.Cancel(peer)

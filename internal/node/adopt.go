@@ -303,8 +303,9 @@ func (n *Node) stateFile() state.File {
 		for _, e := range n.cache.Advertised(b.Peer) {
 			c.Advertised = append(c.Advertised, state.Advertised{Locator: e.Locator, Preference: e.Preference})
 		}
-		_, outstanding := n.engine.Outstanding(b.Peer)
-		c.Acked = !outstanding && len(c.Advertised) > 0
+		// A correspondent whose last LU was given up does not hold this set: the next
+		// daemon must send it again (ilcc.Resync).
+		c.Acked = !n.engine.Unanswered(b.Peer) && len(c.Advertised) > 0
 		st.Correspondents = append(st.Correspondents, c)
 	}
 	return st

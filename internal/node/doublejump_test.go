@@ -332,34 +332,70 @@ func testDoubleJump(t *testing.T, mode, rendezvous string) {
 			t.Errorf("%s: session's active remote %s, want the peer's new locator %s", d.name, rows[0].ActiveRemote, want)
 		}
 	}
+	// The MN's LU went to the CN's old locator. Once the CN's LU reaches the MN from L22, the
+	// MN sends its pending LU there at once (lu.Engine.Redirect) instead of at its next
+	// timeout (1 s, then 2 s after the move): it is acknowledged within a few RTTs of that
+	// arrival. The bound leaves room for a busy machine's scheduling; the retransmission it
+	// replaces comes 0.5-2 s later.
+	const redirectBound = 400.0 // ms
+	arrived, okArr := firstEventMs(t, n.mn, moveMono, timeline.LUReceived, "", l22.String())
+	acked, okAck := firstEventMs(t, n.mn, moveMono, timeline.LUAckReceived, "outcome=acked")
+	switch {
+	case !okArr || !okAck:
+		t.Errorf("MN: CN's LU from L22 received %v, own LU acknowledged %v: want both after the move", okArr, okAck)
+	case acked-arrived > redirectBound:
+		t.Errorf("MN's LU acknowledged %.0f ms after the CN's LU reached it (%.0f ms after the move), want <= %.0f ms: the pending LU waited for its retransmission",
+			acked-arrived, arrived, redirectBound)
+	}
+	if mode == "hard" {
+		mst, err := n.mn.stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mst["lu_redirected"] < 1 {
+			t.Errorf("hard double jump: the MN never redirected its pending LU (lu_redirected=%d)", mst["lu_redirected"])
+		}
+	}
 	if mode == "hard" && st["reresolve_changed"] < 1 {
 		t.Errorf("hard double jump survived without the CN re-resolving the MN (reresolve_changed=%d): the test did not test it", st["reresolve_changed"])
 	}
 }
 
+// firstEventMs is the time in ms after since of the daemon's first event of kind whose
+// detail contains detail (and whose locator is locator[0], if given); ok is false if none.
+func firstEventMs(t *testing.T, d *daemon, since int64, kind timeline.Kind, detail string, locator ...string) (float64, bool) {
+	t.Helper()
+	evs, err := d.events()
+	if err != nil {
+		t.Errorf("%s events: %v", d.name, err)
+		return 0, false
+	}
+	for _, e := range evs {
+		if e.Kind == kind && e.MonoNS > since && strings.Contains(e.Detail, detail) &&
+			(len(locator) == 0 || e.Locator == locator[0]) {
+			return float64(e.MonoNS-since) / 1e6, true
+		}
+	}
+	return 0, false
+}
+
 // doubleJumpSignalling describes, in ms after the later move, the daemons' first events:
 // each one's first LU sent (it has its new locator), the MN's first DNS update answer whose best
-// locator is L3 (its publish latency from the move), the CN's re-resolution to new locators, and each one's first LU
-// acknowledged.
+// locator is L3 (its publish latency from the move), the CN's re-resolution to new locators,
+// the CN's LU arriving at the MN from L22, the MN's LU redirected there, and each one's first
+// LU acknowledged.
 func (n *rdvNet) doubleJumpSignalling(t *testing.T, since int64) string {
 	t.Helper()
 	first := func(d *daemon, kind timeline.Kind, detail string, locator ...string) string {
-		evs, err := d.events()
-		if err != nil {
-			t.Errorf("%s events: %v", d.name, err)
-			return "?"
-		}
-		for _, e := range evs {
-			if e.Kind == kind && e.MonoNS > since && strings.Contains(e.Detail, detail) &&
-				(len(locator) == 0 || e.Locator == locator[0]) {
-				return fmt.Sprintf("%.0f", float64(e.MonoNS-since)/1e6)
-			}
+		if ms, ok := firstEventMs(t, d, since, kind, detail, locator...); ok {
+			return fmt.Sprintf("%.0f", ms)
 		}
 		return "none"
 	}
-	return fmt.Sprintf("MN lu_sent %s, CN lu_sent %s, MN DNS update with L3 answered %s, CN re-resolved %s, MN LU acked %s, CN LU acked %s (ms)",
+	return fmt.Sprintf("MN lu_sent %s, CN lu_sent %s, MN DNS update with L3 answered %s, CN re-resolved %s, CN LU at MN %s, MN LU redirected %s, MN LU acked %s, CN LU acked %s (ms)",
 		first(n.mn, timeline.LUSent, ""), first(n.cn, timeline.LUSent, ""),
 		first(n.mn, timeline.DNSUpdateResult, "", l3.String()), first(n.cn, timeline.ActiveLocator, "rendezvous"),
+		first(n.mn, timeline.LUReceived, "", l22.String()), first(n.mn, timeline.LUSent, "redirected"),
 		first(n.mn, timeline.LUAckReceived, "outcome=acked"), first(n.cn, timeline.LUAckReceived, "outcome=acked"))
 }
 

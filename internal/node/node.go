@@ -389,9 +389,10 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 		if err != nil || ilv.NID != n.nid {
 			return
 		}
-		// An RA read just before its interface went down can re-form the address after the
-		// kernel removed it; that locator is already gone (the link-down event follows), and
-		// making it active for a moment would send an LU naming a dead locator.
+		// Discovery holds RAs on links it knows are down, but one handled in the instant
+		// between the link going down and that event can still re-form the address; that
+		// locator is already gone, and making it active for a moment would send an LU naming
+		// a dead locator.
 		if ifc, err := net.InterfaceByIndex(e.IfIndex); err != nil || ifc.Flags&net.FlagRunning == 0 {
 			n.log.Debug("address formed on a link that is down: ignored", "iface", e.Iface, "addr", e.Addr)
 			return
@@ -538,6 +539,16 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.perform(actions)
 	}
+	for _, b := range eff.Bindings {
+		// Our LU to the correspondent is unanswered and the locator it went to is no longer
+		// in the correspondent's set (its LU arrived, or the rendezvous found it: the double
+		// jump in hard handoff): send ours to its active locator now instead of at the next
+		// timeout. An LU just started above already goes there; one to a locator still
+		// listed (soft handoff) can still arrive and is left alone.
+		if p, ok := n.engine.Outstanding(b.Peer); ok && !b.RemoteUsable(p.Message.Dest.Locator) {
+			n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
+		}
+	}
 }
 
 func joinDetail(a, b string) string {
@@ -665,6 +676,10 @@ func (n *Node) perform(actions []lu.Action) {
 			sentAt := timeline.Now()
 			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
+			if a.Redirected {
+				n.count("lu_redirected")
+				detail = joinDetail(detail, "redirected to "+a.Message.Dest.Locator.String())
+			}
 			if err != nil {
 				n.count("lu_send_errors")
 				detail = joinDetail(detail, err.Error())

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -34,15 +32,7 @@ type flows struct {
 	readErr  chan error
 	writeErr chan error
 
-	udp           net.PacketConn
-	udpSent       atomic.Int64
-	udpGot        atomic.Int64
-	mu            sync.Mutex
-	seen          map[uint64]bool
-	lastRx        time.Time
-	maxGap        time.Duration
-	maxGapEndedAt time.Time
-	wg            sync.WaitGroup
+	udp *nstest.EchoProbe
 }
 
 const udpEvery = 5 * time.Millisecond
@@ -66,7 +56,7 @@ func (n *testNet) startFlows(t *testing.T) *flows {
 		t.Fatalf("resolve mn: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &flows{cancel: cancel, readErr: make(chan error, 1), writeErr: make(chan error, 1), seen: map[uint64]bool{}}
+	f := &flows{cancel: cancel, readErr: make(chan error, 1), writeErr: make(chan error, 1)}
 	t.Cleanup(cancel)
 	ln := n.MN.Listen("tcp", "[::]:7000")
 	t.Cleanup(func() { ln.Close() })
@@ -89,54 +79,11 @@ func (n *testNet) startFlows(t *testing.T) *flows {
 	echo := n.MN.ListenPacket("udp", net.JoinHostPort(addr.String(), "7001"))
 	t.Cleanup(func() { echo.Close() })
 	go nstest.EchoUDP(echo)
-	f.udp = n.CN.ListenPacket("udp", "[::]:0")
-	t.Cleanup(func() { f.udp.Close() })
-	dst := &net.UDPAddr{IP: addr.AsSlice(), Port: 7001}
-	f.wg.Add(2)
-	go func() {
-		defer f.wg.Done()
-		tick := time.NewTicker(udpEvery)
-		defer tick.Stop()
-		buf := make([]byte, 200)
-		for seq := uint64(1); ctx.Err() == nil; seq++ {
-			binary.BigEndian.PutUint64(buf, seq)
-			if _, err := f.udp.WriteTo(buf, dst); err == nil {
-				f.udpSent.Add(1)
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-			}
-		}
-	}()
-	go func() {
-		defer f.wg.Done()
-		buf := make([]byte, 2000)
-		for {
-			k, _, err := f.udp.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if k < 8 {
-				continue
-			}
-			now := time.Now()
-			seq := binary.BigEndian.Uint64(buf)
-			f.mu.Lock()
-			if !f.seen[seq] {
-				f.seen[seq] = true
-				f.udpGot.Add(1)
-				if !f.lastRx.IsZero() && now.Sub(f.lastRx) > f.maxGap {
-					f.maxGap, f.maxGapEndedAt = now.Sub(f.lastRx), now
-				}
-				f.lastRx = now
-			}
-			f.mu.Unlock()
-		}
-	}()
+	f.udp = nstest.StartEchoProbe(n.CN.ListenPacket("udp", "[::]:0"), &net.UDPAddr{IP: addr.AsSlice(), Port: 7001}, udpEvery)
+	t.Cleanup(func() { f.udp.Stop(0) })
 	n.waitFor(5*time.Second, "both flows running", func() (bool, string) {
-		return f.received.Load() > 10_000 && f.udpGot.Load() > 20,
-			fmt.Sprintf("TCP %d bytes, UDP %d echoes", f.received.Load(), f.udpGot.Load())
+		return f.received.Load() > 10_000 && f.udp.Got() > 20,
+			fmt.Sprintf("TCP %d bytes, UDP %d echoes", f.received.Load(), f.udp.Got())
 	})
 	return f
 }
@@ -167,15 +114,9 @@ func (f *flows) stop(t *testing.T) flowResult {
 	case <-time.After(10 * time.Second):
 		r.tcpErr = errors.Join(r.tcpErr, errors.New("TCP receiver did not see the end of the stream within 10 s"))
 	}
-	time.Sleep(time.Second)
-	f.udp.Close()
-	f.wg.Wait()
+	u := f.udp.Stop(time.Second)
 	r.written, r.received = f.written.Load(), f.received.Load()
-	r.udpSent = f.udpSent.Load()
-	r.udpLost = r.udpSent - f.udpGot.Load()
-	f.mu.Lock()
-	r.maxGap = f.maxGap
-	f.mu.Unlock()
+	r.udpSent, r.udpLost, r.maxGap = u.Sent, u.Sent-u.Got, u.MaxGap
 	return r
 }
 
@@ -238,9 +179,7 @@ func runRestart(t *testing.T, c restartCase) {
 	}
 	time.Sleep(time.Second) // RAs come and go; nobody acts on them
 	nd := n.restart(t, d)
-	f.mu.Lock()
-	gap := f.maxGap
-	f.mu.Unlock()
+	gap := f.udp.Snapshot().MaxGap
 	t.Logf("%s's ilnpd down for %v (%v, until its control socket answered and it adopted the session); "+
 		"longest gap between UDP echoes (every %v) up to then: %v", c.who, time.Since(down).Round(time.Millisecond), c.sig,
 		udpEvery, gap.Round(time.Millisecond))

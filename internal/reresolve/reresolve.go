@@ -126,7 +126,8 @@ func (p *Planner) Stats() Stats { return p.stats }
 // OnAction sees one action of the LU engine. name is the correspondent's name ("" when the
 // node never resolved it: nothing to ask). It returns a lookup to start when the action says
 // that After transmissions went unanswered (a retransmission, or the give-up) and no bound
-// forbids it.
+// forbids it; a redirected transmission (lu.Engine.Redirect: the correspondent's new locator
+// is known) asks nothing.
 func (p *Planner) OnAction(a lu.Action, name string, now time.Time) (Lookup, bool) {
 	st := p.peers[a.Message.Peer]
 	if st == nil {
@@ -143,6 +144,11 @@ func (p *Planner) OnAction(a lu.Action, name string, now time.Time) (Lookup, boo
 	if a.Kind == lu.GiveUp {
 		st.gaveUp = true
 		unanswered = a.Attempt
+	}
+	if a.Redirected {
+		// Sent because the correspondent's new locator just became known (its own LU or an
+		// earlier answer): no sign it is lost, nothing to ask.
+		unanswered = 0
 	}
 	if name == "" || unanswered < p.cfg.After {
 		return Lookup{}, false

@@ -27,6 +27,11 @@ func act(kind lu.ActionKind, peer wire.NID, exchange uint64, attempt int) lu.Act
 	}}
 }
 
+func redirected(a lu.Action) lu.Action {
+	a.Redirected = true
+	return a
+}
+
 func ranked(nid wire.NID, loc wire.L64, pref uint16) wire.RankedILV {
 	return wire.RankedILV{ILV: wire.ILV{Locator: loc, NID: nid}, Preference: pref}
 }
@@ -52,6 +57,8 @@ func TestOnActionWhenToLookUp(t *testing.T) {
 			acts: []lu.Action{act(lu.GiveUp, peerA, 1, 3)}, peerNm: "a.", wantN: []int{1}},
 		{name: "one lookup in flight per peer", acts: []lu.Action{act(lu.Transmit, peerA, 1, 2), act(lu.Transmit, peerA, 1, 3)},
 			peerNm: "a.", wantN: []int{1, 0}, elapsed: time.Second},
+		{name: "a redirect knows where the peer went", acts: []lu.Action{redirected(act(lu.Transmit, peerA, 1, 2)), act(lu.Transmit, peerA, 1, 3)},
+			peerNm: "a.", wantN: []int{0, 1}},
 		{name: "in-flight bound across peers", cfg: Config{MaxInFlight: 1},
 			acts:   []lu.Action{act(lu.Transmit, peerA, 1, 2), act(lu.Transmit, peerB, 2, 2)},
 			peerNm: "x.", wantN: []int{1, 0}},

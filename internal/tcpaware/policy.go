@@ -31,6 +31,17 @@ func lossWindowMs(rtt time.Duration) uint32 {
 	return uint32(min(max(windowRTTs*rtt.Milliseconds(), minWindowMs), maxWindowMs))
 }
 
+// maxRTT bounds the LU exchange's RTT handed to the sockets (a larger one is no estimate).
+const maxRTT = 10 * time.Second
+
+// rttUs is the new path's RTT for the cubic wrapper's hold (0: unknown).
+func rttUs(rtt time.Duration) uint32 {
+	if rtt <= 0 || rtt > maxRTT {
+		return 0
+	}
+	return uint32(max(rtt.Microseconds(), 1))
+}
+
 // Policy decides, per correspondent, what the iterator applies to its TCP sockets when a move
 // starts and ends. It is pure: the node's loop owns it and carries out its results.
 type Policy struct {
@@ -106,7 +117,8 @@ func (p *Policy) MoveStarted(peer netip.Addr) (Update, bool) {
 
 // MoveEnded: the path to peer works again (LU-ACK on the MN with the exchange's RTT, LU applied
 // on the CN with rtt 0). The RTO cap is lifted, the timers are reverted, and a loss window
-// opens for 10 new-path RTTs (1-5 s; 2 s without an RTT).
+// opens for 10 new-path RTTs (1-5 s; 2 s without an RTT); the RTT also scales the window the
+// move's fast recovery holds (bpf/tcpaware.c).
 func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration) (Update, bool) {
 	if !p.enabled || !peer.IsValid() {
 		return Update{}, false
@@ -116,7 +128,7 @@ func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration) (Update, bool) {
 		s.epoch++ // the CN learns of a move only at its end
 	}
 	s.moving = false
-	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs, LossWindowMs: lossWindowMs(rtt)}
+	e := Peer{Epoch: s.epoch, RtoMaxMs: DefaultRTOMaxMs, LossWindowMs: lossWindowMs(rtt), RttUs: rttUs(rtt)}
 	return Update{Peer: peer, Entry: e, Revert: true}, true
 }
 

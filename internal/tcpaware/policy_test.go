@@ -27,7 +27,7 @@ func TestPolicy(t *testing.T) {
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "start"}, // already moving: nothing new
 			{op: "end", rtt: 200 * time.Millisecond, wantOK: true,
-				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000, RttUs: 200000}, Revert: true}}},
 		}},
 		{"CN: the move's end alone, no RTT", true, []step{
 			{op: "end", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
@@ -131,6 +131,17 @@ func TestRevertMessage(t *testing.T) {
 	}{{0, 1, 2, 0}, {3, 1, 2, 4}, {3, 2, 2, 0}, {200, 1, 2, 16}} {
 		if got := Reverts(Socket{Backoff: tt.backoff, SndUna: tt.una, SndNxt: tt.nxt}); got != tt.want {
 			t.Errorf("Reverts(backoff %d, una %d, nxt %d) = %d, want %d", tt.backoff, tt.una, tt.nxt, got, tt.want)
+		}
+	}
+}
+
+func TestRTTUs(t *testing.T) {
+	for _, tt := range []struct {
+		rtt  time.Duration
+		want uint32
+	}{{0, 0}, {-time.Millisecond, 0}, {time.Nanosecond, 1}, {200 * time.Millisecond, 200000}, {10 * time.Second, 10000000}, {11 * time.Second, 0}} {
+		if got := rttUs(tt.rtt); got != tt.want {
+			t.Errorf("rttUs(%v) = %d, want %d", tt.rtt, got, tt.want)
 		}
 	}
 }

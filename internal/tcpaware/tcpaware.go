@@ -36,13 +36,16 @@ const (
 	CounterSsthreshKept
 	CounterCwndRestored
 	CounterWrapperInit
+	CounterHolds
+	CounterHoldAborted
 	numCounters
 )
 
 // CounterNames name the counters for ilnpctl and JSON.
 var CounterNames = [numCounters]string{"tcpaware_sockets_seen", "tcpaware_sockets_matched",
 	"tcpaware_rto_max_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock",
-	"tcpaware_cc_switched", "tcpaware_not_cubic", "tcpaware_ssthresh_kept", "tcpaware_cwnd_restored", "tcpaware_wrapper_init"}
+	"tcpaware_cc_switched", "tcpaware_not_cubic", "tcpaware_ssthresh_kept", "tcpaware_cwnd_restored", "tcpaware_wrapper_init",
+	"tcpaware_holds", "tcpaware_hold_aborted"}
 
 // Applied/failed bits in Socket.
 const (

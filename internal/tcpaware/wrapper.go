@@ -56,6 +56,7 @@ func loadWrapper(spec *ebpf.CollectionSpec, counters, socks *ebpf.Map) (*wrapper
 		Init      *ebpf.Program `ebpf:"ta_init"`
 		Ssthresh  *ebpf.Program `ebpf:"ta_ssthresh"`
 		CongAvoid *ebpf.Program `ebpf:"ta_cong_avoid"`
+		CongCtl   *ebpf.Program `ebpf:"ta_cong_control"`
 		SetState  *ebpf.Program `ebpf:"ta_set_state"`
 		CwndEvent *ebpf.Program `ebpf:"ta_cwnd_event"`
 		PktsAcked *ebpf.Program `ebpf:"ta_pkts_acked"`
@@ -66,7 +67,7 @@ func loadWrapper(spec *ebpf.CollectionSpec, counters, socks *ebpf.Map) (*wrapper
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("tcpaware: load cubic wrapper: %w", err)
 	}
-	progs := []*ebpf.Program{objs.Init, objs.Ssthresh, objs.CongAvoid, objs.SetState, objs.CwndEvent, objs.PktsAcked, objs.UndoCwnd}
+	progs := []*ebpf.Program{objs.Init, objs.Ssthresh, objs.CongAvoid, objs.CongCtl, objs.SetState, objs.CwndEvent, objs.PktsAcked, objs.UndoCwnd}
 	l, err := link.AttachStructOps(link.StructOpsOptions{Map: objs.Ops})
 	if err != nil {
 		objs.Ops.Close()

@@ -37,9 +37,12 @@ type Input struct {
 	// when it reported one: datagrams that reached the MN's interface but not the application
 	// (dropped by the stack, e.g. a stale locator) are lost too (thesis 5.3.4).
 	AppLost *int
-	// SenderTimeouts is the TCP sender's (the CN's) retransmission timeouts during the run
-	// (nstat TcpExtTCPTimeouts of its fresh namespace); nil: unknown.
+	// SenderTimeouts is the TCP sender's (the CN's; with Reverse the MN's) retransmission
+	// timeouts during the run (nstat TcpExtTCPTimeouts of its fresh namespace); nil: unknown.
 	SenderTimeouts *int
+	// Reverse: the TCP flow runs MN -> CN (iperf3 -R): its retransmissions are counted in the
+	// MN's capture and its deliveries, goodput, rate and sequence numbers in the CN's.
+	Reverse bool
 	// AppIntervals are iperf3's per-interval receiver reports (-J "intervals" of the server's
 	// receiving stream), Start/End in seconds since iperf3's test start, which is taken to be
 	// the CN's first datagram (CN capture).
@@ -95,6 +98,7 @@ type Result struct {
 	Rate        []Point     `json:"rate"` // bytes/s received at the MN per second
 	Seq         []Point     `json:"seq"`  // datagram number (UDP) or relative byte (TCP) received at the MN
 	SeqUnit     string      `json:"seq_unit"`
+	Cwnd        []Point     `json:"cwnd,omitempty"` // TCP sender's cwnd (segments), sampled by the lab (lab/cwnd)
 	WindowStart float64     `json:"window_start"`
 	WindowEnd   float64     `json:"window_end"`
 	HandoffAt   *float64    `json:"handoff_at"` // first LU after entering L3
@@ -365,13 +369,19 @@ func Compute(in Input) Result {
 			res.Notes = append(res.Notes, "no UDP data seen at the CN")
 		}
 	} else {
-		// The data connection is the CN -> MN TCP flow carrying the most bytes (iperf3 also
-		// has a control connection to the same port).
+		// The data connection is the CN -> MN (Reverse: MN -> CN) TCP flow carrying the most
+		// bytes (iperf3 also has a control connection to the same port). Sender and receiver
+		// are the captures at its two ends; the CN does not move, so whatever its capture saw
+		// arrive was delivered.
+		sender, receiver, toReceiver, accepted := in.CN, in.MN, in.toMN, delivered
+		if in.Reverse {
+			sender, receiver, toReceiver, accepted = in.MN, in.CN, in.toCN, received
+		}
 		type key struct{ sp, dp uint16 }
 		volume := map[key]int{}
-		for i := range in.CN {
-			p := &in.CN[i]
-			if p.Proto == pcap.ProtoTCP && in.toMN(p) {
+		for i := range sender {
+			p := &sender[i]
+			if p.Proto == pcap.ProtoTCP && toReceiver(p) {
 				volume[key{p.SrcPort, p.DstPort}] += p.Payload
 			}
 		}
@@ -383,12 +393,12 @@ func Compute(in Input) Result {
 			}
 		}
 		isData := func(p *pcap.Packet) bool {
-			return p.Proto == pcap.ProtoTCP && in.toMN(p) && p.SrcPort == data.sp && p.DstPort == data.dp
+			return p.Proto == pcap.ProtoTCP && toReceiver(p) && p.SrcPort == data.sp && p.DstPort == data.dp
 		}
 		var isn uint32
 		haveISN := false
-		for i := range in.CN {
-			p := &in.CN[i]
+		for i := range sender {
+			p := &sender[i]
 			if isData(p) && (p.TCPFlags&pcap.SYN != 0 || (!haveISN && p.Payload > 0)) {
 				isn, haveISN = p.TCPSeq, true
 				if p.TCPFlags&pcap.SYN != 0 {
@@ -402,8 +412,8 @@ func Compute(in Input) Result {
 		var maxEnd uint32
 		retrans := 0
 		started := false
-		for i := range in.CN {
-			p := &in.CN[i]
+		for i := range sender {
+			p := &sender[i]
 			if !isData(p) || p.Payload == 0 {
 				continue
 			}
@@ -421,9 +431,9 @@ func Compute(in Input) Result {
 		}
 		recvs := map[uint32]int{}
 		var maxRecvEnd int64
-		for i := range in.MN {
-			p := &in.MN[i]
-			if !isData(p) || p.Payload == 0 || !delivered(p) {
+		for i := range receiver {
+			p := &receiver[i]
+			if !isData(p) || p.Payload == 0 || !accepted(p) {
 				continue
 			}
 			rel := p.TCPSeq - isn
@@ -448,7 +458,7 @@ func Compute(in Input) Result {
 		r.TCPLost = ptr(lost)
 		res.SeqUnit = "byte"
 		if best <= 0 {
-			res.Notes = append(res.Notes, "no TCP data seen at the CN")
+			res.Notes = append(res.Notes, "no TCP data seen at the sender")
 		}
 	}
 

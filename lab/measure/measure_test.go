@@ -8,6 +8,7 @@ import (
 
 	"ilnp/internal/timeline"
 	"ilnp/lab/pcap"
+	"ilnp/lab/summary"
 )
 
 const (
@@ -147,6 +148,53 @@ func TestTCPRetransmissionsAndLoss(t *testing.T) {
 	}
 	if res.SeqUnit != "byte" || len(res.Seq) != 11 {
 		t.Errorf("seq series %s %d points", res.SeqUnit, len(res.Seq))
+	}
+}
+
+func show(r summary.Run) string {
+	d := func(p *int) string {
+		if p == nil {
+			return "nil"
+		}
+		return fmt.Sprint(*p)
+	}
+	return fmt.Sprintf("retransmissions %s lost %s bytes %s survived %v", d(r.TCPRetransmissions), d(r.TCPLost),
+		func() string {
+			if r.TCPBytes == nil {
+				return "nil"
+			}
+			return fmt.Sprint(*r.TCPBytes)
+		}(), r.SessionSurvived != nil && *r.SessionSurvived)
+}
+
+// The same flow MN -> CN (iperf3 -R): the MN's capture is the sender's, the CN's the
+// receiver's; the figures must be the same.
+func TestTCPReverse(t *testing.T) {
+	rev := func(p pcap.Packet, dir int) pcap.Packet {
+		p.Src, p.Dst = addr(3, mnNID), addr(1, cnNID)
+		p.Dir = dir
+		return p
+	}
+	in := base()
+	in.Reverse = true
+	isn := uint32(1000)
+	in.MN = append(in.MN, rev(tcp(0, isn, 0, 0, pcap.SYN), pcap.DirOutgoing))
+	for k := 0; k < 10; k++ {
+		seq := isn + 1 + uint32(k*1000)
+		s := 1 + float64(k)*0.1
+		in.MN = append(in.MN, rev(tcp(s, seq, 1000, 0, pcap.ACK), pcap.DirOutgoing))
+		if k != 5 {
+			in.CN = append(in.CN, rev(tcp(s+0.01, seq, 1000, 0, pcap.ACK), pcap.DirIncoming))
+		}
+	}
+	in.MN = append(in.MN, rev(tcp(3, isn+1+5000, 1000, 0, pcap.ACK), pcap.DirOutgoing))
+	in.CN = append(in.CN, rev(tcp(3.01, isn+1+5000, 1000, 0, pcap.ACK), pcap.DirIncoming))
+	// CN -> MN data (the other direction) must not count.
+	in.CN = append(in.CN, tcp(3.05, 1, 50000, pcap.DirUnknown, pcap.ACK))
+	in.Leave, in.Duration = 2*time.Second, 4*time.Second
+	r := Compute(in).Run
+	if r.TCPRetransmissions == nil || *r.TCPRetransmissions != 1 || *r.TCPLost != 1 || *r.TCPBytes != 10000 || !*r.SessionSurvived {
+		t.Errorf("reverse: %s; want 1 retransmission, 1 lost, 10000 bytes, survived", show(r))
 	}
 }
 

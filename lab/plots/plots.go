@@ -157,3 +157,32 @@ func Seq(path, title, unit string, series []Series, m Marks) error {
 	}
 	return nil
 }
+
+// Cwnd draws the TCP sender's congestion window (segments) over time.
+func Cwnd(path, title string, series []Series, m Marks) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = "cwnd at the TCP sender (segments)"
+	p.Legend.Top = true
+	ymax := maxY(series, 1) * 1.1
+	if err := marks(p, m, ymax); err != nil {
+		return err
+	}
+	for i, s := range series {
+		l, err := plotter.NewLine(xys(s.Points, 1))
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(s.Label, l)
+	}
+	p.Y.Min, p.Y.Max = 0, ymax
+	xrange(p, series)
+	if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}

@@ -6,7 +6,9 @@
 // throughput_window_bps, offered_bps, interruption_ms, tcp_bytes, tcp_retransmissions, tcp_lost,
 // session_survived, tcp_recovery_ms, tcp_rto_events, tcp_window_goodput_bps (issue 15: the
 // LU-ACK to the new path's steady rate within 10 %, retransmission timeouts at the TCP sender,
-// new bytes delivered per second in the 5-s window). Fields that do not apply are null. Mean and 95 % confidence half-width
+// new bytes delivered per second in the 5-s window), recovery_ms (issue 13, `run
+// --double-jump`: the later of the CN's and the MN's moves to the first delivery on both new
+// locators; files written before it may lack the key). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.
@@ -39,6 +41,7 @@ type Run struct {
 	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
 	TCPRTOEvents        *int     `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
+	RecoveryMs          *float64 `json:"recovery_ms"`
 }
 
 // Agg is a mean or a confidence half-width per field (null where no run had a value, and
@@ -60,6 +63,7 @@ type Agg struct {
 	TCPRecoveryMs       *float64 `json:"tcp_recovery_ms"`
 	TCPRTOEvents        *float64 `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
+	RecoveryMs          *float64 `json:"recovery_ms"`
 }
 
 // Summary is the whole file.
@@ -104,7 +108,11 @@ var Fields = []Field{
 	{"tcp_recovery_ms", "TCP recovery", "ms"},
 	{"tcp_rto_events", "TCP RTO events", ""},
 	{"tcp_window_goodput_bps", "TCP goodput (5-s window)", "bit/s"},
+	{"recovery_ms", "Double-jump recovery", "ms"},
 }
+
+// optionalKeys may be missing from files written before they existed.
+var optionalKeys = map[string]bool{"recovery_ms": true}
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
 func (r Run) Values() map[string]*float64 {
@@ -122,7 +130,7 @@ func (r Run) Values() map[string]*float64 {
 		"throughput_window_bps": f(r.ThroughputWindowBps), "offered_bps": f(r.OfferedBps),
 		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
 		"tcp_lost": i(r.TCPLost), "tcp_recovery_ms": f(r.TCPRecoveryMs), "tcp_rto_events": i(r.TCPRTOEvents),
-		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps),
+		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps), "recovery_ms": f(r.RecoveryMs),
 	}
 	if r.TCPBytes != nil {
 		v := float64(*r.TCPBytes)
@@ -179,6 +187,8 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.TCPRTOEvents
 	case "tcp_window_goodput_bps":
 		return &a.TCPWindowGoodputBps
+	case "recovery_ms":
+		return &a.RecoveryMs
 	}
 	panic("summary: unknown field " + key)
 }
@@ -287,6 +297,13 @@ func Validate(data []byte) error {
 		}
 		delete(top, "congestion")
 	}
+	if raw, ok := top["tcp_aware"]; ok {
+		var on bool
+		if err := json.Unmarshal(raw, &on); err != nil || !on {
+			return fmt.Errorf("summary: tcp_aware must be true when present")
+		}
+		delete(top, "tcp_aware")
+	}
 	if err := exactKeys("summary", top, []string{"scenario", "mode", "traffic", "reps", "runs", "mean", "ci95"}); err != nil {
 		return err
 	}
@@ -317,6 +334,9 @@ func Validate(data []byte) error {
 			return err
 		}
 		for _, k := range keys {
+			if _, ok := r[k]; !ok {
+				continue // optional, absent
+			}
 			if err := checkValue(where+"."+k, r[k], k == "session_survived"); err != nil {
 				return err
 			}
@@ -331,6 +351,9 @@ func Validate(data []byte) error {
 			return err
 		}
 		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				continue // optional, absent
+			}
 			if err := checkValue(agg+"."+k, m[k], false); err != nil {
 				return err
 			}
@@ -354,7 +377,7 @@ func exactKeys(where string, m map[string]json.RawMessage, want []string) error 
 	wantSet := map[string]bool{}
 	for _, k := range want {
 		wantSet[k] = true
-		if _, ok := m[k]; !ok {
+		if _, ok := m[k]; !ok && !optionalKeys[k] {
 			return fmt.Errorf("summary: %s lacks %q", where, k)
 		}
 	}

@@ -84,6 +84,14 @@ func TestWriteReadValidates(t *testing.T) {
 	if s, err := Read(path); err != nil || s.Congestion != "veno" {
 		t.Errorf("congestion round trip: %q, %v", s.Congestion, err)
 	}
+	// A tcp-aware run's summary (issue 15) must read back: the matrix report reads it.
+	tcp.TCPAware = true
+	if err := tcp.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Read(path); err != nil || !s.TCPAware {
+		t.Errorf("tcp_aware round trip: %v, %v", s.TCPAware, err)
+	}
 }
 
 // mutate decodes the sample, applies fn, and returns the JSON.
@@ -119,6 +127,9 @@ func TestValidateRejects(t *testing.T) {
 		"scenario not string": func(m map[string]any) { m["scenario"] = 4 },
 		"empty congestion":    func(m map[string]any) { m["congestion"] = "" },
 		"congestion a number": func(m map[string]any) { m["congestion"] = 1 },
+		"recovery a string":   func(m map[string]any) { run0(m)["recovery_ms"] = "1" },
+		"tcp_aware a string":  func(m map[string]any) { m["tcp_aware"] = "on" },
+		"tcp_aware false":     func(m map[string]any) { m["tcp_aware"] = false }, // omitempty: absent when off
 	}
 	for name, fn := range cases {
 		if err := Validate(mutate(t, fn)); err == nil {
@@ -132,6 +143,17 @@ func TestValidateRejects(t *testing.T) {
 	}
 	if err := Validate(mutate(t, func(m map[string]any) { m["congestion"] = "hybla" })); err != nil {
 		t.Errorf("sample with a congestion control rejected: %v", err)
+	}
+	// Files written before recovery_ms existed (issue 13) stay readable.
+	if err := Validate(mutate(t, func(m map[string]any) {
+		delete(run0(m), "recovery_ms")
+		delete(m["mean"].(map[string]any), "recovery_ms")
+		delete(m["ci95"].(map[string]any), "recovery_ms")
+	})); err != nil {
+		t.Errorf("summary without recovery_ms rejected: %v", err)
+	}
+	if err := Validate(mutate(t, func(m map[string]any) { run0(m)["recovery_ms"] = 1091.5 })); err != nil {
+		t.Errorf("summary with a recovery rejected: %v", err)
 	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")

@@ -193,4 +193,55 @@ static __always_inline void cc_window_write(struct tcp_sock *tp, const struct cc
 	cc_max(CC_C_MAX_CWND, w->cwnd);
 }
 
+/* Starts an ssthresh trace step: the window unchanged and the algorithm's state on entry. */
+static __always_inline void cc_trace_ssthresh(struct cc_step *st, struct tcp_sock *tp,
+					      const __u32 *state)
+{
+	if (!st)
+		return;
+	st->kind = CC_STEP_SSTHRESH;
+	cc_window_read(tp, &st->w_in);
+	st->w_out = st->w_in;
+	__builtin_memcpy(st->s_in, state, CC_STATE_WORDS * 4);
+}
+
+/* Ends ssthresh: at least two segments (RFC 5681 s.3.1), counted, its trace step closed. */
+static __always_inline __u32 cc_ssthresh_done(struct cc_step *st, __u32 ret, const __u32 *state)
+{
+	if (ret < 2)
+		ret = 2;
+	cc_count(CC_C_LOSSES);
+	if (st) {
+		st->ret = ret;
+		__builtin_memcpy(st->s_out, state, CC_STATE_WORDS * 4);
+	}
+	return ret;
+}
+
+/* The callbacks every algorithm here shares; struct_ops needs one SEC-named program per
+ * object, so they are stamped out per algorithm: release, set_state and cwnd_event only
+ * count, undo_cwnd is Reno's. */
+#define CC_SHARED_CALLBACKS(algo)                                      \
+	SEC("struct_ops/" #algo "_release")                            \
+	void algo##_release(unsigned long long *ctx)                   \
+	{                                                              \
+		cc_count(CC_C_RELEASE);                                \
+	}                                                              \
+	SEC("struct_ops/" #algo "_set_state")                          \
+	void algo##_set_state(unsigned long long *ctx)                 \
+	{                                                              \
+		if ((__u8)ctx[1] == TCP_CA_LOSS)                       \
+			cc_count(CC_C_LOSS_STATE);                     \
+	}                                                              \
+	SEC("struct_ops/" #algo "_cwnd_event")                         \
+	void algo##_cwnd_event(unsigned long long *ctx)                \
+	{                                                              \
+		cc_count(CC_C_CWND_EVENT);                             \
+	}                                                              \
+	SEC("struct_ops/" #algo "_undo_cwnd")                          \
+	__u32 algo##_undo_cwnd(unsigned long long *ctx)                \
+	{                                                              \
+		return tcp_reno_undo_cwnd((struct sock *)ctx[0]);      \
+	}
+
 #endif

@@ -98,12 +98,6 @@ void hybla_init(unsigned long long *ctx)
 	cc_count(CC_C_INIT);
 }
 
-SEC("struct_ops/hybla_release")
-void hybla_release(unsigned long long *ctx)
-{
-	cc_count(CC_C_RELEASE);
-}
-
 SEC("struct_ops/hybla_cong_avoid")
 void hybla_cong_avoid(unsigned long long *ctx)
 {
@@ -151,42 +145,13 @@ __u32 hybla_ssthresh(unsigned long long *ctx)
 	struct cc_step *st = cc_trace_slot();
 	__u32 ret = tp->snd_cwnd >> 1;
 
-	if (st) {
-		st->kind = CC_STEP_SSTHRESH;
-		cc_window_read(tp, &st->w_in);
-		st->w_out = st->w_in;
-		__builtin_memcpy(st->s_in, h, sizeof(*h));
-	}
-	if (ret < 2)
-		ret = 2;
+	cc_trace_ssthresh(st, tp, (const __u32 *)h);
 	h->ss_frac = 0;
 	h->ca_acc = 0;
-	cc_count(CC_C_LOSSES);
-	if (st) {
-		st->ret = ret;
-		__builtin_memcpy(st->s_out, h, sizeof(*h));
-	}
-	return ret;
+	return cc_ssthresh_done(st, ret, (const __u32 *)h);
 }
 
-SEC("struct_ops/hybla_set_state")
-void hybla_set_state(unsigned long long *ctx)
-{
-	if ((__u8)ctx[1] == TCP_CA_LOSS)
-		cc_count(CC_C_LOSS_STATE);
-}
-
-SEC("struct_ops/hybla_cwnd_event")
-void hybla_cwnd_event(unsigned long long *ctx)
-{
-	cc_count(CC_C_CWND_EVENT);
-}
-
-SEC("struct_ops/hybla_undo_cwnd")
-__u32 hybla_undo_cwnd(unsigned long long *ctx)
-{
-	return tcp_reno_undo_cwnd((struct sock *)ctx[0]);
-}
+CC_SHARED_CALLBACKS(hybla)
 
 SEC(".struct_ops.link")
 struct tcp_congestion_ops hybla = {

@@ -106,12 +106,6 @@ void veno_init(unsigned long long *ctx)
 	cc_count(CC_C_INIT);
 }
 
-SEC("struct_ops/veno_release")
-void veno_release(unsigned long long *ctx)
-{
-	cc_count(CC_C_RELEASE);
-}
-
 SEC("struct_ops/veno_pkts_acked")
 void veno_pkts_acked(unsigned long long *ctx)
 {
@@ -182,12 +176,7 @@ __u32 veno_ssthresh(unsigned long long *ctx)
 	struct cc_step *st = cc_trace_slot();
 	__u32 cwnd = tp->snd_cwnd, ret;
 
-	if (st) {
-		st->kind = CC_STEP_SSTHRESH;
-		cc_window_read(tp, &st->w_in);
-		st->w_out = st->w_in;
-		__builtin_memcpy(st->s_in, v, sizeof(*v));
-	}
+	cc_trace_ssthresh(st, tp, (const __u32 *)v);
 	if (v->backlog < VENO_BETA * VENO_ONE) {
 		ret = (__u64)cwnd * 4 / 5;
 		cc_count(CC_C_RANDOM);
@@ -195,34 +184,10 @@ __u32 veno_ssthresh(unsigned long long *ctx)
 		ret = cwnd >> 1;
 		cc_count(CC_C_CONGESTIVE);
 	}
-	if (ret < 2)
-		ret = 2;
-	cc_count(CC_C_LOSSES);
-	if (st) {
-		st->ret = ret;
-		__builtin_memcpy(st->s_out, v, sizeof(*v));
-	}
-	return ret;
+	return cc_ssthresh_done(st, ret, (const __u32 *)v);
 }
 
-SEC("struct_ops/veno_set_state")
-void veno_set_state(unsigned long long *ctx)
-{
-	if ((__u8)ctx[1] == TCP_CA_LOSS)
-		cc_count(CC_C_LOSS_STATE);
-}
-
-SEC("struct_ops/veno_cwnd_event")
-void veno_cwnd_event(unsigned long long *ctx)
-{
-	cc_count(CC_C_CWND_EVENT);
-}
-
-SEC("struct_ops/veno_undo_cwnd")
-__u32 veno_undo_cwnd(unsigned long long *ctx)
-{
-	return tcp_reno_undo_cwnd((struct sock *)ctx[0]);
-}
+CC_SHARED_CALLBACKS(veno)
 
 SEC(".struct_ops.link")
 struct tcp_congestion_ops veno = {

@@ -1,0 +1,301 @@
+package tcpaware
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/nstest"
+	"ilnp/lab/linkemu"
+)
+
+// wanPair is the lab's wan-wan path in small: a sender and a receiver namespace joined through
+// a wire namespace whose link emulator adds 100 ms each way (RTT 200 ms, no rate limit), and
+// flows as the lab's iperf3 makes them (cubic, 320 KB socket buffers, sending as fast as the
+// window allows). A hard handoff is emulated by dropping, at the receiver, everything sent to
+// a correspondent's view address (the ~window of segments in flight to the old locator are
+// lost) and accepting it again.
+type wanPair struct {
+	pair
+}
+
+func newWANPair(t *testing.T, views ...string) *wanPair {
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "nft", "ethtool")
+	p := &wanPair{pair{t: t, snd: nstest.New(t, "ta-wsnd"), rcv: nstest.New(t, "ta-wrcv"), cc: "cubic"}}
+	w := nstest.New(t, "ta-wire")
+	nstest.Link(t, p.snd, "v0", w, "wa")
+	nstest.Link(t, p.rcv, "v1", w, "wb")
+	// The emulator reads frames as they are: offloads off, or checksums are never finished.
+	for _, x := range []struct {
+		ns  *nstest.NS
+		ifs []string
+	}{{p.snd, []string{"v0"}}, {w, []string{"wa", "wb"}}, {p.rcv, []string{"v1"}}} {
+		for _, ifname := range x.ifs {
+			x.ns.Run("ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off", "tx", "off")
+		}
+	}
+	wan := linkemu.Profiles["wan"]
+	l := &linkemu.Link{A: "wa", B: "wb", AtoB: wan, BtoA: wan}
+	if err := w.Do(l.Open); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("link emulator: %v", err)
+		}
+	})
+	p.snd.Run("ip", "addr", "add", "fd00:7b::1/64", "dev", "v0", "nodad")
+	p.rcv.Run("ip", "addr", "add", "fd00:7b::2/64", "dev", "v1", "nodad")
+	p.rcv.Run("ip", "link", "set", "lo", "up")
+	for _, v := range views {
+		p.rcv.Run("ip", "addr", "add", v+"/128", "dev", "lo")
+		p.snd.Run("ip", "route", "add", v+"/128", "via", "fd00:7b::2")
+	}
+	p.rcv.Run("nft", "add table inet ta; add chain inet ta in { type filter hook prerouting priority 0; }")
+	return p
+}
+
+// bulk is a flow that writes as fast as its 320 KB send buffer allows, as iperf3 -w 320K does.
+func (p *wanPair) bulk(ctx context.Context, view string) *flow {
+	t := p.t
+	bufs := func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			for _, o := range []int{unix.SO_SNDBUF, unix.SO_RCVBUF} {
+				if serr == nil {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o, 320<<10)
+				}
+			}
+			if serr == nil {
+				serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, p.cc)
+			}
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+	var ln net.Listener
+	lc := net.ListenConfig{Control: bufs}
+	if err := p.rcv.Do(func() (err error) { ln, err = lc.Listen(ctx, "tcp6", "["+view+"]:5001"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	f := &flow{}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = nstest.ReadPattern(ctx, c, &f.received)
+	}()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: bufs}
+	var c net.Conn
+	if err := p.snd.Do(func() (err error) { c, err = d.DialContext(ctx, "tcp6", "["+view+"]:5001"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	f.conn = c.(*net.TCPConn)
+	t.Cleanup(func() { f.conn.Close() })
+	go func() { _ = nstest.WritePattern(ctx, f.conn, 64<<10, time.Microsecond) }()
+	return f
+}
+
+// sample is one TCP_INFO reading of a sender, relative to the move's end.
+type sample struct {
+	at                          time.Duration
+	state, caState              uint8
+	cwnd, ssthresh, unacked     uint32
+	lost, retrans, totalRetrans uint32
+	rto                         uint32
+	received                    int64
+}
+
+type trace struct {
+	mu      sync.Mutex
+	samples []sample
+	stop    atomic.Bool
+	done    chan struct{}
+}
+
+// tcpInfo is TCP_INFO of f's socket (an error once the socket is closed).
+func (f *flow) tcpInfo() (*unix.TCPInfo, error) {
+	rc, err := f.conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var ti *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		return nil, err
+	}
+	return ti, gerr
+}
+
+// record samples f every 10 ms from now until stop (finished by the test's cleanup at the
+// latest) or until its socket is gone.
+func record(t *testing.T, f *flow, origin func() time.Time) *trace {
+	tr := &trace{done: make(chan struct{})}
+	t.Cleanup(func() { tr.finish() })
+	go func() {
+		defer close(tr.done)
+		for !tr.stop.Load() {
+			ti, err := f.tcpInfo()
+			if err != nil {
+				return
+			}
+			tr.mu.Lock()
+			tr.samples = append(tr.samples, sample{at: time.Since(origin()), state: ti.State, caState: ti.Ca_state,
+				cwnd: ti.Snd_cwnd, ssthresh: ti.Snd_ssthresh, unacked: ti.Unacked, lost: ti.Lost, retrans: ti.Retrans,
+				totalRetrans: ti.Total_retrans, rto: ti.Rto, received: f.received.Load()})
+			tr.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return tr
+}
+
+func (tr *trace) finish() []sample {
+	tr.stop.Store(true)
+	<-tr.done
+	return tr.snapshot()
+}
+
+// snapshot copies the samples so far.
+func (tr *trace) snapshot() []sample {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]sample(nil), tr.samples...)
+}
+
+func (tr *trace) String() string {
+	var b strings.Builder
+	for _, s := range tr.snapshot() {
+		fmt.Fprintf(&b, "%6dms ca=%d cwnd=%d ssth=%d unacked=%d lost=%d retrans=%d total=%d rcvd=%d\n",
+			s.at.Milliseconds(), s.caState, s.cwnd, s.ssthresh, s.unacked, s.lost, s.retrans, s.totalRetrans, s.received)
+	}
+	return b.String()
+}
+
+// episode is a sender's recovery from the move as its trace shows it.
+type episode struct {
+	lostMax   uint32        // segments marked lost (those in flight to the dead path)
+	minCwnd   uint32        // the smallest window during the recovery
+	start     time.Duration // recovery entered, after the move's end
+	repair    time.Duration // from entering recovery to the state Open again
+	timeout   bool          // a retransmission timeout (state Loss) happened instead
+	recovered bool
+}
+
+func recoveryOf(samples []sample) episode {
+	var e episode
+	in := false
+	for _, s := range samples {
+		if s.at < 0 {
+			continue
+		}
+		switch {
+		case s.caState == 4:
+			e.timeout = true
+		case !in && s.caState == 3:
+			in, e.start, e.minCwnd = true, s.at, s.cwnd
+		}
+		if !in {
+			continue
+		}
+		e.lostMax = max(e.lostMax, s.lost)
+		if s.caState == 0 || s.caState == 1 {
+			e.repair, e.recovered = s.at-e.start, true
+			return e
+		}
+		e.minCwnd = min(e.minCwnd, s.cwnd)
+	}
+	return e
+}
+
+// The lab's wan-wan hard handoff, CN side: two cubic flows at their 320 KB window lose every
+// segment in flight for 300 ms (the dead path); the loss-probe after the path works again is
+// SACKed, so the CN repairs the hole in SACK fast recovery, no timeout. Only the "on" flow's
+// correspondent gets the move's end (the LU applied on the CN, no RTT). With the kernel's PRR
+// the "off" flow's window falls to a few segments and doubles per RTT; the wrapper's
+// cong_control holds the "on" flow's window at what was in flight, so its lost segments go
+// out within about an RTT and the repair takes under half as long.
+func TestFastRecoveryHoldAB(t *testing.T) {
+	const on, off = "fd00:aa::4", "fd00:bb::4"
+	p := newWANPair(t, on, off)
+	l := load(t)
+	if l.CwndErr != nil {
+		t.Fatalf("cubic wrapper: %v", l.CwndErr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fon, foff := p.bulk(ctx, on), p.bulk(ctx, off)
+	time.Sleep(3 * time.Second)
+	var healed atomic.Pointer[time.Time]
+	future := time.Now().Add(time.Hour) // samples before the move's end count as negative
+	healed.Store(&future)
+	origin := func() time.Time { return *healed.Load() }
+	ton, toff := record(t, fon, origin), record(t, foff, origin)
+	p.cut(on)
+	p.cut(off)
+	time.Sleep(300 * time.Millisecond)
+	p.heal()
+	now := time.Now()
+	healed.Store(&now)
+	u, ok := NewPolicy(true).MoveEnded(netip.MustParseAddr(on), 0)
+	if !ok {
+		t.Fatal("policy did not end the move")
+	}
+	if err := l.SetPeer(u.Peer, u.Entry); err != nil {
+		t.Fatal(err)
+	}
+	p.revert(p.run(l))
+	var eon, eoff episode
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		eon, eoff = recoveryOf(ton.snapshot()), recoveryOf(toff.snapshot())
+		if eon.recovered && eoff.recovered {
+			break
+		}
+	}
+	ton.finish()
+	toff.finish()
+	c, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("on: %+v\noff: %+v\ncounters %v", eon, eoff, c)
+	if t.Failed() || !eon.recovered || !eoff.recovered {
+		t.Logf("on trace:\n%s\noff trace:\n%s", ton, toff)
+	}
+	if !eon.recovered || !eoff.recovered || eon.timeout || eoff.timeout {
+		t.Fatalf("want both flows to repair the move in fast recovery without a timeout: on %+v, off %+v", eon, eoff)
+	}
+	if eon.lostMax < 16 || eoff.lostMax < 16 {
+		t.Fatalf("too few segments lost at the move (on %d, off %d): the flows did not fill their window", eon.lostMax, eoff.lostMax)
+	}
+	if c["tcpaware_holds"] != 1 || c["tcpaware_hold_aborted"] != 0 {
+		t.Errorf("holds %d, aborted %d: want the one recovery held to its end", c["tcpaware_holds"], c["tcpaware_hold_aborted"])
+	}
+	if 2*eon.minCwnd < eon.lostMax {
+		t.Errorf("on: window fell to %d during the recovery of %d lost segments, want it held", eon.minCwnd, eon.lostMax)
+	}
+	if 2*eoff.minCwnd >= eoff.lostMax {
+		t.Errorf("off: window stayed at %d for %d lost segments: not the PRR collapse this test is about", eoff.minCwnd, eoff.lostMax)
+	}
+	if 2*eon.repair >= eoff.repair {
+		t.Errorf("repair on %v, off %v: want on under half of off", eon.repair, eoff.repair)
+	}
+}

@@ -63,6 +63,7 @@ type Node struct {
 	// encapLocal is the IPv4 locator the datapath encapsulates from for IPv6-active sessions
 	// (xfamily.go).
 	encapLocal wire.L64
+	v4         *ipv4Watch // nil unless ipv4-locators on (xfamily.go)
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
@@ -208,7 +209,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if err := n.startServices(ctx, &wg, errc); err != nil {
 		return err
 	}
-	defer wg.Wait()
+	// Cancel before waiting: on an error from errc the goroutines' ctx is still live.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	v4Events := n.watchIPv4(ctx, &wg, errc) // nil unless ipv4-locators on (xfamily.go)
 	n.startKeepalive(ctx, &wg)
 

@@ -74,6 +74,7 @@ func (n *Node) watchIPv4(ctx context.Context, wg *sync.WaitGroup, errc chan<- er
 		return nil
 	}
 	out := make(chan encap.IPv4Event, 64)
+	n.v4 = &ipv4Watch{ctx: ctx, wg: wg, events: out, waiting: map[wire.L64]bool{}}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -82,6 +83,69 @@ func (n *Node) watchIPv4(ctx context.Context, wg *sync.WaitGroup, errc chan<- er
 		}
 	}()
 	return out
+}
+
+// ipv4Watch is the loop's state of the IPv4 address watch.
+type ipv4Watch struct {
+	ctx    context.Context
+	wg     *sync.WaitGroup
+	events chan encap.IPv4Event
+	// waiting: new IPv4 locators whose interface has no IPv4 default route yet; a goroutine
+	// hands the event back when it has one (or after routeWait).
+	waiting map[wire.L64]bool
+}
+
+// routeWait bounds the wait for a new IPv4 locator's route: a DHCP client adds the router
+// milliseconds after the address, a loaded machine takes longer; an interface that never
+// gets a default route (peers on its link only) has its locators used after this long.
+const routeWait = 3 * time.Second
+
+// deferUntilRouted holds back a new IPv4 locator until its interface has an IPv4 default
+// route, without blocking the loop, and reports whether it did: the datapath's next hop for
+// encapsulated packets is the FIB's, so a locator used before then loses its packets (the LU
+// first, retransmitted a second later).
+func (n *Node) deferUntilRouted(ev encap.IPv4Event) bool {
+	w := n.v4
+	if w == nil {
+		return false
+	}
+	if w.waiting[ev.Locator] {
+		delete(w.waiting, ev.Locator) // handed back: use it now, routed or not
+		return false
+	}
+	if hasIPv4DefaultRoute(ev.Ifindex) {
+		return false
+	}
+	w.waiting[ev.Locator] = true
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		deadline := time.Now().Add(routeWait)
+		for !hasIPv4DefaultRoute(ev.Ifindex) && time.Now().Before(deadline) && w.ctx.Err() == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+		select {
+		case w.events <- ev:
+		case <-w.ctx.Done():
+		}
+	}()
+	n.log.Info("new IPv4 locator waits for its interface's default route", "iface", ev.Iface, "addr", ev.Addr, "limit", routeWait)
+	return true
+}
+
+// hasIPv4DefaultRoute reports whether the main table has an IPv4 default route through
+// ifindex (any goroutine: its own netlink socket).
+func hasIPv4DefaultRoute(ifindex int) bool {
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: ifindex}, netlink.RT_FILTER_OIF)
+	if err != nil {
+		return false
+	}
+	for _, r := range routes {
+		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+			return true
+		}
+	}
+	return false
 }
 
 // onIPv4Event feeds an IPv4 address into the ILCC as a locator: the lease's lifetimes as an
@@ -100,10 +164,14 @@ func (n *Node) onIPv4Event(ev encap.IPv4Event) {
 		n.log.Debug("IPv4 address on a link that is down: ignored", "iface", ev.Iface, "addr", ev.Addr)
 		return
 	}
-	n.prepareIPv4Locator(ev.Locator, ev.Ifindex)
-	if _, known := n.locals[ev.Locator]; !known && !n.host.waitIPv4Route(ev.Ifindex, receivableTimeout) {
-		n.log.Warn("new IPv4 locator has no route yet; using it anyway", "iface", ev.Iface, "addr", ev.Addr, "waited", receivableTimeout)
+	_, known := n.locals[ev.Locator]
+	if !known && n.deferUntilRouted(ev) {
+		return
 	}
+	if !known && !n.host.hasIPv4Address(ev.Ifindex, ev.Addr.Addr()) {
+		return // gone while it waited for its route
+	}
+	n.prepareIPv4Locator(ev.Locator, ev.Ifindex)
 	valid, preferred := ev.Valid, ev.Preferred
 	if valid == 0 {
 		valid, preferred = ilcc.Infinite, ilcc.Infinite
@@ -328,27 +396,18 @@ func (h *host) removeEncapNeighbours() error {
 	return errors.Join(errs...)
 }
 
-// waitIPv4Route waits up to limit for an IPv4 default route through ifindex and says whether
-// it came. A DHCP client adds the lease's address first and its router a moment later; the
-// datapath's next hop for encapsulated packets is the FIB's, so a locator used before then
-// loses its first packets.
-func (h *host) waitIPv4Route(ifindex int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		routes, err := h.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: ifindex},
-			netlink.RT_FILTER_OIF)
-		if err == nil {
-			for _, r := range routes {
-				if r.Dst == nil || r.Dst.IP.IsUnspecified() {
-					return true
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(500 * time.Microsecond)
+// hasIPv4Address reports whether a is still an address of ifindex.
+func (h *host) hasIPv4Address(ifindex int, a netip.Addr) bool {
+	addrs, err := h.ipv4Addresses(ifindex)
+	if err != nil {
+		return false
 	}
+	for _, x := range addrs {
+		if x.addr == a {
+			return true
+		}
+	}
+	return false
 }
 
 type ipv4Address struct {

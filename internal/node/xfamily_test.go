@@ -242,10 +242,15 @@ func testCrossFamily(t *testing.T, bbm bool) {
 	if bbm {
 		n.MN.Run("ip", "link", "set", "mn1", "down")
 	}
+	// The link first; a DHCP client gets its lease over it (four messages: the link works
+	// before the address exists, here 200 ms), then installs address and router at once
+	// (ilnpd holds the locator back until the router is there). Without the pause, on a
+	// loaded machine the ARP for R sometimes went out before the new link carried frames
+	// and was retried only a second later.
+	n.MN.Run("ip", "link", "set", "mn2", "up")
+	time.Sleep(200 * time.Millisecond)
 	enter4 := timeline.Now()
-	// One command, as a DHCP client installs its lease: the address, then its router at once
-	// (ilnpd waits 100 ms at most for the route before it uses the locator).
-	n.MN.Run("sh", "-c", "ip link set mn2 up && ip addr add 10.0.0.2/24 dev mn2 && ip route add default via 10.0.0.1 dev mn2")
+	n.MN.Run("sh", "-c", "ip addr add 10.0.0.2/24 dev mn2 && ip route add default via 10.0.0.1 dev mn2")
 	n.waitMNAck(t, enter4, 5*time.Second)
 	nat := cnActive("on the NAT's endpoint", func(l wire.L64) bool {
 		ep, ok := encap.Endpoint(l)

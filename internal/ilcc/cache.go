@@ -536,7 +536,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	c.peers[p.nid] = p
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
 	c.syncBinding(p, &eff)
-	if unseenFamily(adv, s.Local.Locator) {
+	if s.Initiator && unseenFamily(adv, s.Local.Locator) {
 		c.emitLU(p, adv, now, &eff)
 	}
 	return eff, nil

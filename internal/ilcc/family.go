@@ -23,8 +23,9 @@ import (
 
 // unseenFamily reports whether adv lists a locator of the other family than the session's
 // own: the correspondent sees the session's locators on its packets, never those of the
-// other family (a dual-stack node's IPv4 locator), so a new session gets an LU listing them
-// at once, or it could not follow this node onto an IPv4-only network.
+// other family (a dual-stack node's IPv4 locator), so the initiator of a new session sends an
+// LU listing them at once, or the correspondent could not follow it onto an IPv4-only
+// network. (The initiator learned the responder's from the rendezvous: hosts file, DNS L32.)
 func unseenFamily(adv []wire.LocatorEntry, session wire.L64) bool {
 	for _, e := range adv {
 		if encap.IsL32(e.Locator) != encap.IsL32(session) {

@@ -119,8 +119,8 @@ func TestRoam(t *testing.T) {
 	}
 }
 
-// A dual-stack node tells a new correspondent its IPv4 locators (they are on none of the
-// session's packets); an IPv6-only one sends nothing (RFC 6743 behaviour).
+// A dual-stack initiator tells a new correspondent its IPv4 locators (they are on none of the
+// session's packets); a responder and an IPv6-only node send nothing (RFC 6743 behaviour).
 func TestNewSessionLearnsOtherFamily(t *testing.T) {
 	cn4 := l32(t, "198.51.100.2:49191")
 	c, err := New(Config{NID: cnNID, NewNonce: counterNonces()})
@@ -130,7 +130,12 @@ func TestNewSessionLearnsOtherFamily(t *testing.T) {
 	for _, l := range []wire.L64{lCN, cn4} {
 		mustUpdate(t, c, LocalUpdate{Locator: l, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0)
 	}
-	eff, err := c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: myNID}, RemoteNonce: nonce(7)}, t0)
+	// As responder (the session may come from a spoofed packet): nothing.
+	eff, err := c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN2, NID: cn2NID}, RemoteNonce: nonce(8)}, t0)
+	if err != nil || len(eff.Updates) != 0 {
+		t.Fatalf("responder: %d LUs at session open (%v), want 0", len(eff.Updates), err)
+	}
+	eff, err = c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: myNID}, RemoteNonce: nonce(7), Initiator: true}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -751,7 +751,7 @@ func (n *Node) onLU(r receivedLU) {
 			// against that session, which the ILCC learns now.
 			if dst, err := wire.ILVFromAddr(r.dst); err == nil {
 				if _, err := n.dp.GetSession(dst.NID, peer); err == nil {
-					n.openSession(dst.NID, peer, r.at, "session of a Locator Update")
+					n.openSession(dst.NID, peer, r.at, "session of a Locator Update", false)
 				}
 			}
 		}
@@ -807,7 +807,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 	now := time.Now()
 	switch ev.Type {
 	case datapath.EventSessionInitiator, datapath.EventSessionResponder:
-		n.openSession(ev.LocalNID, ev.RemoteNID, int64(ev.Ns), ev.Type.String())
+		n.openSession(ev.LocalNID, ev.RemoteNID, int64(ev.Ns), ev.Type.String(), ev.Type == datapath.EventSessionInitiator)
 	case datapath.EventNonceLearned:
 		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
 		if err != nil {
@@ -839,7 +839,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 
 // openSession records the datapath's session between local and remote in the ILCC and gives
 // the peer its route (a datapath session event, or an LU that overtook that event).
-func (n *Node) openSession(local, remote wire.NID, ns int64, how string) {
+func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiator bool) {
 	now := time.Now()
 	s, err := n.dp.GetSession(local, remote)
 	if err != nil {
@@ -856,6 +856,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string) {
 		RemoteLocators: rl,
 		LocalNonce:     s.LocalNonce,
 		RemoteNonce:    s.RemoteNonce,
+		Initiator:      initiator,
 	}, now)
 	if err != nil {
 		n.log.Warn("session not recorded", "peer", remote, "err", err)

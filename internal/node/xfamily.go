@@ -11,6 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/datapath"
@@ -336,6 +337,13 @@ func (n *Node) keepalive(ctx context.Context) error {
 	conn, err := icmp.ListenPacket("ip6:ipv6-icmp", "::")
 	if err != nil {
 		return fmt.Errorf("keepalive socket: %w", err)
+	}
+	// Send only: without a filter a raw ICMPv6 socket gets a copy of every ICMPv6 message.
+	var none ipv6.ICMPFilter
+	none.SetAll(true)
+	if err := conn.IPv6PacketConn().SetICMPFilter(&none); err != nil {
+		conn.Close()
+		return fmt.Errorf("keepalive socket filter: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()

@@ -12,6 +12,7 @@
 #include "lib/rewrite.h"
 #include "lib/session.h"
 #include "lib/encap.h"
+#include "lib/verify.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
  * same hook see the packet; that is how untouched packets leave. */
@@ -117,6 +118,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
+	if (ilnp_unverified_credit(&key, sess, &remote, skb->len) < 0)
+		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);
 	int nonce = cfg->nonce_first_n == 0 || sess->tx_packets < cfg->nonce_first_n ||
@@ -352,6 +355,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	/* Locator Updates keep their wire addresses and their (now verified) nonce: the daemon
 	 * reads them from a raw ICMPv6 socket and needs the locator they came from. */
 	__be64 pseudo_old[2], pseudo_new[2];
+	__be64 wire_src = pkt.ip6.src_l64; /* decap rewrites pkt to the view */
 	int err;
 
 	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
@@ -365,6 +369,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	}
 	__sync_fetch_and_add(&sess->rx_packets, 1);
 	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
+	ilnp_unverified_received(&key, wire_src, skb->len);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	if (rx->state == ILNP_ENCAP_RX_DECAP)

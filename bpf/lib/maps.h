@@ -195,6 +195,8 @@ enum ilnp_counter {
 	ILNP_C_EMBRYOS_CREATED,     /* responder sessions created by an incoming packet */
 	ILNP_C_EMBRYOS_PROMOTED,    /* ... that this host answered: now in the session table */
 	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
+	ILNP_C_EG_UNVERIFIED_REROUTED, /* over an unverified locator's credit: sent to a verified one */
+	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
 	ILNP_C_MAX,
 };
 
@@ -206,9 +208,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } config_map SEC(".maps");
 
+/* The stable NID and, with nid-mode ephemeral, one NID per correspondent this host opened a
+ * session to (internal/ephemeral, DefaultMaxLive 4000). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16);
+	__uint(max_entries, 4096);
 	__type(key, __be64);
 	__type(value, struct ilnp_local_nid);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -259,6 +263,28 @@ struct {
 	__type(value, struct ilnp_peer);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } peers SEC(".maps");
+
+/* Locator verification (verify.h): a remote locator a session learned from a Locator Update
+ * and that has not yet echoed the daemon's challenge. Present = unverified; the daemon adds
+ * the entry when it applies the LU and deletes it when the echo returns. */
+struct ilnp_unverified_key {
+	__be64 local_nid;
+	__be64 remote_nid;
+	__be64 l64;
+};
+
+struct ilnp_unverified {
+	__u64 rx_bytes; /* received from the locator (nonce-verified), seeded with the LU */
+	__u64 tx_bytes; /* sent to it; at most 3 x rx_bytes (RFC 9000 s.8.1's factor) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ilnp_unverified_key);
+	__type(value, struct ilnp_unverified);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} unverified SEC(".maps");
 
 /* Random nonces from Go's crypto/rand (RFC 6744 s.7: nonces must be hard to guess); sessions
  * created in the data path take one each. */

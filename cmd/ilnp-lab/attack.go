@@ -33,7 +33,7 @@ func cmdAttack(ctx context.Context, args []string) error {
 			accepted += *r.Accepted
 		}
 	}
-	fmt.Printf("%d forged packets without a valid nonce sent, %d accepted (and the insider redirection, undefended); %s, %s\n",
+	fmt.Printf("%d forged packets without a valid nonce sent, %d accepted (the insider redirection is reported apart, in report.md); %s, %s\n",
 		sent, accepted, filepath.Join(c.out, "attack.json"), filepath.Join(c.out, "report.md"))
 	return nil
 }

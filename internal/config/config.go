@@ -40,6 +40,9 @@
 //	nonce every|first N          RFC 6744 s.6: nonce on every packet,
 //	                             or only on the first N of a session default: every
 //	echo-nonce off|on            thesis Linux code compatibility     default: off
+//	locator-verification off|opportunistic|strict  credit for locators default: opportunistic
+//	                             an LU announced until they echo a
+//	                             challenge (internal/locverify)
 //	tcp-aware off|on             mobility signal to the TCP sockets  default: off (thesis behaviour)
 //	                             of a moving correspondent (issue 15)
 //	ipv4-locators off|on         IPv4 addresses of the ILNP          default: off
@@ -90,7 +93,8 @@ func ParseHandoff(s string) (Handoff, error) {
 	return "", fmt.Errorf("want soft or hard, got %q", s)
 }
 
-// NIDMode chooses between one stable NID per node and ephemeral per-session NIDs.
+// NIDMode chooses between one stable NID per node and, for the sessions the node opens, one
+// random NID per correspondent (internal/ephemeral).
 type NIDMode string
 
 const (
@@ -147,7 +151,9 @@ type Config struct {
 	NonceMode              NonceMode
 	NonceFirstN            int // packets per session carrying the nonce when NonceMode is NonceFirst
 	EchoNonce              bool
-	TCPAware               bool // the reactions of internal/tcpaware (issue 15)
+	// LocatorVerification is internal/locverify's mode: "off", "opportunistic" or "strict".
+	LocatorVerification string
+	TCPAware            bool // the reactions of internal/tcpaware (issue 15)
 	// IPv4Locators makes the IPv4 addresses of the ILNP interfaces locators (RFC 6742 L32)
 	// reached with ILNPv6 in UDP/IPv4 on EncapPort (internal/encap, issue 14).
 	IPv4Locators bool
@@ -162,14 +168,15 @@ type Config struct {
 // Default returns the defaults; Interfaces is empty and must be set.
 func Default() Config {
 	return Config{
-		NIDMode:            NIDStable,
-		Handoff:            HandoffSoft,
-		Policy:             "newest",
-		StateDir:           "/run/ilnpd",
-		LUInitialTimeout:   time.Second,
-		LUMaxTimeout:       8 * time.Second,
-		LUMaxAttempts:      7,
-		SessionIdleTimeout: 10 * time.Minute,
+		NIDMode:             NIDStable,
+		LocatorVerification: "opportunistic",
+		Handoff:             HandoffSoft,
+		Policy:              "newest",
+		StateDir:            "/run/ilnpd",
+		LUInitialTimeout:    time.Second,
+		LUMaxTimeout:        8 * time.Second,
+		LUMaxAttempts:       7,
+		SessionIdleTimeout:  10 * time.Minute,
 		// Far above what a host accepts legitimately, far below what fills the session
 		// table (65536) before idle sessions expire.
 		NewSessionsPerSecond:   1000,
@@ -287,9 +294,17 @@ func init() {
 			c.Node = v
 			return nil
 		}),
-		"interfaces":         setInterfaces,
-		"nid":                one(setNID),
-		"nid-mode":           one(choice(NIDStable, NIDEphemeral, func(c *Config) *NIDMode { return &c.NIDMode })),
+		"interfaces": setInterfaces,
+		"nid":        one(setNID),
+		"nid-mode":   one(choice(NIDStable, NIDEphemeral, func(c *Config) *NIDMode { return &c.NIDMode })),
+		"locator-verification": one(func(c *Config, v string) error {
+			switch v {
+			case "off", "opportunistic", "strict":
+				c.LocatorVerification = v
+				return nil
+			}
+			return fmt.Errorf("want off, opportunistic or strict, got %q", v)
+		}),
 		"handoff":            one(choice(HandoffSoft, HandoffHard, func(c *Config) *Handoff { return &c.Handoff })),
 		"policy":             one(setPolicy),
 		"state-dir":          one(absPath(func(c *Config) *string { return &c.StateDir })),
@@ -642,6 +657,7 @@ func (c Config) Format() string {
 		kv("nid", c.NID.String())
 	}
 	kv("nid-mode", string(c.NIDMode))
+	kv("locator-verification", c.LocatorVerification)
 	kv("handoff", string(c.Handoff))
 	kv("policy", c.Policy)
 	kv("state-dir", c.StateDir)

@@ -39,6 +39,7 @@ session-unproven-timeout 3s
 nonce-size 12
 nonce first 10
 echo-nonce on
+locator-verification strict
 tcp-aware on
 ipv4-locators on
 encap-port 4500
@@ -83,6 +84,7 @@ func TestParseFull(t *testing.T) {
 		NonceMode:              NonceFirst,
 		NonceFirstN:            10,
 		EchoNonce:              true,
+		LocatorVerification:    "strict",
 		TCPAware:               true,
 		IPv4Locators:           true,
 		EncapPort:              4500,
@@ -114,6 +116,7 @@ func TestParseDefaults(t *testing.T) {
 	}{
 		{"handoff", cfg.Handoff, HandoffSoft},
 		{"nid-mode", cfg.NIDMode, NIDStable},
+		{"locator-verification", cfg.LocatorVerification, "opportunistic"},
 		{"policy", cfg.Policy, "newest"},
 		{"state-dir", cfg.StateDir, "/run/ilnpd"},
 		{"lu-initial", cfg.LUInitialTimeout, time.Second},
@@ -183,6 +186,7 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nhandoff\n", "f.conf:2: handoff: want exactly one value, got 0"},
 		{"interfaces a\nhandoff soft hard\n", "want exactly one value, got 2"},
 		{"interfaces a\nnid-mode random\n", "nid-mode: want stable or ephemeral"},
+		{"interfaces a\nlocator-verification on\n", "f.conf:2: locator-verification: want off, opportunistic or strict"},
 		{"interfaces a\nnid 1:2:3\n", "nid: parse NID \"1:2:3\": want 4 colon-separated groups"},
 		{"interfaces a\nnid 1:2:3:xyz\n", "is not a hex digit"},
 		{"interfaces a\nnid 1:2:3:12345\n", "want 1 to 4 hex digits"},

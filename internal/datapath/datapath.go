@@ -189,7 +189,7 @@ func (d *Datapath) Close() error {
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
 	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
-		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters}
+		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters, m.Unverified}
 }
 
 // be64 converts between a locator or identifier value and the network-order bytes the BPF
@@ -213,6 +213,23 @@ func (d *Datapath) SetLocalNID(nid wire.NID, identity wire.L64) error {
 // DeleteLocalNID removes one of this host's identifiers.
 func (d *Datapath) DeleteLocalNID(nid wire.NID) error {
 	return wrapDelete(d.objs.LocalNids.Delete(be64(uint64(nid))), "local NID %v", nid)
+}
+
+// LocalNIDs lists this host's identifiers.
+func (d *Datapath) LocalNIDs() ([]wire.NID, error) {
+	var (
+		k   uint64
+		v   ilnpBPFIlnpLocalNid
+		out []wire.NID
+	)
+	it := d.objs.LocalNids.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, wire.NID(be64(k)))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list local NIDs: %w", err)
+	}
+	return out, nil
 }
 
 // SetActiveLocator sets the host-wide active local locator: every session without its own

@@ -237,6 +237,8 @@ var counterNames = []string{
 	"embryos_created",
 	"embryos_promoted",
 	"sessions_full",
+	"egress_unverified_rerouted",
+	"egress_unverified_credit",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -82,9 +82,10 @@ func (n *Node) adopt() error {
 	if gone, err := n.dp.DetachOthers(attached); err != nil || gone > 0 {
 		n.log.Info("detached from interfaces no longer configured", "links", gone, "err", err)
 	}
+	n.adoptEphemeral(st)
 	// Identity addresses the last daemon kept on lo: pruned below unless still in use.
 	for _, a := range st.Identities {
-		if ilv, err := wire.ILVFromAddr(a); err == nil && ilv.NID == n.nid {
+		if ilv, err := wire.ILVFromAddr(a); err == nil && n.localNID(ilv.NID) {
 			n.host.identities[a] = true
 		}
 	}
@@ -106,7 +107,7 @@ func (n *Node) adopt() error {
 	}
 	adopted := 0
 	for _, s := range sessions {
-		if s.LocalNID != n.nid {
+		if !n.localNID(s.LocalNID) {
 			continue
 		}
 		remote := make([]ilcc.RemoteLocator, 0, len(s.RemoteLocators))
@@ -131,6 +132,12 @@ func (n *Node) adopt() error {
 		}
 		n.routeAdopted(s.RemoteAddr())
 		n.apply(eff, now)
+		// The last daemon's verification state is not kept: its credit limits go, and the
+		// session's current locators count as verified (README, Security).
+		if err := n.dp.DeleteUnverified(s.RemoteNID, 0); err != nil {
+			n.log.Warn("unverified locators", "peer", s.RemoteNID, "err", err)
+		}
+		n.lvOpened(s.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), false)
 	}
 	if peers, err := n.dp.Peers(); err == nil {
 		for _, p := range peers {
@@ -286,6 +293,15 @@ func (n *Node) stateFile() state.File {
 		st.PeerRoutes = append(st.PeerRoutes, addr)
 	}
 	slices.SortFunc(st.PeerRoutes, netip.Addr.Compare)
+	if n.eph != nil {
+		for _, p := range n.eph.Live() {
+			st.Ephemeral = append(st.Ephemeral, state.Ephemeral{Peer: p.Peer, NID: p.NID})
+		}
+	}
+	for addr, idx := range n.host.onLink {
+		st.EphemeralAddrs = append(st.EphemeralAddrs, state.Address{Addr: addr, IfIndex: idx})
+	}
+	slices.SortFunc(st.EphemeralAddrs, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
 	n.mu.Lock()
 	for name, ilvs := range n.peers {
 		p := state.Peer{Name: name}
@@ -348,6 +364,9 @@ func (n *Node) keep() error {
 	if n.lusock != nil {
 		errs = append(errs, n.lusock.Close())
 	}
+	if n.chsock != nil {
+		errs = append(errs, n.chsock.Close())
+	}
 	n.persist()
 	if n.dp != nil {
 		errs = append(errs, n.dp.Close()) // KeepPinned: maps and links stay
@@ -365,6 +384,9 @@ func (n *Node) flushAll() error {
 	var errs []error
 	if n.lusock != nil {
 		errs = append(errs, n.lusock.Close())
+	}
+	if n.chsock != nil {
+		errs = append(errs, n.chsock.Close())
 	}
 	if n.dp != nil {
 		errs = append(errs, n.dp.Flush())
@@ -417,6 +439,9 @@ func FlushStopped(cfg config.Config) error {
 			h.identities[a] = true
 			errs = append(errs, h.removeIdentity(a))
 		}
+		for _, a := range st.EphemeralAddrs {
+			errs = append(errs, h.removeAddress128(a.IfIndex, a.Addr))
+		}
 		for _, a := range st.Formed {
 			if err := h.removeAddress(a.IfIndex, a.Addr); err != nil && !errors.Is(err, unix.ENODEV) {
 				errs = append(errs, err)
@@ -447,4 +472,41 @@ func (n *Node) mountPins() error {
 			"mount a bpffs at the pin directory from the host's namespace before starting ilnpd", "dir", n.cfg.BPFDir())
 	}
 	return nil
+}
+
+// adoptEphemeral takes back the per-correspondent NIDs (nid-mode ephemeral) the last daemon
+// used, their interface addresses and the source hints of their peers' routes. Pairings
+// whose NID the pinned datapath no longer holds are dropped; without the mode, the datapath's
+// extra NIDs go (their sessions are then not adopted).
+func (n *Node) adoptEphemeral(st state.File) {
+	for _, a := range st.EphemeralAddrs {
+		n.host.onLink[a.Addr] = a.IfIndex // removed by syncEphemeralAddrs unless still wanted
+	}
+	pinned := map[wire.NID]bool{}
+	if nids, err := n.dp.LocalNIDs(); err == nil {
+		for _, nid := range nids {
+			pinned[nid] = true
+		}
+	}
+	for _, e := range st.Ephemeral {
+		if n.eph == nil || !pinned[e.NID] {
+			continue
+		}
+		if err := n.eph.Restore(e.Peer, e.NID); err != nil {
+			n.log.Warn("ephemeral NID not adopted", "err", err)
+			continue
+		}
+		for _, a := range st.PeerRoutes {
+			if ilv, err := wire.ILVFromAddr(a); err == nil && ilv.NID == e.Peer {
+				n.host.setPeerSource(a, e.NID)
+			}
+		}
+	}
+	for nid := range pinned {
+		if !n.localNID(nid) {
+			if err := n.dp.DeleteLocalNID(nid); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+				n.log.Warn("stale local NID", "nid", nid, "err", err)
+			}
+		}
+	}
 }

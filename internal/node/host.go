@@ -22,9 +22,17 @@ type host struct {
 	lo         netlink.Link
 	identities map[netip.Addr]bool
 	peerRoutes map[netip.Addr]*netlink.Route
+	mtu        int // route MTU for ILNP peers: link MTU minus the nonce option
 	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
 	encapNeighs map[int]bool
-	mtu         int // route MTU for ILNP peers: link MTU minus the nonce option
+
+	// nid-mode ephemeral (ephemeral.go): the source NID of the route to a peer address (the
+	// kernel then picks [active:NID] as the source of new sockets towards it), the active
+	// locator those sources use, and the ephemeral addresses on the ILNP interfaces (by
+	// interface index) that make the router's neighbour discovery find them.
+	peerSrc map[netip.Addr]wire.NID
+	active  wire.L64
+	onLink  map[netip.Addr]int
 }
 
 func newHost(headroom int) (*host, error) {
@@ -44,6 +52,8 @@ func newHost(headroom int) (*host, error) {
 		peerRoutes:  map[netip.Addr]*netlink.Route{},
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
+		peerSrc:     map[netip.Addr]wire.NID{},
+		onLink:      map[netip.Addr]int{},
 	}, nil
 }
 
@@ -57,6 +67,9 @@ func (h *host) addIdentity(addr netip.Addr) error {
 	a := &netlink.Addr{
 		IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(128, 128)},
 		Flags: unix.IFA_F_NODAD,
+	}
+	if h.isEphemeral(addr) {
+		deprecate(a)
 	}
 	if err := h.nl.AddrReplace(h.lo, a); err != nil {
 		return fmt.Errorf("identity %s on lo: %w", addr, err)
@@ -116,7 +129,10 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if router.IsValid() {
 		r.Gw = router.AsSlice()
 	}
-	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) {
+	if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
+		r.Src = wire.ILV{Locator: h.active, NID: nid}.Addr().AsSlice()
+	}
+	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) && old.Src.Equal(r.Src) {
 		return nil
 	}
 	if err := h.nl.RouteReplace(r); err != nil {
@@ -162,6 +178,9 @@ func (h *host) close() error {
 		errs = append(errs, h.removeIdentity(addr))
 	}
 	errs = append(errs, h.removeEncapNeighbours())
+	for addr := range h.onLink {
+		errs = append(errs, h.removeOnLink(addr))
+	}
 	h.nl.Close()
 	return errors.Join(errs...)
 }

@@ -46,6 +46,8 @@ type receivedLU struct {
 	// clock; 0 when the kernel gave none. LUs and LU-ACKs are timed at arrival, as the MIPv6
 	// baseline's Binding Acks are, not after this daemon's queue and processing.
 	at int64
+	// size is the ICMPv6 message's length (locator verification credits it to the sender).
+	size int
 }
 
 func openLUSocket() (*luSocket, error) {
@@ -131,6 +133,7 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 		src, _ := netip.AddrFromSlice(from.IP)
 		r := parseLUControl(oob[:oobn], offset)
 		r.src = src.Unmap()
+		r.size = n
 		// IPv4 locators (internal/encap) are checked here too: an entry in 0000::/16 that is
 		// no IPv4 endpoint makes the LU malformed.
 		r.update, _, r.err = encap.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)

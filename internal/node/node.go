@@ -20,8 +20,10 @@ import (
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
+	"ilnp/internal/ephemeral"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
+	"ilnp/internal/locverify"
 	"ilnp/internal/lu"
 	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
@@ -41,8 +43,11 @@ const receivableTimeout = 100 * time.Millisecond
 type Node struct {
 	cfg    config.Config
 	log    *slog.Logger
-	nid    wire.NID
-	ifaces map[int]string // ILNP interfaces by index
+	nid    wire.NID          // the stable NID: published, used by incoming sessions
+	eph    *ephemeral.Pool   // nid-mode ephemeral: one NID per correspondent (ephemeral.go); loop-owned
+	lv     *locverify.Engine // locator verification (locverify.go); nil when off; loop-owned
+	chsock *challengeSocket  // its challenges; nil when off
+	ifaces map[int]string    // ILNP interfaces by index
 
 	timeline *timeline.Writer
 	history  *history
@@ -127,18 +132,29 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
 	}
+	if cfg.NIDMode == config.NIDEphemeral {
+		if n.eph, err = newEphemeralPool(nid); err != nil {
+			return nil, err
+		}
+	}
+	if lvMode, err := locverify.ParseMode(cfg.LocatorVerification); err != nil {
+		return nil, fmt.Errorf("locator-verification: %w", err)
+	} else if lvMode != locverify.Off {
+		if n.lv, err = locverify.New(locverify.Config{Mode: lvMode}); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
-// NID is the node's identifier.
+// NID is the node's stable identifier.
 func (n *Node) NID() wire.NID { return n.nid }
 
+// chooseNID picks the stable NID; nid-mode ephemeral draws per-correspondent NIDs beside it
+// (ephemeral.go).
 func chooseNID(cfg config.Config) (wire.NID, error) {
-	switch {
-	case cfg.HasNID:
+	if cfg.HasNID {
 		return cfg.NID, nil
-	case cfg.NIDMode == config.NIDEphemeral:
-		return wire.RandomNID()
 	}
 	ifc, err := net.InterfaceByName(cfg.Interfaces[0])
 	if err != nil {
@@ -186,6 +202,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	luIn := make(chan receivedLU, 64)
 	go n.lusock.read(ctx, wire.LUParseOptions{}, luIn)
+	var echoIn chan receivedEcho // nil (never ready) without locator verification
+	if n.chsock != nil {
+		echoIn = make(chan receivedEcho, 64)
+		go n.chsock.read(ctx, echoIn)
+	}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
@@ -246,6 +267,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.onDatapathEvent(ev)
 		case r := <-luIn:
 			n.onLU(r)
+		case e := <-echoIn:
+			n.onEcho(e)
 		case cmd := <-n.cmds:
 			cmd()
 		case <-timer.C:
@@ -304,6 +327,11 @@ func (n *Node) setup() error {
 	}
 	if n.lusock, err = openLUSocket(); err != nil {
 		return err
+	}
+	if n.lv != nil {
+		if n.chsock, err = openChallengeSocket(); err != nil {
+			return err
+		}
 	}
 	for ifindex := range n.ifaces {
 		if err := n.lusock.joinSolicitedNode(ifindex, n.nid); err != nil {
@@ -522,13 +550,13 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		n.tcpActiveChanged()
 	}
 	for _, peer := range eff.Removed {
-		if err := n.dp.DeleteSession(n.nid, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-			n.log.Warn("delete session", "peer", peer, "err", err)
-		}
+		n.deleteSessions(peer)
 		if err := n.host.unroutePeer(peer); err != nil {
 			n.log.Warn("peer route", "peer", peer, "err", err)
 		}
 		n.engine.Forget(peer)
+		n.retireEphemeral(peer)
+		n.lvClosed(peer)
 	}
 	for _, ack := range eff.Acks {
 		n.sendAck(ack)
@@ -563,6 +591,28 @@ func joinDetail(a, b string) string {
 	return a + "; " + b
 }
 
+// deleteSessions removes the datapath's sessions with peer: the one with the stable NID and
+// the one with the peer's ephemeral NID, if any (no scan of the table: a flood's worth of
+// expiries comes through here).
+func (n *Node) deleteSessions(peer wire.NID) {
+	for _, local := range n.localNIDsFor(peer) {
+		if err := n.dp.DeleteSession(local, peer); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+			n.log.Warn("delete session", "peer", peer, "err", err)
+		}
+	}
+}
+
+// localNIDsFor lists the local NIDs a session with peer can have.
+func (n *Node) localNIDsFor(peer wire.NID) []wire.NID {
+	out := []wire.NID{n.nid}
+	if n.eph != nil {
+		if e, ok := n.eph.Lookup(peer); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
 // the peer routes to the active interface.
 func (n *Node) syncLocals() {
@@ -571,6 +621,8 @@ func (n *Node) syncLocals() {
 	var loc wire.L64
 	if ok {
 		loc = active.Locator
+		n.host.active = loc
+		n.syncEphemeralAddrs() // route source hints need their addresses first
 		if err := n.host.reroutePeers(active.IfIndex, active.Router); err != nil {
 			n.log.Warn("peer routes", "err", err)
 		}
@@ -614,8 +666,8 @@ func (n *Node) syncLocalMaps() {
 	n.syncEncapLocal(locals)
 }
 
-// pruneIdentities drops identity addresses on lo whose locator is gone and that no session
-// uses as its view.
+// pruneIdentities drops identity addresses on lo whose locator or NID is gone (a retired
+// ephemeral one) and that no session uses as its view.
 func (n *Node) pruneIdentities() {
 	inUse := map[netip.Addr]bool{}
 	for _, b := range n.cache.Bindings() {
@@ -626,7 +678,7 @@ func (n *Node) pruneIdentities() {
 		if err != nil {
 			continue
 		}
-		if _, ok := n.locals[ilv.Locator]; ok || inUse[addr] {
+		if _, ok := n.locals[ilv.Locator]; (ok && n.localNID(ilv.NID)) || inUse[addr] {
 			continue
 		}
 		if err := n.host.removeIdentity(addr); err != nil {
@@ -775,6 +827,10 @@ func (n *Node) onLU(r receivedLU) {
 		// lu_received is already on the timeline (above, stamped on arrival with the locator
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
+		n.count("lu_applied")
+		// New locators get their credit limit before anything leaves towards them, the
+		// LU-ACK included.
+		n.lvAnnounced(peer, r.update, src.Locator, r.size)
 		n.apply(eff, now)
 		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
@@ -870,6 +926,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 	n.emit(timeline.Event{MonoNS: ns, Kind: timeline.SessionNew, Peer: remote.String(),
 		Detail: fmt.Sprintf("%s %s -> %s", how, s.LocalAddr(), s.RemoteAddr())})
 	n.apply(eff, now)
+	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.
@@ -889,6 +946,7 @@ func (n *Node) touchSessions() {
 	}
 	n.lastTouch = newest
 	n.expireUnproven(sessions, now)
+	n.lvProbe(sessions)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the
@@ -915,6 +973,12 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: active, Locators: locs}); err != nil {
 			return fmt.Errorf("register peer %s: %w", name, err)
 		}
+		if n.eph != nil {
+			// Without its own NID the peer would see the stable one: refuse instead.
+			if err := n.ephemeralFor(first.NID, first.Addr()); err != nil {
+				return fmt.Errorf("register peer %s: %w", name, err)
+			}
+		}
 		if active, ok := n.cache.Active(); ok {
 			if err := n.host.routePeer(first.Addr(), active.IfIndex, active.Router); err != nil {
 				n.log.Warn("peer route", "err", err)
@@ -926,4 +990,20 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 		n.emit(timeline.Event{Kind: timeline.PeerAdded, Peer: first.NID.String(), Detail: name + " " + first.Addr().String()})
 		return nil
 	})
+}
+
+func remoteL64s(rs []datapath.RemoteLocator) []wire.L64 {
+	out := make([]wire.L64, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Locator)
+	}
+	return out
+}
+
+// sessionRemoteActive is the locator the session sends to (datapath: 0 means the view's).
+func sessionRemoteActive(s datapath.Session) wire.L64 {
+	if s.RemoteActive != 0 {
+		return s.RemoteActive
+	}
+	return s.RemoteView
 }

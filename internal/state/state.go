@@ -50,6 +50,16 @@ type File struct {
 	// Correspondents is, per session, what the correspondent was last told and whether it
 	// acknowledged it.
 	Correspondents []Correspondent `json:"correspondents,omitempty"`
+	// Ephemeral are the live per-correspondent NIDs of nid-mode ephemeral.
+	Ephemeral []Ephemeral `json:"ephemeral,omitempty"`
+	// EphemeralAddrs are the ephemeral /128 addresses on the ILNP interfaces.
+	EphemeralAddrs []Address `json:"ephemeral_addrs,omitempty"`
+}
+
+// Ephemeral is one correspondent and the NID this node uses towards it.
+type Ephemeral struct {
+	Peer wire.NID `json:"peer"`
+	NID  wire.NID `json:"nid"`
 }
 
 // Local is one local locator.

@@ -343,9 +343,11 @@ func (l *labRun) openGhostSession() error {
 	}
 }
 
-// Redirection is the insider attack that locator verification (README, Security: designed, not
-// built) is meant to stop: a peer that holds the session's real nonce announces the attacker
-// network's prefix as its only locator. It runs last, as it takes the flow away from the MN.
+// Redirection is the insider attack that locator verification (README, Security;
+// internal/locverify) stops: a peer that holds the session's real nonce announces the attacker
+// network's prefix as its only locator. The LU is applied, but the CN sends towards the
+// never-verified locator at most 3x what it received from there. It runs last, as it may take
+// the flow away from the MN.
 const Redirection = "redirection-valid-nonce"
 
 // redirection sends that one LU (from the MN's own locator, with its nonce) and counts on R1
@@ -406,10 +408,12 @@ func (l *labRun) redirection(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	acc := int(stats["lu_ack_sent"] - stats0["lu_ack_sent"])
+	// Applied, not acknowledged: the LU-ACK to the unverified locator is itself held to its
+	// credit (none) and may not leave.
+	acc := int(stats["lu_applied"] - stats0["lu_applied"])
 	return Result{Attack: Redirection, Sent: &sent, Accepted: &acc, FlowSurvived: &survived,
 		UnverifiedBytesSent: &counts[0], UnverifiedBytesReceived: &counts[1],
-		From: "atk (behind R1), spoofing the MN with its real nonce (an insider)", Measured: "LUs the CN's ILCC applied (lu_ack_sent)",
+		From: "atk (behind R1), spoofing the MN with its real nonce (an insider)", Measured: "LUs the CN's ILCC applied (lu_applied)",
 		Counters: []string{"R1 bytes forwarded to / from the announced prefix (not a drop counter)"}}, nil
 }
 

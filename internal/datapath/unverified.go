@@ -1,0 +1,83 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"ilnp/internal/wire"
+)
+
+// Locator verification (bpf/lib/verify.h): a remote locator in the unverified map gets at
+// most CreditFactor times the bytes received from it until the daemon deletes the entry.
+
+// CreditFactor is the anti-amplification factor the egress enforces (RFC 9000 s.8.1).
+const CreditFactor = 3
+
+// Unverified is one unverified remote locator of a session and its byte counts.
+type Unverified struct {
+	LocalNID, RemoteNID wire.NID
+	Locator             wire.L64
+	RxBytes, TxBytes    uint64
+}
+
+func unverifiedKey(local, remote wire.NID, l wire.L64) ilnpBPFIlnpUnverifiedKey {
+	return ilnpBPFIlnpUnverifiedKey{LocalNid: be64(uint64(local)), RemoteNid: be64(uint64(remote)), L64: be64(uint64(l))}
+}
+
+// PutUnverified marks locator l of the session local-remote unverified, seeding its counts
+// (rx: what already came from it, tx: what the daemon itself sent to it). An entry that exists
+// keeps its counts; a session that does not exist is ErrNotFound.
+func (d *Datapath) PutUnverified(local, remote wire.NID, l wire.L64, rx, tx uint64) error {
+	if local == 0 || remote == 0 || l == 0 {
+		return errors.New("datapath: unverified locator: zero NID or locator")
+	}
+	if _, err := d.GetSession(local, remote); err != nil {
+		return err
+	}
+	v := ilnpBPFIlnpUnverified{RxBytes: rx, TxBytes: tx}
+	err := d.objs.Unverified.Update(unverifiedKey(local, remote, l), &v, ebpf.UpdateNoExist)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+		return fmt.Errorf("datapath: unverified locator %v of %v-%v: %w", l, local, remote, err)
+	}
+	return nil
+}
+
+// DeleteUnverified marks locator l of every session with remote verified; l 0 deletes every
+// entry of remote (the session closed).
+func (d *Datapath) DeleteUnverified(remote wire.NID, l wire.L64) error {
+	all, err := d.Unverified()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, u := range all {
+		if u.RemoteNID != remote || (l != 0 && u.Locator != l) {
+			continue
+		}
+		err := d.objs.Unverified.Delete(unverifiedKey(u.LocalNID, remote, u.Locator))
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("datapath: verified locator %v of %v: %w", u.Locator, remote, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Unverified lists the unverified locators of every session.
+func (d *Datapath) Unverified() ([]Unverified, error) {
+	var (
+		k   ilnpBPFIlnpUnverifiedKey
+		v   ilnpBPFIlnpUnverified
+		out []Unverified
+	)
+	it := d.objs.Unverified.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, Unverified{LocalNID: wire.NID(be64(k.LocalNid)), RemoteNID: wire.NID(be64(k.RemoteNid)),
+			Locator: wire.L64(be64(k.L64)), RxBytes: v.RxBytes, TxBytes: v.TxBytes})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list unverified locators: %w", err)
+	}
+	return out, nil
+}

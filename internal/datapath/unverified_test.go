@@ -1,0 +1,93 @@
+package datapath
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"ilnp/internal/wire"
+)
+
+// TestUnverifiedLocatorCredit: the egress sends to a locator in the unverified map at most
+// CreditFactor times the bytes the ingress received from it; beyond that to a verified usable
+// locator of the session, or nowhere (dropped and counted); once verified, without limit.
+func TestUnverifiedLocatorCredit(t *testing.T) {
+	d := newDatapath(t, Options{NonceSize: 4})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	l4 := transport(t, wire.ProtoUDP, h.viewSrc(), h.viewDst(), payload)
+	out := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoUDP, l4))
+	send := func() (uint32, netip.Addr) {
+		t.Helper()
+		ret, pkt := d.egress(t, out)
+		if ret == verdictDrop {
+			return ret, netip.Addr{}
+		}
+		p, _ := parseFrame(t, pkt)
+		return ret, p.IPv6.Dst
+	}
+	if _, dst := send(); dst != h.wireDst() {
+		t.Fatalf("verified: sent to %v, want the active %v", dst, h.wireDst())
+	}
+	if err := d.PutUnverified(nidC, nidB, lB2, 0, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("PutUnverified of a session that does not exist = %v, want ErrNotFound", err)
+	}
+	must(t, d.PutUnverified(nidA, nidB, lB2, 0, 0))
+	if _, dst := send(); dst != addr(lB1, nidB) {
+		t.Fatalf("unverified, nothing received: sent to %v, want the verified %v", dst, addr(lB1, nidB))
+	}
+	if got := counter(t, d, "egress_unverified_rerouted"); got != 1 {
+		t.Fatalf("egress_unverified_rerouted = %d, want 1", got)
+	}
+	// The old locator gone (hard handoff): nowhere verified to go.
+	must(t, d.PutSession(Session{
+		LocalNID: h.nid, RemoteNID: h.peer, LocalView: h.l1, RemoteView: h.peer1, RemoteActive: h.peer2,
+		RemoteLocators: []RemoteLocator{{Locator: h.peer2, State: LocatorActive}},
+		LocalNonce:     h.nonce, RemoteNonce: h.peerNonce,
+	}))
+	if ret, dst := send(); ret != verdictDrop {
+		t.Fatalf("over the credit without a verified locator: verdict %d to %v, want drop", ret, dst)
+	}
+	if got := counter(t, d, "egress_unverified_credit"); got != 1 {
+		t.Fatalf("egress_unverified_credit = %d, want 1", got)
+	}
+
+	// One packet from the unverified locator earns 3x its size.
+	from, to := addr(lB2, nidB), addr(lA2, nidA)
+	in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}, h.peerNonce,
+		wire.ProtoUDP, transport(t, wire.ProtoUDP, zeroLocator(from), zeroLocator(to), payload)))
+	if ret, _ := d.ingress(t, in); ret != verdictNext {
+		t.Fatalf("ingress from the unverified locator: verdict %d", ret)
+	}
+	sent := 0
+	for range 20 {
+		ret, dst := send()
+		if ret == verdictDrop {
+			break
+		}
+		if dst != h.wireDst() {
+			t.Fatalf("within the credit: sent to %v, want %v", dst, h.wireDst())
+		}
+		sent++
+	}
+	u, err := d.Unverified()
+	if err != nil || len(u) != 1 {
+		t.Fatalf("Unverified = %v, %v", u, err)
+	}
+	if u[0].RxBytes == 0 || u[0].TxBytes > CreditFactor*u[0].RxBytes || sent == 0 {
+		t.Fatalf("received %d bytes, sent %d bytes in %d packets: want 0 < sent <= %d x received",
+			u[0].RxBytes, u[0].TxBytes, sent, CreditFactor)
+	}
+	// One more packet's worth would have passed the bound.
+	if u[0].TxBytes+uint64(len(out))+16 <= CreditFactor*u[0].RxBytes {
+		t.Fatalf("stopped at %d of %d bytes of credit with %d-byte packets", u[0].TxBytes, CreditFactor*u[0].RxBytes, len(out))
+	}
+	t.Logf("received %d bytes from the unverified locator, sent %d packets (%d bytes counted) to it", u[0].RxBytes, sent, u[0].TxBytes)
+
+	must(t, d.DeleteUnverified(nidB, lB2))
+	for range 10 {
+		if ret, dst := send(); ret == verdictDrop || dst != h.wireDst() {
+			t.Fatalf("verified: verdict %d to %v, want %v", ret, dst, h.wireDst())
+		}
+	}
+}

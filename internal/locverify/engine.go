@@ -1,0 +1,349 @@
+// Package locverify decides which remote locators a node has seen reach its correspondent,
+// against the redirection ("bombing") attack: a correspondent that holds a valid session (it
+// knows its own nonce, so RFC 6744 does not stop it) announces a victim's locator in a Locator
+// Update, and the node would turn its flows towards the victim.
+//
+// A locator the session began with is verified. One that first appears in a Locator Update is
+// unverified until the correspondent echoes a challenge sent to [locator:NID]: an ICMPv6 Echo
+// Request carrying a fresh 128-bit random token (every IPv6 node answers it, RFC 4443 s.4.1,
+// so no peer needs new code; only a node that receives at that address learns the token).
+// Until then the datapath sends to it at most 3x the bytes received from it (RFC 9000 s.8.1)
+// and the rest to a verified locator while one is usable (bpf/lib/verify.h). The challenge
+// leaves as the LU-ACK does, so a verified handoff costs no extra round trip: data moves to
+// the new locator at once within the credit, and the old locator carries the rest for one RTT.
+//
+// The engine is pure: no I/O, no clock of its own; the daemon (internal/node) sends the
+// challenges and writes the datapath's unverified map from its actions.
+package locverify
+
+import (
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"time"
+
+	"ilnp/internal/wire"
+)
+
+// Mode is the configured strictness (`locator-verification`).
+type Mode string
+
+const (
+	// Off: every announced locator is believed (the stack before verification).
+	Off Mode = "off"
+	// Opportunistic: the credit applies to correspondents that have answered a challenge in
+	// this session (the one sent when it opened); one that never answers is believed and
+	// counted, so a peer that filters ICMPv6 Echo keeps working as before.
+	Opportunistic Mode = "opportunistic"
+	// Strict: the credit applies to every correspondent.
+	Strict Mode = "strict"
+)
+
+// ParseMode reads a Mode.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case Off, Opportunistic, Strict:
+		return m, nil
+	}
+	return "", fmt.Errorf("want off, opportunistic or strict, got %q", s)
+}
+
+// TokenSize is the challenge's length in bytes.
+const TokenSize = 16
+
+// Token is one challenge.
+type Token [TokenSize]byte
+
+// ChallengeBytes is what one challenge costs on the wire (Ethernet, IPv6, ICMPv6 Echo header
+// and token), charged to the locator's credit as the datapath charges frames.
+const ChallengeBytes = 14 + 40 + 8 + TokenSize
+
+// Factor is the credit factor (RFC 9000 s.8.1).
+const Factor = 3
+
+// DefaultChallengeLifetime is how long an unanswered challenge is remembered.
+const DefaultChallengeLifetime = 10 * time.Second
+
+// maxPending bounds the outstanding challenges per correspondent (the oldest is forgotten).
+const maxPending = 4
+
+// Kind is what an Action asks for.
+type Kind int
+
+const (
+	// SendChallenge: an Echo Request with Token to [Locator:Peer].
+	SendChallenge Kind = iota + 1
+	// MarkUnverified: the datapath limits Locator of Peer's sessions to its credit, starting
+	// from RxBytes received and TxBytes sent.
+	MarkUnverified
+	// MarkVerified: the datapath lifts the limit.
+	MarkVerified
+	// Believed: an unverified locator of a peer that never answered a challenge is believed
+	// (Opportunistic); nothing to do but count.
+	Believed
+)
+
+func (k Kind) String() string {
+	switch k {
+	case SendChallenge:
+		return "send-challenge"
+	case MarkUnverified:
+		return "mark-unverified"
+	case MarkVerified:
+		return "mark-verified"
+	case Believed:
+		return "believed"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Action is one thing for the daemon to do.
+type Action struct {
+	Kind             Kind
+	Peer             wire.NID
+	Locator          wire.L64
+	Token            Token
+	RxBytes, TxBytes uint64
+}
+
+// Config configures an Engine.
+type Config struct {
+	Mode Mode
+	// ChallengeLifetime: 0 is DefaultChallengeLifetime.
+	ChallengeLifetime time.Duration
+	// Random fills a token (nil: crypto/rand).
+	Random func([]byte) error
+}
+
+type pending struct {
+	peer    wire.NID
+	loc     wire.L64
+	expires time.Time
+}
+
+type peer struct {
+	verified   map[wire.L64]bool
+	unverified map[wire.L64]bool
+	answered   bool // echoed a challenge in this session
+	probed     bool // Probe sent its challenge
+	tokens     []Token
+}
+
+// Engine tracks the verification state of every correspondent. Not safe for concurrent use
+// (the daemon's loop owns it).
+type Engine struct {
+	cfg    Config
+	peers  map[wire.NID]*peer
+	tokens map[Token]pending
+}
+
+// New returns an engine.
+func New(cfg Config) (*Engine, error) {
+	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+		return nil, fmt.Errorf("locator verification: %w", err)
+	}
+	if cfg.ChallengeLifetime <= 0 {
+		cfg.ChallengeLifetime = DefaultChallengeLifetime
+	}
+	if cfg.Random == nil {
+		cfg.Random = func(b []byte) error { _, err := rand.Read(b); return err }
+	}
+	return &Engine{cfg: cfg, peers: map[wire.NID]*peer{}, tokens: map[Token]pending{}}, nil
+}
+
+// Mode is the engine's mode.
+func (e *Engine) Mode() Mode { return e.cfg.Mode }
+
+// Opened records a session: its locators (from name resolution or its first exchange) are
+// verified. With probe (and unless Off) it challenges the active one, to learn whether the
+// peer answers; a session a correspondent opened is probed later (Probe), once it proved
+// itself, so that spoofed packets cannot make this node send challenges to anyone.
+func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool, now time.Time) ([]Action, error) {
+	if e.cfg.Mode == Off {
+		return nil, nil
+	}
+	st := &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+	for _, l := range locs {
+		st.verified[l] = true
+	}
+	if active != 0 {
+		st.verified[active] = true
+	}
+	e.forget(p)
+	e.peers[p] = st
+	if !probe {
+		return nil, nil
+	}
+	return e.Probe(p, active, now)
+}
+
+// Probe challenges p's locator active once per session, unless p has answered already.
+func (e *Engine) Probe(p wire.NID, active wire.L64, now time.Time) ([]Action, error) {
+	st := e.peers[p]
+	if e.cfg.Mode == Off || st == nil || st.probed || st.answered || active == 0 {
+		return nil, nil
+	}
+	st.probed = true
+	a, err := e.challenge(p, st, active, now)
+	if err != nil {
+		return nil, err
+	}
+	return []Action{a}, nil
+}
+
+// Announced handles an applied Locator Update of p that lists locs and arrived from the wire
+// locator from, luBytes long (as a frame). New locators become unverified with the LU as their
+// first credit when they are its source; a locator with credit for a challenge gets one.
+func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes uint64, now time.Time) ([]Action, error) {
+	if e.cfg.Mode == Off {
+		return nil, nil
+	}
+	e.expire(now)
+	st := e.peers[p]
+	if st == nil {
+		// A session this engine never saw open (adopted after a restart): what it knew
+		// then is unknown, so everything announced from now on is new.
+		st = &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+		e.peers[p] = st
+	}
+	var out []Action
+	for _, l := range locs {
+		switch {
+		case l == 0 || st.verified[l]:
+			continue
+		case st.unverified[l]:
+			// Announced again (a retransmission, or a new LU from it): challenge again if
+			// it is the sender and nothing is outstanding for it.
+			if l == from && !e.outstanding(p, l) {
+				a, err := e.challenge(p, st, l, now)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, a)
+			}
+			continue
+		case e.cfg.Mode == Opportunistic && !st.answered:
+			st.verified[l] = true
+			out = append(out, Action{Kind: Believed, Peer: p, Locator: l})
+			continue
+		}
+		st.unverified[l] = true
+		mark := Action{Kind: MarkUnverified, Peer: p, Locator: l}
+		if l == from {
+			mark.RxBytes = luBytes
+		}
+		var ch *Action
+		if mark.TxBytes+ChallengeBytes <= Factor*mark.RxBytes {
+			a, err := e.challenge(p, st, l, now)
+			if err != nil {
+				return out, err
+			}
+			ch = &a
+			mark.TxBytes += ChallengeBytes
+		}
+		out = append(out, mark) // the limit is in place before the challenge leaves
+		if ch != nil {
+			out = append(out, *ch)
+		}
+	}
+	return out, nil
+}
+
+// Echoed handles an Echo Reply from peer p carrying token. ok is false for a token the engine
+// did not send to p (forged, late, or another daemon's): nothing changes then.
+func (e *Engine) Echoed(p wire.NID, token Token, now time.Time) (actions []Action, ok bool) {
+	e.expire(now)
+	pd, found := e.tokens[token]
+	if !found || pd.peer != p {
+		return nil, false
+	}
+	delete(e.tokens, token)
+	st := e.peers[p]
+	if st == nil {
+		return nil, true
+	}
+	st.tokens = slices.DeleteFunc(st.tokens, func(t Token) bool { return t == token })
+	st.answered = true
+	if st.unverified[pd.loc] {
+		delete(st.unverified, pd.loc)
+		st.verified[pd.loc] = true
+		return []Action{{Kind: MarkVerified, Peer: p, Locator: pd.loc}}, true
+	}
+	return nil, true
+}
+
+// Closed forgets a correspondent whose session ended.
+func (e *Engine) Closed(p wire.NID) { e.forget(p) }
+
+// Unverified lists p's unverified locators.
+func (e *Engine) Unverified(p wire.NID) []wire.L64 {
+	st := e.peers[p]
+	if st == nil {
+		return nil
+	}
+	var out []wire.L64
+	for l := range st.unverified {
+		out = append(out, l)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Known says whether the engine has state for p (a session it saw open or announce).
+func (e *Engine) Known(p wire.NID) bool {
+	_, ok := e.peers[p]
+	return ok
+}
+
+// Answered says whether p echoed a challenge in this session.
+func (e *Engine) Answered(p wire.NID) bool {
+	st := e.peers[p]
+	return st != nil && st.answered
+}
+
+func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Action, error) {
+	var t Token
+	if err := e.cfg.Random(t[:]); err != nil {
+		return Action{}, fmt.Errorf("challenge for %v at %v: %w", p, l, err)
+	}
+	if len(st.tokens) >= maxPending {
+		delete(e.tokens, st.tokens[0])
+		st.tokens = st.tokens[1:]
+	}
+	st.tokens = append(st.tokens, t)
+	e.tokens[t] = pending{peer: p, loc: l, expires: now.Add(e.cfg.ChallengeLifetime)}
+	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
+}
+
+func (e *Engine) outstanding(p wire.NID, l wire.L64) bool {
+	st := e.peers[p]
+	if st == nil {
+		return false
+	}
+	for _, t := range st.tokens {
+		if pd, ok := e.tokens[t]; ok && pd.loc == l {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) expire(now time.Time) {
+	for t, pd := range e.tokens {
+		if now.After(pd.expires) {
+			delete(e.tokens, t)
+			if st := e.peers[pd.peer]; st != nil {
+				st.tokens = slices.DeleteFunc(st.tokens, func(x Token) bool { return x == t })
+			}
+		}
+	}
+}
+
+func (e *Engine) forget(p wire.NID) {
+	if st := e.peers[p]; st != nil {
+		for _, t := range st.tokens {
+			delete(e.tokens, t)
+		}
+	}
+	delete(e.peers, p)
+}

@@ -1,0 +1,231 @@
+package locverify
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"ilnp/internal/wire"
+)
+
+const (
+	peerA = wire.NID(0x0214_4fff_fe20_ee64)
+	peerB = wire.NID(0x0214_4fff_fe20_aa04)
+	l1    = wire.L64(0x2001_0db8_0002_0000)
+	l2    = wire.L64(0x2001_0db8_0003_0000)
+	lV    = wire.L64(0x2001_0db8_0bad_0000) // a victim's prefix
+	luLen = 100
+)
+
+var t0 = time.Unix(1000, 0)
+
+// counter is a random source that numbers its tokens 1, 2, 3, ...
+func counter() func([]byte) error {
+	n := byte(0)
+	return func(b []byte) error {
+		n++
+		clear(b)
+		b[0] = n
+		return nil
+	}
+}
+
+func tok(n byte) Token { return Token{n} }
+
+func kinds(as []Action) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Kind.String()+"@"+a.Locator.String())
+	}
+	return out
+}
+
+func TestEngine(t *testing.T) {
+	type step struct {
+		op      string // open, announce, echo
+		peer    wire.NID
+		locs    []wire.L64
+		from    wire.L64
+		token   byte
+		at      time.Duration
+		want    []string // kinds@locator of the actions
+		wantOK  bool     // echo: accepted
+		checkFn func(t *testing.T, e *Engine, as []Action)
+	}
+	ch := func(l wire.L64) string { return "send-challenge@" + l.String() }
+	un := func(l wire.L64) string { return "mark-unverified@" + l.String() }
+	ver := func(l wire.L64) string { return "mark-verified@" + l.String() }
+	bel := func(l wire.L64) string { return "believed@" + l.String() }
+	tests := []struct {
+		name  string
+		mode  Mode
+		steps []step
+	}{
+		{name: "off: nothing is challenged or limited", mode: Off, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1},
+			{op: "announce", peer: peerA, locs: []wire.L64{lV}, from: l1},
+		}},
+		{name: "strict: a soft handoff challenges the new locator in the same breath as the LU-ACK", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2)},
+				checkFn: func(t *testing.T, e *Engine, as []Action) {
+					if as[0].RxBytes != luLen || as[0].TxBytes != ChallengeBytes {
+						t.Errorf("credit seeded rx %d tx %d, want the LU (%d) and the challenge (%d)", as[0].RxBytes, as[0].TxBytes, luLen, ChallengeBytes)
+					}
+				}},
+			{op: "echo", peer: peerA, token: 2, wantOK: true, want: []string{ver(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2}, // verified: nothing more
+		}},
+		{name: "strict: a locator announced from elsewhere has no credit, so no challenge (redirection)", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{lV}, from: l1, want: []string{un(lV)},
+				checkFn: func(t *testing.T, e *Engine, as []Action) {
+					if as[0].RxBytes != 0 || as[0].TxBytes != 0 {
+						t.Errorf("victim's locator seeded rx %d tx %d, want 0 and 0", as[0].RxBytes, as[0].TxBytes)
+					}
+					if got := e.Unverified(peerA); !slices.Equal(got, []wire.L64{lV}) {
+						t.Errorf("Unverified = %v", got)
+					}
+				}},
+			{op: "announce", peer: peerA, locs: []wire.L64{lV}, from: l1}, // again from l1: still nothing
+		}},
+		{name: "tokens: wrong peer, unknown, replayed and expired echoes change nothing", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "echo", peer: peerB, token: 2, wantOK: false},
+			{op: "echo", peer: peerA, token: 9, wantOK: false},
+			{op: "echo", peer: peerA, token: 2, at: 11 * time.Second, wantOK: false},
+			// Announced again from l2 with nothing outstanding: a new challenge.
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, at: 11 * time.Second, want: []string{ch(l2)}},
+			{op: "echo", peer: peerA, token: 3, at: 11 * time.Second, wantOK: true, want: []string{ver(l2)}},
+			{op: "echo", peer: peerA, token: 3, at: 11 * time.Second, wantOK: false},
+		}},
+		{name: "opportunistic: believed until the peer has answered once, limited after", mode: Opportunistic, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{bel(l2)}},
+			{op: "echo", peer: peerA, token: 1, wantOK: true,
+				checkFn: func(t *testing.T, e *Engine, _ []Action) {
+					if !e.Answered(peerA) {
+						t.Error("peer answered but Answered is false")
+					}
+				}},
+			{op: "announce", peer: peerA, locs: []wire.L64{lV}, from: l2, want: []string{un(lV)}},
+		}},
+		{name: "opportunistic: a peer that never answers is believed every time", mode: Opportunistic, steps: []step{
+			{op: "open", peer: peerB, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerB, locs: []wire.L64{lV}, from: l1, at: 20 * time.Second, want: []string{bel(lV)}},
+		}},
+		{name: "a session adopted after a restart: all announced locators are new", mode: Strict, steps: []step{
+			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2), un(l1)}},
+		}},
+		{name: "a reopened session starts over", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "open", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{ch(l2)}},
+			{op: "echo", peer: peerA, token: 2, wantOK: false}, // the old session's token
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := New(Config{Mode: tc.mode, Random: counter()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				now := t0.Add(s.at)
+				var as []Action
+				switch s.op {
+				case "open":
+					as, err = e.Opened(s.peer, s.locs, s.from, true, now)
+				case "announce":
+					as, err = e.Announced(s.peer, s.locs, s.from, luLen, now)
+				case "echo":
+					var ok bool
+					as, ok = e.Echoed(s.peer, tok(s.token), now)
+					if ok != s.wantOK {
+						t.Fatalf("step %d: echo of token %d from %v accepted %v, want %v", i, s.token, s.peer, ok, s.wantOK)
+					}
+				}
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if got := kinds(as); !slices.Equal(got, s.want) {
+					t.Fatalf("step %d (%s): actions %q, want %q", i, s.op, got, s.want)
+				}
+				for _, a := range as {
+					if a.Peer != s.peer {
+						t.Fatalf("step %d: action for %v, want %v", i, a.Peer, s.peer)
+					}
+				}
+				if s.checkFn != nil {
+					s.checkFn(t, e, as)
+				}
+			}
+		})
+	}
+}
+
+func TestParseModeAndConfig(t *testing.T) {
+	for _, s := range []string{"off", "opportunistic", "strict"} {
+		if m, err := ParseMode(s); err != nil || string(m) != s {
+			t.Errorf("ParseMode(%q) = %q, %v", s, m, err)
+		}
+	}
+	if _, err := ParseMode("on"); err == nil {
+		t.Error("ParseMode(on) succeeded")
+	}
+	if _, err := New(Config{Mode: "sometimes"}); err == nil {
+		t.Error("New with a bad mode succeeded")
+	}
+}
+
+func TestPendingBounded(t *testing.T) {
+	e, err := New(Config{Mode: Strict, Random: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Opened(peerA, []wire.L64{l1}, l1, true, t0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		loc := wire.L64(0x2001_0db8_00f0_0000 + uint64(i)<<16)
+		if _, err := e.Announced(peerA, []wire.L64{loc}, loc, luLen, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.tokens); n != maxPending {
+		t.Fatalf("%d challenges outstanding after 11, want %d", n, maxPending)
+	}
+	if _, ok := e.Echoed(peerA, tok(1), t0); ok {
+		t.Error("the oldest challenge is still accepted")
+	}
+	if _, ok := e.Echoed(peerA, tok(11), t0); !ok {
+		t.Error("the newest challenge is refused")
+	}
+}
+
+// A session a correspondent opened is challenged only when Probe is called (the daemon does
+// once the session received more than its first packet), and only once.
+func TestProbeLater(t *testing.T) {
+	e, err := New(Config{Mode: Opportunistic, Random: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Opened(peerA, []wire.L64{l1}, l1, false, t0)
+	if err != nil || len(as) != 0 {
+		t.Fatalf("Opened without probe = %v, %v; want nothing", kinds(as), err)
+	}
+	if as, _ := e.Probe(peerB, l1, t0); len(as) != 0 {
+		t.Errorf("Probe of an unknown peer = %v", kinds(as))
+	}
+	as, _ = e.Probe(peerA, l1, t0)
+	if got := kinds(as); !slices.Equal(got, []string{"send-challenge@" + l1.String()}) {
+		t.Fatalf("Probe = %q", got)
+	}
+	if as, _ := e.Probe(peerA, l1, t0); len(as) != 0 {
+		t.Errorf("second Probe = %v, want nothing", kinds(as))
+	}
+	if _, ok := e.Echoed(peerA, tok(1), t0); !ok || !e.Answered(peerA) {
+		t.Error("the probe's echo was not taken")
+	}
+}

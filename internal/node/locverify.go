@@ -1,0 +1,272 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/datapath"
+	"ilnp/internal/locverify"
+	"ilnp/internal/wire"
+)
+
+// Locator verification (internal/locverify; README "Security"): the daemon sends the engine's
+// challenges as ICMPv6 Echo Requests to [locator:NID], reads the Echo Replies and keeps the
+// datapath's unverified map (bpf/lib/verify.h) in step with the engine.
+
+// redirectMark is the skb mark the datapath's egress passes untranslated (bpf/ilnp.c
+// ILNP_REDIRECT_MARK): a challenge must reach exactly the wire address it names, not the
+// session's active locator.
+const redirectMark = 0x494c4e50
+
+// challengeSocket sends challenges and receives their echoes.
+type challengeSocket struct {
+	conn *net.IPConn
+	pc   *ipv6.PacketConn
+	id   uint16 // Echo identifier of this daemon's challenges
+}
+
+// receivedEcho is one Echo Reply carrying a token.
+type receivedEcho struct {
+	src   netip.Addr
+	token locverify.Token
+}
+
+func openChallengeSocket() (*challengeSocket, error) {
+	c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
+	if err != nil {
+		return nil, fmt.Errorf("raw ICMPv6 socket for locator challenges: %w", err)
+	}
+	conn := c.(*net.IPConn)
+	pc := ipv6.NewPacketConn(conn)
+	var filter ipv6.ICMPFilter
+	filter.SetAll(true)
+	filter.Accept(ipv6.ICMPTypeEchoReply)
+	if err := pc.SetICMPFilter(&filter); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ICMPv6 filter: %w", err)
+	}
+	if err := setSockoptInt(conn, unix.SOL_SOCKET, unix.SO_MARK, redirectMark); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("SO_MARK: %w", err)
+	}
+	var id [2]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("challenge identifier: %w", err)
+	}
+	return &challengeSocket{conn: conn, pc: pc, id: binary.BigEndian.Uint16(id[:])}, nil
+}
+
+func (s *challengeSocket) Close() error { return s.conn.Close() }
+
+// send writes one challenge from src to dst (the kernel fills in the checksum).
+func (s *challengeSocket) send(src, dst netip.Addr, token locverify.Token) error {
+	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest,
+		Body: &icmp.Echo{ID: int(s.id), Seq: 0, Data: token[:]}}).Marshal(nil)
+	if err != nil {
+		return fmt.Errorf("encode challenge: %w", err)
+	}
+	cm := &ipv6.ControlMessage{Src: src.AsSlice(), HopLimit: 64}
+	if _, err := s.pc.WriteTo(msg, cm, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		return fmt.Errorf("challenge %s -> %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// read delivers the echoes of this daemon's challenges until ctx ends or the socket closes;
+// other Echo Replies (pings of applications) are skipped.
+func (s *challengeSocket) read(ctx context.Context, out chan<- receivedEcho) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := s.conn.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		e, ok := parseEcho(buf[:n], s.id)
+		if !ok {
+			continue
+		}
+		if a, ok := from.(*net.IPAddr); ok {
+			e.src, _ = netip.AddrFromSlice(a.IP)
+			e.src = e.src.Unmap()
+		}
+		select {
+		case out <- e:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// parseEcho reads an Echo Reply with this daemon's identifier and a token-sized body.
+func parseEcho(b []byte, id uint16) (receivedEcho, bool) {
+	m, err := icmp.ParseMessage(58, b)
+	if err != nil || m.Type != ipv6.ICMPTypeEchoReply {
+		return receivedEcho{}, false
+	}
+	echo, ok := m.Body.(*icmp.Echo)
+	if !ok || echo.ID != int(id) || len(echo.Data) != locverify.TokenSize {
+		return receivedEcho{}, false
+	}
+	var e receivedEcho
+	copy(e.token[:], echo.Data)
+	return e, true
+}
+
+// encapLocator: an IPv4 endpoint standing in for a locator (bpf/lib/encap.h ilnp_is_l32);
+// challenges are plain IPv6 and cannot reach it, so it is left out of verification.
+func encapLocator(l wire.L64) bool { return uint64(l)>>48 == 0 && uint64(l)&0xffffffff != 0 }
+
+func ipv6Locators(locs []wire.L64) []wire.L64 {
+	out := locs[:0:0]
+	for _, l := range locs {
+		if !encapLocator(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// lvOpened tells the engine about a session that opened (or was adopted) with these remote
+// locators. probe: challenge the correspondent now (a session this node opened); a session the
+// correspondent opened is probed by lvProbe once it received more than its first packet.
+func (n *Node) lvOpened(peer wire.NID, locs []wire.L64, active wire.L64, probe bool) {
+	if n.lv == nil || n.lv.Known(peer) {
+		return
+	}
+	if encapLocator(active) {
+		active = 0
+	}
+	actions, err := n.lv.Opened(peer, ipv6Locators(locs), active, probe, time.Now())
+	if err != nil {
+		n.log.Warn("locator verification", "peer", peer, "err", err)
+	}
+	n.performLV(actions)
+}
+
+// lvProbe challenges the correspondents of responder sessions that proved themselves (more
+// than the first packet received; touchSessions calls it with the datapath's sessions), so that
+// a spoofed packet never makes this node send a challenge.
+func (n *Node) lvProbe(sessions []datapath.Session) {
+	if n.lv == nil {
+		return
+	}
+	now := time.Now()
+	for _, s := range sessions {
+		if s.RxPackets <= unprovenPackets || !n.lv.Known(s.RemoteNID) || n.lv.Answered(s.RemoteNID) {
+			continue
+		}
+		active := sessionRemoteActive(s)
+		if encapLocator(active) {
+			continue
+		}
+		actions, err := n.lv.Probe(s.RemoteNID, active, now)
+		if err != nil {
+			n.log.Warn("locator verification", "peer", s.RemoteNID, "err", err)
+		}
+		n.performLV(actions)
+	}
+}
+
+// lvAnnounced tells the engine about an applied Locator Update of peer.
+func (n *Node) lvAnnounced(peer wire.NID, upd wire.LocatorUpdate, from wire.L64, size int) {
+	if n.lv == nil {
+		return
+	}
+	locs := make([]wire.L64, 0, len(upd.Locators))
+	for _, e := range upd.Locators {
+		locs = append(locs, e.Locator)
+	}
+	// The LU's own bytes are its sender's first credit: Ethernet and IPv6 headers and the
+	// ICMPv6 message (its nonce header is not counted).
+	actions, err := n.lv.Announced(peer, ipv6Locators(locs), from, uint64(14+40+size), time.Now())
+	if err != nil {
+		n.log.Warn("locator verification", "peer", peer, "err", err)
+	}
+	n.performLV(actions)
+}
+
+// onEcho handles an Echo Reply to one of the daemon's challenges.
+func (n *Node) onEcho(e receivedEcho) {
+	src, err := wire.ILVFromAddr(e.src)
+	if err != nil {
+		return
+	}
+	actions, ok := n.lv.Echoed(src.NID, e.token, time.Now())
+	if !ok {
+		n.count("lv_echo_unmatched")
+		return
+	}
+	n.count("lv_echoes")
+	n.performLV(actions)
+}
+
+// lvClosed forgets a correspondent whose session closed.
+func (n *Node) lvClosed(peer wire.NID) {
+	if n.lv == nil {
+		return
+	}
+	n.lv.Closed(peer)
+	if err := n.dp.DeleteUnverified(peer, 0); err != nil {
+		n.log.Warn("unverified locators", "peer", peer, "err", err)
+	}
+}
+
+func (n *Node) performLV(actions []locverify.Action) {
+	for _, a := range actions {
+		switch a.Kind {
+		case locverify.SendChallenge:
+			b, ok := n.cache.Binding(a.Peer)
+			active, okActive := n.cache.Active()
+			if !ok || !okActive || n.chsock == nil {
+				continue
+			}
+			src := wire.ILV{Locator: active.Locator, NID: b.SessionLocal.NID}.Addr()
+			dst := wire.ILV{Locator: a.Locator, NID: a.Peer}.Addr()
+			if err := n.chsock.send(src, dst, a.Token); err != nil {
+				n.count("lv_challenge_errors")
+				n.log.Warn("locator challenge", "peer", a.Peer, "err", err)
+				continue
+			}
+			n.count("lv_challenges_sent")
+		case locverify.MarkUnverified:
+			marked := 0
+			for _, local := range n.localNIDsFor(a.Peer) {
+				err := n.dp.PutUnverified(local, a.Peer, a.Locator, a.RxBytes, a.TxBytes)
+				switch {
+				case err == nil:
+					marked++
+				case !errors.Is(err, datapath.ErrNotFound):
+					n.log.Warn("unverified locator", "peer", a.Peer, "locator", a.Locator, "err", err)
+				}
+			}
+			if marked == 0 {
+				continue
+			}
+			n.count("lv_locators_unverified")
+			n.log.Debug("locator unverified: credit until it echoes", "peer", a.Peer, "locator", a.Locator,
+				"credit_bytes", locverify.Factor*a.RxBytes-a.TxBytes)
+		case locverify.MarkVerified:
+			if err := n.dp.DeleteUnverified(a.Peer, a.Locator); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+				n.log.Warn("verified locator", "peer", a.Peer, "locator", a.Locator, "err", err)
+			}
+			n.count("lv_locators_verified")
+			n.log.Debug("locator verified", "peer", a.Peer, "locator", a.Locator)
+		case locverify.Believed:
+			n.count("lv_locators_believed")
+		}
+	}
+}

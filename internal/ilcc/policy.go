@@ -48,7 +48,7 @@ func (Newest) Order(cands []Candidate) []Candidate {
 		if !a.Learned.Equal(b.Learned) {
 			return a.Learned.After(b.Learned)
 		}
-		return a.Locator < b.Locator
+		return locatorLess(a.Locator, b.Locator)
 	})
 	return out
 }
@@ -73,7 +73,7 @@ func (ByPreference) Order(cands []Candidate) []Candidate {
 		if !a.Learned.Equal(b.Learned) {
 			return a.Learned.After(b.Learned)
 		}
-		return a.Locator < b.Locator
+		return locatorLess(a.Locator, b.Locator)
 	})
 	return out
 }

@@ -27,8 +27,8 @@ type fake struct {
 
 func (f *fake) ShowLocators(context.Context) (any, error) {
 	return []control.LocatorRow{
-		{Iface: "mn-r2", Locator: "2001:0db8:0002:0000", Address: "2001:db8:2:0:214:4fff:fe20:ee64", State: "active", Router: "fe80::1", ValidSecs: 600},
-		{Iface: "mn-r3", Locator: "2001:0db8:0003:0000", Address: "2001:db8:3:0:214:4fff:fe20:ee64", State: "valid", ValidSecs: 86400},
+		{Iface: "mn-r2", Locator: "2001:0db8:0002:0000", Family: "ipv6", Address: "2001:db8:2:0:214:4fff:fe20:ee64", State: "active", Router: "fe80::1", ValidSecs: 600},
+		{Iface: "mn-r3", Locator: "0000:c027:c633:6402", Family: "ipv4", Address: "0:c027:c633:6402:214:4fff:fe20:ee64", State: "valid", ValidSecs: 86400},
 	}, nil
 }
 func (f *fake) ShowSessions(context.Context) (any, error) {
@@ -110,9 +110,9 @@ func TestShowTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := "" +
-		"IFACE  LOCATOR              ADDRESS                          STATE   ROUTER   VALID_S\n" +
-		"mn-r2  2001:0db8:0002:0000  2001:db8:2:0:214:4fff:fe20:ee64  active  fe80::1  600\n" +
-		"mn-r3  2001:0db8:0003:0000  2001:db8:3:0:214:4fff:fe20:ee64  valid   -        86400\n"
+		"IFACE  LOCATOR              FAMILY  ADDRESS                              STATE   ROUTER   VALID_S\n" +
+		"mn-r2  2001:0db8:0002:0000  ipv6    2001:db8:2:0:214:4fff:fe20:ee64      active  fe80::1  600\n" +
+		"mn-r3  0000:c027:c633:6402  ipv4    0:c027:c633:6402:214:4fff:fe20:ee64  valid   -        86400\n"
 	if out != want {
 		t.Fatalf("got\n%s\nwant\n%s", out, want)
 	}

@@ -45,6 +45,12 @@
 //	                             challenge (internal/locverify)
 //	tcp-aware off|on             mobility signal to the TCP sockets  default: off (thesis behaviour)
 //	                             of a moving correspondent (issue 15)
+//	ipv4-locators off|on         IPv4 addresses of the ILNP          default: off
+//	                             interfaces become locators (L32), ILNPv6 in UDP/IPv4 (issue 14)
+//	encap-port PORT              UDP port of ILNPv6 in UDP/IPv4,     default: 49191
+//	                             1024..65535
+//	nat-keepalive DURATION       keepalive of sessions over IPv4,    default: 25s
+//	                             0s (off) or 1s..1h
 //	mtu-headroom BYTES           MTU reduction for ILNP peers        default: size of the nonce
 //	                                                                 option (8 for a 4-byte nonce,
 //	                                                                 16 for 12); smaller is an error
@@ -148,8 +154,15 @@ type Config struct {
 	// LocatorVerification is internal/locverify's mode: "off", "opportunistic" or "strict".
 	LocatorVerification string
 	TCPAware            bool // the reactions of internal/tcpaware (issue 15)
-	MTUHeadroom         int
-	LogLevel            slog.Level
+	// IPv4Locators makes the IPv4 addresses of the ILNP interfaces locators (RFC 6742 L32)
+	// reached with ILNPv6 in UDP/IPv4 on EncapPort (internal/encap, issue 14).
+	IPv4Locators bool
+	EncapPort    uint16
+	// NATKeepalive is the idle time after which a session over IPv4 sends a keepalive
+	// (internal/natkeep); 0: none.
+	NATKeepalive time.Duration
+	MTUHeadroom  int
+	LogLevel     slog.Level
 }
 
 // Default returns the defaults; Interfaces is empty and must be set.
@@ -172,6 +185,8 @@ func Default() Config {
 		NonceSize:              4,
 		NonceMode:              NonceEvery,
 		MTUHeadroom:            NonceOptionSize(4),
+		EncapPort:              49191, // encap.DefaultPort
+		NATKeepalive:           25 * time.Second,
 		LogLevel:               slog.LevelInfo,
 	}
 }
@@ -355,6 +370,40 @@ func init() {
 			default:
 				return fmt.Errorf("want on or off, got %q", v)
 			}
+			return nil
+		}),
+		"ipv4-locators": one(func(c *Config, v string) error {
+			switch v {
+			case "on":
+				c.IPv4Locators = true
+			case "off":
+				c.IPv4Locators = false
+			default:
+				return fmt.Errorf("want on or off, got %q", v)
+			}
+			return nil
+		}),
+		"encap-port": one(func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("want a UDP port number, got %q", v)
+			}
+			// Below 1024 a port belongs to a system service (RFC 6335 s.6).
+			if n < 1024 || n > 65535 {
+				return fmt.Errorf("%d is out of range [1024, 65535]", n)
+			}
+			c.EncapPort = uint16(n)
+			return nil
+		}),
+		"nat-keepalive": one(func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("want a duration like 0s or 25s, got %q", v)
+			}
+			if d != 0 && (d < time.Second || d > time.Hour) {
+				return fmt.Errorf("%v is out of range: want 0s (off) or [1s, 1h]", d)
+			}
+			c.NATKeepalive = d
 			return nil
 		}),
 		"mtu-headroom": one(integer(0, 256, func(c *Config) *int { return &c.MTUHeadroom })),
@@ -659,6 +708,13 @@ func (c Config) Format() string {
 	} else {
 		kv("tcp-aware", "off")
 	}
+	if c.IPv4Locators {
+		kv("ipv4-locators", "on")
+	} else {
+		kv("ipv4-locators", "off")
+	}
+	kv("encap-port", strconv.Itoa(int(c.EncapPort)))
+	kv("nat-keepalive", c.NATKeepalive.String())
 	kv("mtu-headroom", strconv.Itoa(c.MTUHeadroom))
 	kv("log-level", strings.ToLower(c.LogLevel.String()))
 	return b.String()

@@ -41,6 +41,9 @@ nonce first 10
 echo-nonce on
 locator-verification strict
 tcp-aware on
+ipv4-locators on
+encap-port 4500
+nat-keepalive 10s
 mtu-headroom 24
 log-level debug
 `
@@ -83,6 +86,9 @@ func TestParseFull(t *testing.T) {
 		EchoNonce:              true,
 		LocatorVerification:    "strict",
 		TCPAware:               true,
+		IPv4Locators:           true,
+		EncapPort:              4500,
+		NATKeepalive:           10 * time.Second,
 		MTUHeadroom:            24,
 		LogLevel:               slog.LevelDebug,
 	}
@@ -121,6 +127,9 @@ func TestParseDefaults(t *testing.T) {
 		{"nonce", cfg.NonceMode, NonceEvery},
 		{"echo", cfg.EchoNonce, false},
 		{"tcp-aware", cfg.TCPAware, false},
+		{"ipv4-locators", cfg.IPv4Locators, false},
+		{"encap-port", cfg.EncapPort, uint16(49191)},
+		{"nat-keepalive", cfg.NATKeepalive, 25 * time.Second},
 		{"headroom", cfg.MTUHeadroom, 8},
 		{"log", cfg.LogLevel, slog.LevelInfo},
 		{"dns off", cfg.DNSListen.IsValid(), false},
@@ -207,6 +216,13 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nnonce sometimes\n", "nonce: want \"every\""},
 		{"interfaces a\necho-nonce yes\n", "echo-nonce: want on or off"},
 		{"interfaces a\ntcp-aware maybe\n", "tcp-aware: want on or off"},
+		{"interfaces a\nipv4-locators yes\n", "f.conf:2: ipv4-locators: want on or off"},
+		{"interfaces a\nencap-port 80\n", "f.conf:2: encap-port: 80 is out of range [1024, 65535]"},
+		{"interfaces a\nencap-port 65536\n", "encap-port: 65536 is out of range"},
+		{"interfaces a\nencap-port udp\n", "encap-port: want a UDP port number"},
+		{"interfaces a\nnat-keepalive 500ms\n", "f.conf:2: nat-keepalive: 500ms is out of range"},
+		{"interfaces a\nnat-keepalive 2h\n", "nat-keepalive: 2h0m0s is out of range"},
+		{"interfaces a\nnat-keepalive often\n", "nat-keepalive: want a duration"},
 		{"interfaces a\nmtu-headroom 4\n", "f.conf:2: mtu-headroom 4 is less than the 8 bytes"},
 		{"interfaces a\nmtu-headroom 8\nnonce-size 12\n", "f.conf:2: mtu-headroom 8 is less than the 16 bytes a 12-byte nonce"},
 		{"interfaces a\nmtu-headroom 1000\n", "out of range"},

@@ -89,8 +89,10 @@ type Handler interface {
 
 // LocatorRow is a suggested row for ShowLocators.
 type LocatorRow struct {
-	Iface     string `json:"iface"`
-	Locator   string `json:"locator"` // L64 in RFC 6742 form
+	Iface   string `json:"iface"`
+	Locator string `json:"locator"` // L64 in RFC 6742 form
+	// Family is ipv6, or ipv4 for an IPv4 locator (0x0000 | UDP port | IPv4 address, issue 14).
+	Family    string `json:"family"`
 	Address   string `json:"address"`
 	State     string `json:"state"` // active | valid | aged | expired (RFC 6741 s.5)
 	Router    string `json:"router,omitempty"`

@@ -38,6 +38,15 @@ func IsL32(l wire.L64) bool {
 	return l>>48 == 0 && uint32(l) != 0
 }
 
+// Family names l's address family as ilnpctl shows it: "ipv4" for an IPv4 endpoint, else
+// "ipv6".
+func Family(l wire.L64) string {
+	if IsL32(l) {
+		return "ipv4"
+	}
+	return "ipv6"
+}
+
 // L32 is the locator of an IPv4 endpoint; the address must be IPv4 (not IPv4-mapped IPv6),
 // neither it nor the port zero.
 func L32(ep netip.AddrPort) (wire.L64, error) {

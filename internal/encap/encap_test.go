@@ -74,3 +74,18 @@ func TestMTU(t *testing.T) {
 		t.Fatal("nonce size 8 accepted")
 	}
 }
+
+func TestFamily(t *testing.T) {
+	l, err := L32(netip.MustParseAddrPort("192.0.2.1:49191"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		l    wire.L64
+		want string
+	}{{l, "ipv4"}, {0x20010db8_00010000, "ipv6"}, {0, "ipv6"}} {
+		if got := Family(c.l); got != c.want {
+			t.Errorf("Family(%v) = %q, want %q", c.l, got, c.want)
+		}
+	}
+}

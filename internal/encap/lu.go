@@ -117,3 +117,31 @@ func WithSource(s Split, src wire.L64) Split {
 	out := Split{L64: s.L64, L32: append(append([]L32Entry(nil), s.L32...), add)}
 	return out
 }
+
+// AsSeen is the locator set of a Locator Update as its receiver can use it. The sender sends
+// an LU from its most preferred locator (the first listed with the lowest preference); when
+// that is an IPv4 endpoint and the LU arrived from another one (src, the outer source the
+// datapath put in its place), a NAT translated it, and src takes its place with its
+// preference and lifetime. Otherwise the set is returned unchanged (WithSource covers a
+// sender that lists no IPv4 locator at all). The LU's acknowledgement keeps the original
+// body: the sender matches it byte for byte.
+func AsSeen(entries []wire.LocatorEntry, src wire.L64) []wire.LocatorEntry {
+	if !IsL32(src) || len(entries) == 0 {
+		return entries
+	}
+	best := 0
+	for i, e := range entries {
+		if e.Locator == src {
+			return entries
+		}
+		if e.Preference < entries[best].Preference {
+			best = i
+		}
+	}
+	if !IsL32(entries[best].Locator) {
+		return entries
+	}
+	out := append([]wire.LocatorEntry(nil), entries...)
+	out[best].Locator = src
+	return out
+}

@@ -127,3 +127,41 @@ func FuzzParseLocatorUpdate(f *testing.F) {
 		}
 	})
 }
+
+func TestAsSeen(t *testing.T) {
+	ep := func(s string) wire.L64 {
+		l, err := L32(netip.MustParseAddrPort(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	priv, nat, other := ep("10.0.0.2:49191"), ep("198.51.100.1:61000"), ep("10.1.0.2:49191")
+	v6 := wire.L64(0x20010db8_00010000)
+	e := func(l wire.L64, pref uint16) wire.LocatorEntry {
+		return wire.LocatorEntry{Locator: l, Preference: pref, Lifetime: 300}
+	}
+	for _, c := range []struct {
+		name string
+		in   []wire.LocatorEntry
+		src  wire.L64
+		want []wire.LocatorEntry
+	}{
+		{"behind a NAT", []wire.LocatorEntry{e(priv, 0), e(v6, 1)}, nat, []wire.LocatorEntry{e(nat, 0), e(v6, 1)}},
+		{"most preferred listed later", []wire.LocatorEntry{e(v6, 1), e(other, 2), e(priv, 0)}, nat, []wire.LocatorEntry{e(v6, 1), e(other, 2), e(nat, 0)}},
+		{"no NAT", []wire.LocatorEntry{e(priv, 0), e(v6, 1)}, priv, []wire.LocatorEntry{e(priv, 0), e(v6, 1)}},
+		{"sent over IPv6", []wire.LocatorEntry{e(v6, 0), e(priv, 1)}, v6, []wire.LocatorEntry{e(v6, 0), e(priv, 1)}},
+		{"best is IPv6 but src IPv4", []wire.LocatorEntry{e(v6, 0), e(priv, 1)}, nat, []wire.LocatorEntry{e(v6, 0), e(priv, 1)}},
+		{"empty", nil, nat, nil},
+	} {
+		got := AsSeen(c.in, c.src)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %+v want %+v", c.name, got, c.want)
+		}
+	}
+	in := []wire.LocatorEntry{e(priv, 0)}
+	AsSeen(in, nat)
+	if in[0].Locator != priv {
+		t.Error("AsSeen changed its input (the ACK must echo the original)")
+	}
+}

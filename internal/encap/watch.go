@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -58,12 +59,13 @@ func WatchIPv4(ctx context.Context, opts WatchOptions, out chan<- IPv4Event) err
 	updates := make(chan netlink.AddrUpdate, 64)
 	done := make(chan struct{})
 	defer close(done)
-	errs := make(chan error, 1)
+	// The library reports every problem here but ends the subscription (closing updates) only
+	// when receiving fails; the rest (a message from another netlink socket, seen when several
+	// subscriptions in one process list what exists, vishvananda/netlink#786) it skips, and
+	// so does this watch. The last one explains a closed subscription.
+	var lastErr atomic.Pointer[error]
 	subOpts := netlink.AddrSubscribeOptions{ListExisting: true, ErrorCallback: func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
+		lastErr.Store(&err)
 	}}
 	if opts.NetNS != nil {
 		subOpts.Namespace = opts.NetNS
@@ -75,10 +77,11 @@ func WatchIPv4(ctx context.Context, opts WatchOptions, out chan<- IPv4Event) err
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-errs:
-			return fmt.Errorf("encap: address changes: %w", err)
 		case u, ok := <-updates:
 			if !ok {
+				if p := lastErr.Load(); p != nil {
+					return fmt.Errorf("encap: address subscription closed: %w", *p)
+				}
 				return fmt.Errorf("encap: address subscription closed")
 			}
 			ev, ok := ipv4Event(h, opts, u)

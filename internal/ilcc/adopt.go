@@ -63,7 +63,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 	if p.lastActive == 0 {
 		p.lastActive = s.Remote.Locator
 	}
-	p.selectRemote()
+	p.selectRemote(c.reach())
 	c.peers[p.nid] = p
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive, Detail: "adopted"})
 	c.syncBinding(p, &eff)

@@ -436,7 +436,12 @@ func sameSet(a, b []wire.LocatorEntry) bool {
 
 func (c *Cache) syncPeers(now time.Time, eff *Effects) {
 	adv := c.advertisement(now)
+	rc := c.reach()
 	for _, p := range c.sortedPeers() {
+		// The active local locator's family may have changed (IPv6 to IPv4 behind a NAT).
+		if p.selectRemote(rc) {
+			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote, local family"})
+		}
 		c.syncBinding(p, eff)
 		if len(adv) > 0 && !sameSet(adv, p.advertised) {
 			c.emitLU(p, adv, now, eff)
@@ -530,11 +535,15 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		}
 		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
 	}
-	p.selectRemote()
-	p.advertised, p.advertisedAt = c.advertisement(now), now
+	p.selectRemote(c.reach())
+	adv := c.advertisement(now)
+	p.advertised, p.advertisedAt = adv, now
 	c.peers[p.nid] = p
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
 	c.syncBinding(p, &eff)
+	if s.Initiator && unseenFamily(adv, s.Local.Locator) {
+		c.emitLU(p, adv, now, &eff)
+	}
 	return eff, nil
 }
 
@@ -547,13 +556,18 @@ func remoteExpiry(now time.Time, lifetime uint16) time.Time {
 	return now.Add(time.Duration(lifetime) * time.Second)
 }
 
-// selectRemote makes the most preferred unexpired remote locator Active (first listed wins a
-// tie) and the others Valid. With none left the last active one stays the destination.
-func (p *peer) selectRemote() bool {
-	best := -1
+// selectRemote makes the most preferred unexpired remote locator this node can reach Active
+// (first listed wins a tie; reach, family.go); when it can reach none, the most preferred of
+// all. It reports whether the active locator changed.
+func (p *peer) selectRemote(rc reach) bool {
+	best, bestOK := -1, false
 	for i, r := range p.remotes {
-		if r.state != Expired && (best < 0 || p.better(r, p.remotes[best])) {
-			best = i
+		if r.state == Expired {
+			continue
+		}
+		ok := rc.can(r.loc)
+		if best < 0 || (ok && !bestOK) || (ok == bestOK && p.better(r, p.remotes[best])) {
+			best, bestOK = i, ok
 		}
 	}
 	for i := range p.remotes {
@@ -670,7 +684,7 @@ func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, 
 	before := p.lastActive
 	p.remotes = set
 	p.touch(now)
-	p.selectRemote()
+	p.selectRemote(c.reach())
 	eff.Events = append(eff.Events, Event{Kind: timeline.LUReceived, Peer: nid, Locator: p.lastActive, Detail: fmt.Sprintf("%d locators", len(set))})
 	if p.lastActive != before {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active, Detail: "remote"})
@@ -780,7 +794,7 @@ func (c *Cache) expireRemotes(p *peer, now time.Time, eff *Effects) {
 		kept = append(kept, r)
 	}
 	p.remotes = kept
-	if expired && p.selectRemote() {
+	if expired && p.selectRemote(c.reach()) {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote"})
 	}
 }

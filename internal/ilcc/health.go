@@ -48,7 +48,7 @@ func (c *Cache) SetRemoteDown(nid wire.NID, loc wire.L64, down bool, now time.Ti
 		delete(p.down, loc)
 	}
 	eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Peer: nid, Locator: loc, Detail: "remote " + healthDetail(down)})
-	if p.selectRemote() {
+	if p.selectRemote(c.reach()) {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active, Detail: "remote"})
 	}
 	c.syncBinding(p, &eff)

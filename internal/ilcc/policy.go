@@ -51,7 +51,7 @@ func (Newest) Order(cands []Candidate) []Candidate {
 		if !a.Learned.Equal(b.Learned) {
 			return a.Learned.After(b.Learned)
 		}
-		return a.Locator < b.Locator
+		return locatorLess(a.Locator, b.Locator)
 	})
 	return out
 }
@@ -76,7 +76,7 @@ func (ByPreference) Order(cands []Candidate) []Candidate {
 		if !a.Learned.Equal(b.Learned) {
 			return a.Learned.After(b.Learned)
 		}
-		return a.Locator < b.Locator
+		return locatorLess(a.Locator, b.Locator)
 	})
 	return out
 }

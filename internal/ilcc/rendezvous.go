@@ -35,7 +35,7 @@ func (c *Cache) ReplaceRemotes(nid wire.NID, locs []wire.LocatorEntry, now time.
 	}
 	before := p.lastActive
 	p.remotes = set
-	p.selectRemote()
+	p.selectRemote(c.reach())
 	if p.lastActive != before {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active,
 			Detail: fmt.Sprintf("remote from rendezvous, %d locators", len(set))})

@@ -126,6 +126,10 @@ type Session struct {
 	// LocalNonce is our nonce if the datapath already chose one for this session (it puts
 	// it on the wire from the first packet); zero lets the cache generate it.
 	LocalNonce wire.Nonce
+	// Initiator: this node sent the session's first packet. Only an initiator tells the
+	// correspondent its locators of the other family at once (unseenFamily): a responder's
+	// session may come from a spoofed packet, and an LU to it would be a reflected message.
+	Initiator bool
 }
 
 // RemoteLocator is one locator of a correspondent as the datapath sees it. Lifetime is the

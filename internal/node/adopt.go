@@ -447,6 +447,12 @@ func FlushStopped(cfg config.Config) error {
 				errs = append(errs, err)
 			}
 		}
+		for _, name := range cfg.Interfaces {
+			if ifc, err := net.InterfaceByName(name); err == nil {
+				h.encapNeighs[ifc.Index] = true
+			}
+		}
+		errs = append(errs, h.removeEncapNeighbours())
 		h.nl.Close()
 	}
 	errs = append(errs, datapath.FlushPinned(cfg.BPFDir()), state.Remove(cfg.StateDir), unmountBPFFS(cfg.BPFDir()))

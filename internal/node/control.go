@@ -10,6 +10,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/control"
+	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
@@ -21,11 +22,14 @@ var _ control.Handler = (*Node)(nil)
 
 // SessionRow is one line of `ilnpctl show sessions`.
 type SessionRow struct {
-	PeerNID        string  `json:"peer_nid"`
-	SessionLocal   string  `json:"session_local"`
-	SessionRemote  string  `json:"session_remote"`
-	ActiveLocal    string  `json:"active_local"`
-	ActiveRemote   string  `json:"active_remote"`
+	PeerNID       string `json:"peer_nid"`
+	SessionLocal  string `json:"session_local"`
+	SessionRemote string `json:"session_remote"`
+	ActiveLocal   string `json:"active_local"`
+	ActiveRemote  string `json:"active_remote"`
+	// Family is what the session's packets travel as: ipv4 (ILNPv6 in UDP/IPv4) when the
+	// active remote locator is IPv4, else ipv6.
+	Family         string  `json:"family"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`
@@ -46,6 +50,7 @@ func (n *Node) ShowLocators(ctx context.Context) (any, error) {
 		rows = append(rows, control.LocatorRow{
 			Iface:     n.ifaces[l.IfIndex],
 			Locator:   l.Locator,
+			Family:    encap.Family(loc),
 			Address:   wire.ILV{Locator: loc, NID: n.nid}.Addr().String(),
 			State:     l.State.String(),
 			Router:    l.Router,
@@ -75,6 +80,10 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 	}
 	rows := make([]SessionRow, 0, len(snap.Sessions))
 	for _, s := range snap.Sessions {
+		family := ""
+		if l, err := wire.ParseL64(s.ActiveRemote); err == nil {
+			family = encap.Family(l)
+		}
 		locs := make([]string, 0, len(s.RemoteLocators))
 		for _, r := range s.RemoteLocators {
 			locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
@@ -85,6 +94,7 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 			SessionRemote:  s.SessionRemote,
 			ActiveLocal:    s.ActiveLocal,
 			ActiveRemote:   s.ActiveRemote,
+			Family:         family,
 			RemoteLocators: strings.Join(locs, ","),
 			LocalNonce:     s.LocalNonce,
 			RemoteNonce:    s.RemoteNonce,
@@ -130,7 +140,10 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 	n.mu.Unlock()
 	n.addPublisherStats(stats) // dns_* (rendezvous.go)
 	stats["goroutines"] = uint64(runtime.NumGoroutine())
-	n.addTCPAwareStats(stats) // tcpaware_* (tcpaware.go)
+	n.addTCPAwareStats(stats)                      // tcpaware_* (tcpaware.go)
+	if err := n.addEncapStats(stats); err != nil { // dp_encap_* (xfamily.go)
+		return nil, err
+	}
 	return stats, nil
 }
 

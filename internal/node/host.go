@@ -23,6 +23,8 @@ type host struct {
 	identities map[netip.Addr]bool
 	peerRoutes map[netip.Addr]*netlink.Route
 	mtu        int // route MTU for ILNP peers: link MTU minus the nonce option
+	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
+	encapNeighs map[int]bool
 
 	// nid-mode ephemeral (ephemeral.go): the source NID of the route to a peer address (the
 	// kernel then picks [active:NID] as the source of new sockets towards it), the active
@@ -44,13 +46,14 @@ func newHost(headroom int) (*host, error) {
 		return nil, fmt.Errorf("loopback: %w", err)
 	}
 	return &host{
-		nl:         nl,
-		lo:         lo,
-		identities: map[netip.Addr]bool{},
-		peerRoutes: map[netip.Addr]*netlink.Route{},
-		mtu:        1500 - headroom,
-		peerSrc:    map[netip.Addr]wire.NID{},
-		onLink:     map[netip.Addr]int{},
+		nl:          nl,
+		lo:          lo,
+		identities:  map[netip.Addr]bool{},
+		peerRoutes:  map[netip.Addr]*netlink.Route{},
+		encapNeighs: map[int]bool{},
+		mtu:         1500 - headroom,
+		peerSrc:     map[netip.Addr]wire.NID{},
+		onLink:      map[netip.Addr]int{},
 	}, nil
 }
 
@@ -174,6 +177,7 @@ func (h *host) close() error {
 	for addr := range h.identities {
 		errs = append(errs, h.removeIdentity(addr))
 	}
+	errs = append(errs, h.removeEncapNeighbours())
 	for addr := range h.onLink {
 		errs = append(errs, h.removeOnLink(addr))
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/encap"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
@@ -133,7 +134,9 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 		r := parseLUControl(oob[:oobn], offset)
 		r.src = src.Unmap()
 		r.size = n
-		r.update, r.err = wire.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
+		// IPv4 locators (internal/encap) are checked here too: an entry in 0000::/16 that is
+		// no IPv4 endpoint makes the LU malformed.
+		r.update, _, r.err = encap.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
 		select {
 		case out <- r:
 		case <-ctx.Done():

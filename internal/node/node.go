@@ -20,6 +20,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
+	"ilnp/internal/encap"
 	"ilnp/internal/ephemeral"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/locators"
@@ -65,6 +66,10 @@ type Node struct {
 	locals    map[wire.L64]ilcc.Local
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
+	// encapLocal is the IPv4 locator the datapath encapsulates from for IPv6-active sessions
+	// (xfamily.go).
+	encapLocal wire.L64
+	v4         *ipv4Watch // nil unless ipv4-locators on (xfamily.go)
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
@@ -228,7 +233,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if err := n.startServices(ctx, &wg, errc); err != nil {
 		return err
 	}
-	defer wg.Wait()
+	// Cancel before waiting: on an error from errc the goroutines' ctx is still live.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	v4Events := n.watchIPv4(ctx, &wg, errc) // nil unless ipv4-locators on (xfamily.go)
+	n.startKeepalive(ctx, &wg)
 
 	n.adoptStaticLocators()
 	n.log.Info("ilnpd running", "interfaces", n.cfg.Interfaces, "handoff", n.cfg.Handoff)
@@ -246,6 +257,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			return err
 		case ev := <-locEvents:
 			n.onLocatorEvent(ev)
+		case ev := <-v4Events:
+			n.onIPv4Event(ev)
 		case ev, ok := <-dpEvents:
 			if !ok {
 				// The stream closes when ctx ends too, and select may pick this case first.
@@ -272,7 +285,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 // setup loads the datapath and the raw socket and prepares the interfaces.
 func (n *Node) setup() error {
-	h, err := newHost(n.cfg.MTUHeadroom)
+	h, err := newHost(n.cfg.MTUHeadroom + encapHeadroom(n.cfg.IPv4Locators))
 	if err != nil {
 		return err
 	}
@@ -301,6 +314,9 @@ func (n *Node) setup() error {
 	}
 	if err := n.dp.SetLocalNID(n.nid, 0); err != nil {
 		return fmt.Errorf("datapath NID: %w", err)
+	}
+	if err := n.setupEncap(); err != nil {
+		return err
 	}
 	for _, name := range n.cfg.Interfaces {
 		ifc, err := net.InterfaceByName(name)
@@ -481,6 +497,7 @@ func (n *Node) adoptStaticLocators() {
 			n.updateLocal(ilv.Locator, ifindex, s.router, ilcc.Infinite, ilcc.Infinite, now)
 		}
 	}
+	n.adoptStaticIPv4(now)
 }
 
 func (n *Node) updateLocal(loc wire.L64, ifindex int, router netip.Addr, valid, preferred time.Duration, now time.Time) {
@@ -517,12 +534,23 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.emit(ev)
 	}
-	if eff.LocalChanged {
+	// The datapath can send from an IPv6 active locator to an IPv4 peer (it encapsulates from
+	// its IPv4 locator) but not from an IPv4 one to an IPv6 peer: when the active locator
+	// becomes IPv4, the correspondents' new (IPv4) locators go in first (xfamily.go).
+	bindingsFirst := eff.LocalChanged && n.activeIsIPv4()
+	if eff.LocalChanged && !bindingsFirst {
 		n.syncLocals()
 		n.tcpActiveChanged()
 	}
+	if bindingsFirst {
+		n.syncLocalMaps()
+	}
 	for _, b := range eff.Bindings {
 		n.syncBinding(b)
+	}
+	if bindingsFirst {
+		n.syncLocals()
+		n.tcpActiveChanged()
 	}
 	for _, peer := range eff.Removed {
 		n.deleteSessions(peer)
@@ -591,27 +619,7 @@ func (n *Node) localNIDsFor(peer wire.NID) []wire.NID {
 // syncLocals writes the ILCC's local locators and the active one into the datapath, and moves
 // the peer routes to the active interface.
 func (n *Node) syncLocals() {
-	current := map[wire.L64]ilcc.Local{}
-	for _, l := range n.cache.Locals() {
-		current[l.Locator] = l
-		err := n.dp.PutLocalLocator(datapath.LocalLocator{
-			Locator: l.Locator,
-			State:   datapathState(l.State),
-			Ifindex: l.IfIndex,
-			NextHop: l.Router,
-		})
-		if err != nil {
-			n.log.Warn("datapath locator", "locator", l.Locator, "err", err)
-		}
-	}
-	for loc := range n.locals {
-		if _, ok := current[loc]; !ok {
-			if err := n.dp.DeleteLocalLocator(loc); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-				n.log.Warn("datapath locator delete", "locator", loc, "err", err)
-			}
-		}
-	}
-	n.locals = current
+	n.syncLocalMaps()
 	active, ok := n.cache.Active()
 	var loc wire.L64
 	if ok {
@@ -627,6 +635,38 @@ func (n *Node) syncLocals() {
 	}
 	n.pruneIdentities()
 	n.publishLocators() // DNS records follow the valid set; never blocks (rendezvous.go)
+}
+
+// syncLocalMaps writes the ILCC's local locators into the datapath (not which one is active).
+func (n *Node) syncLocalMaps() {
+	current := map[wire.L64]ilcc.Local{}
+	locals := n.cache.Locals()
+	for _, l := range locals {
+		current[l.Locator] = l
+		var err error
+		if encap.IsL32(l.Locator) {
+			err = n.putEncapLocal(l) // xfamily.go
+		} else {
+			err = n.dp.PutLocalLocator(datapath.LocalLocator{
+				Locator: l.Locator,
+				State:   datapathState(l.State),
+				Ifindex: l.IfIndex,
+				NextHop: l.Router,
+			})
+		}
+		if err != nil {
+			n.log.Warn("datapath locator", "locator", l.Locator, "err", err)
+		}
+	}
+	for loc := range n.locals {
+		if _, ok := current[loc]; !ok {
+			if err := n.dp.DeleteLocalLocator(loc); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+				n.log.Warn("datapath locator delete", "locator", loc, "err", err)
+			}
+		}
+	}
+	n.locals = current
+	n.syncEncapLocal(locals)
 }
 
 // pruneIdentities drops identity addresses on lo whose locator or NID is gone (a retired
@@ -760,10 +800,25 @@ func (n *Node) onLU(r receivedLU) {
 	peer := src.NID
 	switch r.update.Op {
 	case wire.OpAdvertisement:
+		if _, known := n.cache.Binding(peer); !known {
+			// The LU overtook the datapath's event for its session (a correspondent with
+			// locators of another family sends one at once): the datapath checked its nonce
+			// against that session, which the ILCC learns now.
+			if dst, err := wire.ILVFromAddr(r.dst); err == nil {
+				if _, err := n.dp.GetSession(dst.NID, peer); err == nil {
+					n.openSession(dst.NID, peer, r.at, "session of a Locator Update", false)
+				}
+			}
+		}
 		n.count("lu_received")
 		n.emit(timeline.Event{MonoNS: r.at, Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
-		eff, err := n.cache.ApplyLU(peer, r.nonce, r.update, now)
+		// From behind a NAT the LU's sender lists an IPv4 endpoint we cannot reach; the one it
+		// came from takes its place (xfamily.go). The ACK echoes the body as sent.
+		eff, err := n.cache.ApplyLU(peer, r.nonce, translateLU(r.update, src.Locator), now)
+		for i := range eff.Acks {
+			eff.Acks[i].Update = r.update.Ack()
+		}
 		if err != nil {
 			if !ilcc.IsSecurityEvent(err) {
 				n.log.Warn("Locator Update not applied", "src", r.src, "err", err)
@@ -811,36 +866,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 	now := time.Now()
 	switch ev.Type {
 	case datapath.EventSessionInitiator, datapath.EventSessionResponder:
-		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
-		if err != nil {
-			n.log.Warn("new session vanished", "peer", ev.RemoteNID, "err", err)
-			return
-		}
-		remote := make([]wire.LocatorEntry, 0, len(s.RemoteLocators))
-		for _, r := range s.RemoteLocators {
-			remote = append(remote, wire.LocatorEntry{Locator: r.Locator, Preference: r.Preference, Lifetime: r.Lifetime})
-		}
-		eff, err := n.cache.OpenSession(ilcc.Session{
-			Local:          wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
-			Remote:         wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
-			RemoteLocators: remote,
-			LocalNonce:     s.LocalNonce,
-			RemoteNonce:    s.RemoteNonce,
-		}, now)
-		if err != nil {
-			n.log.Warn("session not recorded", "peer", ev.RemoteNID, "err", err)
-			return
-		}
-		if active, ok := n.cache.Active(); ok {
-			if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
-				n.log.Warn("peer route", "err", err)
-			}
-		}
-		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.SessionNew, Peer: ev.RemoteNID.String(),
-			Detail: fmt.Sprintf("%s %s -> %s", ev.Type, s.LocalAddr(), s.RemoteAddr())})
-		n.apply(eff, now)
-		n.lvOpened(ev.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s),
-			ev.Type == datapath.EventSessionInitiator)
+		n.openSession(ev.LocalNID, ev.RemoteNID, int64(ev.Ns), ev.Type.String(), ev.Type == datapath.EventSessionInitiator)
 	case datapath.EventNonceLearned:
 		s, err := n.dp.GetSession(ev.LocalNID, ev.RemoteNID)
 		if err != nil {
@@ -863,9 +889,47 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.log.Warn("peer rejected the nonce option; it is not an ILNP node", "src", ev.Src)
 	case datapath.EventInvalidLocalLocator:
 		n.datapathDrop(ev)
+	case datapath.EventUnknownLocator:
+		n.roam(ev) // a NAT endpoint (xfamily.go)
 	default:
 		n.log.Debug("datapath event", "type", ev.Type.String(), "src", ev.Src, "dst", ev.Dst)
 	}
+}
+
+// openSession records the datapath's session between local and remote in the ILCC and gives
+// the peer its route (a datapath session event, or an LU that overtook that event).
+func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiator bool) {
+	now := time.Now()
+	s, err := n.dp.GetSession(local, remote)
+	if err != nil {
+		n.log.Warn("new session vanished", "peer", remote, "err", err)
+		return
+	}
+	rl := make([]wire.LocatorEntry, 0, len(s.RemoteLocators))
+	for _, r := range s.RemoteLocators {
+		rl = append(rl, wire.LocatorEntry{Locator: r.Locator, Preference: r.Preference, Lifetime: r.Lifetime})
+	}
+	eff, err := n.cache.OpenSession(ilcc.Session{
+		Local:          wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
+		Remote:         wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
+		RemoteLocators: rl,
+		LocalNonce:     s.LocalNonce,
+		RemoteNonce:    s.RemoteNonce,
+		Initiator:      initiator,
+	}, now)
+	if err != nil {
+		n.log.Warn("session not recorded", "peer", remote, "err", err)
+		return
+	}
+	if active, ok := n.cache.Active(); ok {
+		if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
+			n.log.Warn("peer route", "err", err)
+		}
+	}
+	n.emit(timeline.Event{MonoNS: ns, Kind: timeline.SessionNew, Peer: remote.String(),
+		Detail: fmt.Sprintf("%s %s -> %s", how, s.LocalAddr(), s.RemoteAddr())})
+	n.apply(eff, now)
+	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.
@@ -897,18 +961,19 @@ func (n *Node) RegisterPeer(ctx context.Context, name string, ilvs []wire.Ranked
 	}
 	return n.do(ctx, func() error {
 		first := ilvs[0].ILV
+		active := n.reachableLocator(ilvs) // the first, unless its family is out of reach (xfamily.go)
 		locs := make([]datapath.RemoteLocator, 0, len(ilvs))
-		for i, v := range ilvs {
+		for _, v := range ilvs {
 			if v.ILV.NID != first.NID || len(locs) == datapath.MaxRemoteLocators {
 				continue
 			}
 			state := datapath.LocatorValid
-			if i == 0 {
+			if v.ILV.Locator == active {
 				state = datapath.LocatorActive
 			}
 			locs = append(locs, datapath.RemoteLocator{Locator: v.ILV.Locator, State: state, Preference: v.Preference})
 		}
-		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: first.Locator, Locators: locs}); err != nil {
+		if err := n.dp.PutPeer(datapath.Peer{Addr: first.Addr(), Active: active, Locators: locs}); err != nil {
 			return fmt.Errorf("register peer %s: %w", name, err)
 		}
 		if n.eph != nil {

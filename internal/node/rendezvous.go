@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ilnp/internal/encap"
 	"ilnp/internal/rendezvous"
 	"ilnp/internal/reresolve"
 	"ilnp/internal/resolver"
@@ -93,6 +94,11 @@ func (n *Node) publishLocators() {
 	}
 	var locs []rendezvous.LocatorEntry
 	for _, e := range n.cache.Advertisement(time.Now()) {
+		// IPv4 locators are not published: an L64 record cannot carry them (0000::/16 is no
+		// IPv6 locator to anyone else) and the publisher writes no L32 records yet.
+		if encap.IsL32(e.Locator) {
+			continue
+		}
 		locs = append(locs, rendezvous.LocatorEntry{Locator: e.Locator, Preference: e.Preference})
 	}
 	// An empty set is not published by the Publisher: it keeps the last records, the best

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,8 +306,20 @@ func writeFile(t *testing.T, name, text string) {
 // intervals need AdvIntervalOpt, platform.md).
 func (n *testNet) startRadvd() {
 	n.t.Helper()
+	n.startRadvdOn(map[string]string{"r-mn1": "2001:db8:2::/64", "r-mn2": "2001:db8:3::/64"})
+}
+
+// startRadvdOn runs radvd on R for the given interfaces, each with its prefix.
+func (n *testNet) startRadvdOn(prefixes map[string]string) {
+	n.t.Helper()
 	var b strings.Builder
-	for _, r := range []struct{ ifname, prefix string }{{"r-mn1", "2001:db8:2::/64"}, {"r-mn2", "2001:db8:3::/64"}} {
+	names := make([]string, 0, len(prefixes))
+	for ifname := range prefixes {
+		names = append(names, ifname)
+	}
+	sort.Strings(names)
+	for _, r := range names {
+		r := struct{ ifname, prefix string }{r, prefixes[r]}
 		fmt.Fprintf(&b, `interface %s {
 	AdvSendAdvert on;
 	AdvIntervalOpt on;
@@ -479,6 +492,7 @@ func (d *daemon) showJSON(what string, v any) error {
 type locatorRow struct {
 	Iface     string `json:"iface"`
 	Locator   string `json:"locator"`
+	Family    string `json:"family"`
 	Address   string `json:"address"`
 	State     string `json:"state"`
 	Router    string `json:"router"`
@@ -491,6 +505,7 @@ type sessionRow struct {
 	SessionRemote  string  `json:"session_remote"`
 	ActiveLocal    string  `json:"active_local"`
 	ActiveRemote   string  `json:"active_remote"`
+	Family         string  `json:"family"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`

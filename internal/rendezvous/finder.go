@@ -98,12 +98,12 @@ func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, tim
 		negTTL uint32
 		err    error
 	}
-	var nidRes, l64Res, lpRes result
+	var nidRes, l64Res, lpRes, l32Res result
 	var wg sync.WaitGroup
 	for _, q := range []struct {
 		t   uint16
 		out *result
-	}{{dns.TypeNID, &nidRes}, {dns.TypeL64, &l64Res}, {dns.TypeLP, &lpRes}} {
+	}{{dns.TypeNID, &nidRes}, {dns.TypeL64, &l64Res}, {dns.TypeLP, &lpRes}, {dns.TypeL32, &l32Res}} {
 		wg.Go(func() {
 			q.out.rrs, q.out.negTTL, q.out.err = f.query(ctx, name, q.t)
 		})
@@ -113,6 +113,10 @@ func (f *Finder) Lookup(ctx context.Context, name string) ([]wire.RankedILV, tim
 		return nil, 0, err
 	}
 	all := append(nidRes.rrs, l64Res.rrs...)
+	// L32 records are IPv4 locators (issue 14); a failed L32 query only leaves them out.
+	if l32Res.err == nil {
+		all = append(all, l32Res.rrs...)
+	}
 	pointedNegTTL := uint32(math.MaxUint32)
 	if len(nidRes.rrs) > 0 {
 		// The LP query only matters when it is the node's sole source of locators.

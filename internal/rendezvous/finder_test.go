@@ -33,6 +33,9 @@ var staticRecords = []string{
 	"both 30 IN LP 3 net-a",
 	"lost 30 IN NID 10 0014:4fff:ff20:ee69",
 	"lost 30 IN LP 1 nowhere",
+	// A node reachable over IPv4 only: an L32 record (issue 14).
+	"v4 30 IN NID 10 0014:4fff:ff20:ee6a",
+	"v4 30 IN L32 10 198.51.100.2",
 }
 
 type fakeClock struct {
@@ -80,6 +83,11 @@ func TestLookupAgainstNamed(t *testing.T) {
 	}
 	check("cn.ilnp.test", 30*time.Second)
 	check("alias.ilnp.test.", 20*time.Second) // the CNAME's TTL bounds the answer
+	// An L32 record is an IPv4 locator on the default encapsulation port.
+	if ilvs, _, err := f.Lookup(ctx, "v4.ilnp.test"); err != nil || len(ilvs) != 1 ||
+		ilvs[0].ILV != (wire.ILV{Locator: 0x0000_c027_c633_6402, NID: 0x00144fffff20ee6a}) {
+		t.Fatalf("Lookup v4 = %+v %v, want the IPv4 locator 198.51.100.2:49191", ilvs, err)
+	}
 
 	for _, name := range []string{"plain.ilnp.test.", "half.ilnp.test.", "absent.ilnp.test."} {
 		ilvs, ttl, err := f.Lookup(ctx, name)
@@ -176,18 +184,18 @@ func TestLookupCacheRespectsTTL(t *testing.T) {
 		advance   time.Duration
 		name      string
 		wantTTL   time.Duration
-		wantDials int64 // 0: served from the cache; 3: NID, L64 and LP queried
+		wantDials int64 // 0: served from the cache; 4: NID, L64, LP and L32 queried
 	}{
-		{0, "cn.ilnp.test.", 30 * time.Second, 3},
+		{0, "cn.ilnp.test.", 30 * time.Second, 4},
 		{10 * time.Second, "cn.ilnp.test.", 20 * time.Second, 0},
 		{19 * time.Second, "cn.ilnp.test.", time.Second, 0},
-		{time.Second, "cn.ilnp.test.", 30 * time.Second, 3}, // exactly at expiry: asked again
-		{0, "zero.ilnp.test.", 0, 3},                        // TTL 0: never cached
-		{0, "zero.ilnp.test.", 0, 3},
-		{0, "absent.ilnp.test.", 5 * time.Second, 3}, // negative answers cached per RFC 2308
+		{time.Second, "cn.ilnp.test.", 30 * time.Second, 4}, // exactly at expiry: asked again
+		{0, "zero.ilnp.test.", 0, 4},                        // TTL 0: never cached
+		{0, "zero.ilnp.test.", 0, 4},
+		{0, "absent.ilnp.test.", 5 * time.Second, 4}, // negative answers cached per RFC 2308
 		{4 * time.Second, "absent.ilnp.test.", time.Second, 0},
-		{time.Second, "absent.ilnp.test.", 5 * time.Second, 3},
-		{0, "mobile.ilnp.test.", 25 * time.Second, 6}, // + one L64 query per LP target
+		{time.Second, "absent.ilnp.test.", 5 * time.Second, 4},
+		{0, "mobile.ilnp.test.", 25 * time.Second, 7}, // + one L64 query per LP target
 		{24 * time.Second, "mobile.ilnp.test.", time.Second, 0},
 	}
 	for i, s := range steps {

@@ -43,10 +43,13 @@ func TestILVsFromRRs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Lower L64 preference first (RFC 6742), then lower NID preference.
+	// Lower L64 preference first (RFC 6742), then lower NID preference, then IPv6 before
+	// IPv4: the L32 record is an IPv4 locator on the default encapsulation port (issue 14).
 	want := []RankedILV{
 		{ILV{0x20010db800030000, 0x021b21fffe6797a8}, 10, 10, 300},
+		{ILV{0x0000c027c0000201, 0x021b21fffe6797a8}, 10, 10, 300},
 		{ILV{0x20010db800030000, 0x00144fffff20ee64}, 10, 20, 300},
+		{ILV{0x0000c027c0000201, 0x00144fffff20ee64}, 10, 20, 300},
 		{ILV{0x20010db800020000, 0x021b21fffe6797a8}, 20, 10, 60},
 		{ILV{0x20010db800020000, 0x00144fffff20ee64}, 20, 20, 60},
 	}
@@ -74,7 +77,7 @@ func TestILVsFromRRs(t *testing.T) {
 		wantErr string
 	}{
 		{"no NID", "mn.example.org", mustRRs(t, mnZone[1]), "no NID record for mn.example.org."},
-		{"no L64", "mn.example.org", mustRRs(t, mnZone[0]), "no L64 record for mn.example.org."},
+		{"no L64", "mn.example.org", mustRRs(t, mnZone[0]), "no L64 or L32 record for mn.example.org."},
 		{"nothing", "mn.example.org", mustRRs(t, mnZone[6:]...), "no NID and no L64"},
 		{"no records", "mn.example.org", nil, "no NID and no L64"},
 		{"nil record", "x", []dns.RR{nil}, "no NID and no L64"},

@@ -17,6 +17,15 @@ import (
 //	L64|preference,NID hostname [alias...]
 //
 // e.g. "2001:1111:0000:0000|10,021b:21ff:fe67:97a8 ilnp-linux1".
+//
+// The locator may also be an IPv4 address, with the UDP port on which its node receives
+// ILNPv6 in UDP/IPv4 (issue 14; default DefaultIPv4Port), for a node reachable over IPv4:
+//
+//	198.51.100.2|20,0214:4fff:fe20:cc01 cn
+//	198.51.100.2:4500|30,0214:4fff:fe20:cc01 cn
+//
+// It is kept as the L64 0x0000 | port | IPv4 address (internal/encap) and written back in
+// that form by String.
 type HostEntry struct {
 	ILV ILV
 	// Preference ranks the locator among the name's locators. As for the
@@ -155,7 +164,7 @@ func parseHostsLine(s string) (HostEntry, bool, error) {
 	if !ok {
 		return HostEntry{}, false, fmt.Errorf("%q: missing |preference after the L64", f[0])
 	}
-	loc, err := ParseL64(locText)
+	loc, err := parseHostsLocator(locText)
 	if err != nil {
 		return HostEntry{}, false, err
 	}
@@ -173,6 +182,32 @@ func parseHostsLine(s string) (HostEntry, bool, error) {
 		}
 	}
 	return HostEntry{ILV: ILV{Locator: loc, NID: nid}, Preference: uint16(pref), Names: f[1:]}, true, nil
+}
+
+// DefaultIPv4Port is the UDP port of an IPv4 locator written without one (hosts file) or
+// read from a DNS L32 record (RFC 6742 s.2.2, which has no port): the default encapsulation
+// port (encap.DefaultPort, ilnpd.conf encap-port).
+const DefaultIPv4Port = 49191
+
+// parseHostsLocator reads an L64, or an IPv4 address with an optional :port as the L64
+// 0x0000 | port | address.
+func parseHostsLocator(text string) (L64, error) {
+	if strings.Count(text, ":") > 1 || !strings.Contains(text, ".") {
+		return ParseL64(text)
+	}
+	ap, err := netip.ParseAddrPort(text)
+	if err != nil {
+		a, aerr := netip.ParseAddr(text)
+		if aerr != nil {
+			return 0, fmt.Errorf("locator %q: want an L64, IPv4 or IPv4:port", text)
+		}
+		ap = netip.AddrPortFrom(a, DefaultIPv4Port)
+	}
+	if !ap.Addr().Is4() || ap.Addr().IsUnspecified() || ap.Port() == 0 {
+		return 0, fmt.Errorf("locator %q: want a non-zero IPv4 address and port", text)
+	}
+	b := ap.Addr().As4()
+	return L64(uint64(ap.Port())<<32 | uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])), nil
 }
 
 // checkHostname accepts RFC 952/1123 style names (letters, digits, '-',

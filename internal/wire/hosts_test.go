@@ -161,6 +161,7 @@ func FuzzParseHosts(f *testing.F) {
 	f.Add("2001:1111:0000:0000|10,021b:21ff:fe67:97a8 ilnp-linux1\n")
 	f.Add("2001:1111::|1,0:0:0:1 a b c\n2001:2222::|0,0:0:0:1 a\n")
 	f.Add("x|1,2 h\n")
+	f.Add("198.51.100.2|20,0214:4fff:fe20:cc01 cn\n198.51.100.2:4500|30,0214:4fff:fe20:cc01 cn\n")
 	f.Add("2001:1111::|10,021b:21ff:fe67:97a8 h\n2001:1111::|10,021b:21ff:fe67:97a8 h\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		h, err := ParseHosts(strings.NewReader(in), "fuzz")
@@ -194,4 +195,35 @@ func FuzzParseHosts(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestHostsIPv4Locators(t *testing.T) {
+	in := "2001:db8:1::|10,0214:4fff:fe20:cc01 cn\n" +
+		"198.51.100.2|20,0214:4fff:fe20:cc01 cn\n" +
+		"198.51.100.2:4500|30,0214:4fff:fe20:cc01 cn\n"
+	h, err := ParseHosts(strings.NewReader(in), "hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.Entries("cn")
+	want := []L64{0x20010db8_00010000, 0x0000_c027_c633_6402, 0x0000_1194_c633_6402}
+	if len(got) != len(want) {
+		t.Fatalf("entries %v", got)
+	}
+	for i, e := range got {
+		if e.ILV.Locator != want[i] {
+			t.Errorf("entry %d: locator %v, want %v", i, e.ILV.Locator, want[i])
+		}
+	}
+	for _, bad := range []string{
+		"0.0.0.0|1,0214:4fff:fe20:cc01 x\n",
+		"198.51.100.2:0|1,0214:4fff:fe20:cc01 x\n",
+		"198.51.100.2:99999|1,0214:4fff:fe20:cc01 x\n",
+		"198.51.100|1,0214:4fff:fe20:cc01 x\n",
+		"[2001:db8::1]:53|1,0214:4fff:fe20:cc01 x\n",
+	} {
+		if _, err := ParseHosts(strings.NewReader(bad), "hosts"); err == nil || !strings.Contains(err.Error(), "hosts:1:") {
+			t.Errorf("%q: error %v, want one naming hosts:1", bad, err)
+		}
+	}
 }

@@ -12,6 +12,7 @@
 #include "lib/rewrite.h"
 #include "lib/session.h"
 #include "lib/encap.h"
+#include "lib/paths.h"
 #include "lib/verify.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
@@ -118,6 +119,10 @@ int ilnp_egress(struct __sk_buff *skb)
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
+
+	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
+	ilnp_path_probe_pair(skb, &key, &local, &remote);
+	int probe = ilnp_is_probe(skb, &pkt);
 	if (ilnp_unverified_credit(&key, sess, &remote, skb->len) < 0)
 		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
@@ -141,8 +146,12 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_ERRORS);
 		return TCX_DROP;
 	}
-	__sync_fetch_and_add(&sess->tx_packets, 1);
-	sess->last_tx_ns = bpf_ktime_get_coarse_ns();
+	if (!probe) {
+		__sync_fetch_and_add(&sess->tx_packets, 1);
+		sess->last_tx_ns = bpf_ktime_get_coarse_ns();
+	}
+	if (ilnp_path_proven(sess))
+		ilnp_path_tx(&key, local, remote, skb->len, probe);
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
@@ -357,6 +366,8 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	__be64 pseudo_old[2], pseudo_new[2];
 	__be64 wire_src = pkt.ip6.src_l64; /* decap rewrites pkt to the view */
 	int err;
+	__be64 wire_local = pkt.ip6.dst_l64, wire_remote = pkt.ip6.src_l64;
+	int probe = ilnp_is_probe(skb, &pkt);
 
 	ilnp_view_pseudo(&pkt, sess, cfg, pseudo_old, pseudo_new);
 	if (is_lu)
@@ -367,8 +378,12 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}
-	__sync_fetch_and_add(&sess->rx_packets, 1);
-	sess->last_rx_ns = bpf_ktime_get_coarse_ns();
+	if (!probe) {
+		__sync_fetch_and_add(&sess->rx_packets, 1);
+		sess->last_rx_ns = bpf_ktime_get_coarse_ns();
+	}
+	if (ilnp_path_proven(sess))
+		ilnp_path_rx(&key, wire_local, wire_remote, skb->len);
 	ilnp_unverified_received(&key, wire_src, skb->len);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);

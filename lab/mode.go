@@ -40,6 +40,8 @@ type ModeOptions struct {
 	Rendezvous string
 	// TCPAware turns on ilnpd's mobility-aware TCP (tcp-aware on).
 	TCPAware bool
+	// Policy is ilnpd's handoff policy on both nodes (empty: the default, newest).
+	Policy string
 }
 
 // Modes maps mode names to constructors. A MIPv6 baseline registers here.
@@ -182,6 +184,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		if m.opt.TCPAware {
 			text += "tcp-aware on\n"
 		}
+		if m.opt.Policy != "" {
+			text += "policy " + m.opt.Policy + "\n"
+		}
 		// The lab's file must be one the daemon accepts: check with the product's parser.
 		if _, err := config.Parse(strings.NewReader(text), *n.conf); err != nil {
 			return fmt.Errorf("lab wrote a bad ilnpd config: %w", err)
@@ -252,6 +257,20 @@ func (m *ilnpMode) Collect(t *Topology, dir string) {
 			_ = os.WriteFile(filepath.Join(dir, "ilnpctl-"+n.name+"-"+what+".json"), []byte(out), 0o644)
 		}
 	}
+}
+
+// SetPolicy switches both daemons' handoff policy (`ilnpctl set policy`).
+func (m *ilnpMode) SetPolicy(t *Topology, policy string) error {
+	ctl := filepath.Join(m.opt.BinDir, "ilnpctl")
+	for _, n := range []struct {
+		ns    *netns.NS
+		state string
+	}{{t.CN, m.cnState}, {t.MN, m.mnState}} {
+		if out, err := n.ns.Run(ctl, "-s", filepath.Join(n.state, "ctl.sock"), "set", "policy", policy); err != nil {
+			return fmt.Errorf("ilnpctl set policy %s in %s: %w: %s", policy, n.ns.Name, err, out)
+		}
+	}
+	return nil
 }
 
 func (m *ilnpMode) Teardown(t *Topology) error {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/ilcc"
 	"ilnp/internal/timeline"
 	"ilnp/lab/cwnd"
 	"ilnp/lab/measure"
@@ -56,9 +57,15 @@ type RunConfig struct {
 	// DoubleJump gives the CN two access networks and moves it at Enter and Leave too
 	// (lab/doublejump.go); runs gain recovery_ms.
 	DoubleJump bool
-	Out        string
-	BinDir     string    // ilnpd/ilnpctl (ILNP modes)
-	Progress   io.Writer // progress line (nil: none)
+	// Multihome keeps both of the MN's access links up for the whole run instead of moving
+	// (issue 16; ilnp-soft); Fails are the failures injected then (multihome.go); Policy is
+	// ilnpd's handoff policy on both nodes (empty: the daemon's default, newest).
+	Multihome bool
+	Fails     []Fail
+	Policy    string
+	Out       string
+	BinDir    string    // ilnpd/ilnpctl (ILNP modes)
+	Progress  io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -91,6 +98,28 @@ func (c *RunConfig) Validate() error {
 	}
 	if err := ValidRendezvous(cmp.Or(c.Rendezvous, DefaultRendezvous)); err != nil {
 		return err
+	}
+	ilnp := strings.HasPrefix(c.Mode, "ilnp-")
+	if len(c.Fails) > 0 && !c.Multihome {
+		return fmt.Errorf("--fail needs --multihome")
+	}
+	if c.Multihome && c.DoubleJump {
+		return fmt.Errorf("--multihome and --double-jump exclude each other (a multihomed MN does not move)")
+	}
+	if c.Multihome && c.Mode != "ilnp-soft" {
+		// Hard handoff ages every locator but the active one: nothing to fail over to.
+		return fmt.Errorf("--multihome needs ilnp-soft (hard handoff keeps only the active locator usable), not %s", c.Mode)
+	}
+	if err := validFails(c.Fails, p.Duration); err != nil {
+		return err
+	}
+	if c.Policy != "" {
+		if !ilnp {
+			return fmt.Errorf("--policy needs an ILNP mode, not %s", c.Mode)
+		}
+		if _, err := ilcc.PolicyByName(c.Policy); err != nil {
+			return err
+		}
 	}
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
@@ -131,7 +160,13 @@ type RunMeta struct {
 	DoubleJump   bool       `json:"double_jump,omitempty"`
 	Moves        []MoveMeta `json:"moves,omitempty"`
 	MovesApartMs *float64   `json:"moves_apart_ms,omitempty"`
-	Error        string     `json:"error,omitempty"`
+	// Multihomed runs (issue 16): the failures as given, when each took effect (seconds
+	// since the flow started), and the policy.
+	Multihome bool      `json:"multihome,omitempty"`
+	Policy    string    `json:"policy,omitempty"`
+	Fails     []string  `json:"fails,omitempty"`
+	FailedAtS []float64 `json:"failed_at_s,omitempty"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -211,7 +246,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
 		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware(), DoubleJump: cfg.DoubleJump}
-	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware()})
+	meta.Multihome, meta.Policy = cfg.Multihome, cfg.Policy
+	for _, f := range cfg.Fails {
+		meta.Fails = append(meta.Fails, f.String())
+	}
+	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware(), Policy: cfg.Policy})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
 			err = errors.Join(err, tErr)
@@ -224,9 +263,20 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 		writeJSON(filepath.Join(dir, "run.json"), meta)
 	}()
+	if cfg.Multihome {
+		if err := topo.multihomeBefore(ctx); err != nil {
+			return res, err
+		}
+	}
 	progress("starting %s", mode.Name())
 	if err := mode.Setup(ctx, topo); err != nil {
 		return res, err
+	}
+	if cfg.Multihome {
+		progress("multihoming: both access links up")
+		if err := topo.multihomeAfter(ctx); err != nil {
+			return res, err
+		}
 	}
 	if cfg.BeforeFlow != nil {
 		if err := cfg.BeforeFlow(ctx, topo, dir); err != nil {
@@ -238,6 +288,21 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		return res, err
 	}
 	defer func() { err = errors.Join(err, stopCC()) }()
+
+	var singleLink *float64
+	if cfg.Policy == "multipath" && !tr.UDP {
+		progress("single-link phase: %s for %d s on one locator pair", cfg.Traffic, singleLinkSeconds)
+		if singleLink, err = singleLinkGoodput(ctx, topo, mode, tr, dir); err != nil {
+			return res, err
+		}
+	}
+
+	// The CN's spurious-retransmission count before the flow (a multipath run's single-link
+	// phase already sent): reordering_retransmissions is the flow's own.
+	dsackBase := 0
+	if out, err := topo.CN.Run("nstat", "-az"); err == nil {
+		dsackBase, _ = NstatValue(out, "TcpExtTCPDSACKRecv")
+	}
 
 	progress("measuring RTT via L2")
 	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err != nil {
@@ -317,8 +382,27 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
+	pending := slices.SortedFunc(slices.Values(cfg.Fails), func(a, b Fail) int { return cmp.Compare(a.At, b.At) })
+	var failAt *float64 // the silent failure, seconds since the flow started
+	if cfg.Multihome {
+		entered, left = true, true // no movement
+	}
 	for {
 		el := time.Since(t0Wall)
+		for len(pending) > 0 && el >= pending[0].At {
+			f := pending[0]
+			pending = pending[1:]
+			at, err := topo.applyFail(f)
+			if err != nil {
+				return res, err
+			}
+			rel := at.Sub(t0Wall).Seconds()
+			meta.FailedAtS = append(meta.FailedAtS, rel)
+			if f.Kind == FailR2Silent {
+				failAt = &rel
+			}
+			events.Emit(timeline.Event{Kind: "lab_fail", Node: "lab", Detail: f.String()})
+		}
 		if !entered && el >= prof.Enter {
 			enterCmdNS = timeline.Now()
 			moves, err := moveTogether(topo.enterChanges())
@@ -346,6 +430,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 		phase := "in L2"
 		switch {
+		case cfg.Multihome:
+			phase = "multihomed"
+			if failAt != nil {
+				phase += ", R1-R2 silent"
+			}
 		case left:
 			phase = "in L3 (left L2)"
 		case entered:
@@ -396,13 +485,17 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		cfg.AfterFlow(topo, dir)
 	}
 	// Kernel counters of the end hosts (drops by the stack do not show in a capture).
-	var senderTimeouts *int
+	var senderTimeouts, reorderRetrans *int
 	for name, ns := range map[string]*netns.NS{"mn": topo.MN, "cn": topo.CN} {
 		if out, err := ns.Run("nstat", "-az"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "nstat-"+name+".txt"), []byte(out), 0o644)
 			if name == map[bool]string{false: "cn", true: "mn"}[tr.Reverse] { // the TCP sender (CN -> MN; -R: MN -> CN)
 				if v, ok := NstatValue(out, "TcpExtTCPTimeouts"); ok {
 					senderTimeouts = &v
+				}
+				if v, ok := NstatValue(out, "TcpExtTCPDSACKRecv"); ok && !tr.UDP {
+					v -= dsackBase
+					reorderRetrans = &v
 				}
 			}
 		}
@@ -444,6 +537,17 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	res.Run.ReorderingRetransmissions = reorderRetrans
+	if cfg.Policy == "multipath" && !tr.UDP {
+		res.Run.AggregateGoodputBps = iperfGoodput(filepath.Join(dir, "iperf-client.json"))
+		res.Run.SingleLinkGoodputBps = singleLink
+	}
+	if failAt != nil {
+		res.Run.FailoverMs = FailoverMs(in.MN, t0Wall, in.CNNID, in.MNNID, *failAt)
+		if res.Run.FailoverMs == nil {
+			res.Notes = append(res.Notes, "no CN -> MN data arrived via L3 after the silent failure")
+		}
+	}
 	if cfg.DoubleJump {
 		meta.MovesApartMs = movesApart(enterMoves)
 		res.Run.RecoveryMs = Recovery(in.MN, in.CN, in.MNNID, in.CNNID, L3, L5, laterMove(enterMoves))
@@ -465,6 +569,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	writeJSON(filepath.Join(dir, "result.json"), res)
 	if err := runPlots(cfg, dir, rep, res); err != nil {
 		return res, err
+	}
+	if cfg.Multihome {
+		if err := pathPlot(cfg, dir, rep, in.MN, t0Wall, meta.FailedAtS); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

@@ -242,6 +242,12 @@ func TestSignallingFirstLUDropped(t *testing.T) {
 	if len(xs) == 0 || !xs[0].Acked || xs[0].AckedOn != 2 || xs[0].Attempts != 2 {
 		t.Fatalf("first LU exchange %+v, want attempt 2 acked", xs)
 	}
+	// Every LU exchange follows a change of the MN's own locators (the thesis's only reason
+	// for one): none from path liveness during the move (issue 16's regression was an extra
+	// exchange 165 ms into it, when the new pair was judged dead while the first LU was lost).
+	if bad := unexplainedLUs(ev, 50*time.Millisecond); len(bad) > 0 {
+		t.Errorf("LU exchanges not caused by a locator change: %v (all: %+v)", bad, xs)
+	}
 	var firstTimeout *float64
 	for _, e := range ev {
 		if e.Kind == timeline.LUSent {
@@ -267,6 +273,22 @@ func TestSignallingFirstLUDropped(t *testing.T) {
 }
 
 func must(d time.Duration, _ bool) time.Duration { return d }
+
+// unexplainedLUs returns the times (ms) of the first attempts of LUs sent more than within
+// after the last locator_added or locator_removed event before them.
+func unexplainedLUs(ev []timeline.Event, within time.Duration) []int64 {
+	var bad []int64
+	last := int64(-1 << 62)
+	for _, e := range ev {
+		switch {
+		case e.Kind == timeline.LocatorAdded || e.Kind == timeline.LocatorRemoved:
+			last = e.MonoNS
+		case e.Kind == timeline.LUSent && e.Attempt <= 1 && e.MonoNS-last > within.Nanoseconds():
+			bad = append(bad, e.MonoNS/1e6)
+		}
+	}
+	return bad
+}
 
 // 2 MNs x 2 CNs, one simultaneous handoff: the LUs and LU-ACKs counted on the core router
 // are exactly eqs. 49-52's 2·N·M, and the bytes are the formula's with our measured sizes.

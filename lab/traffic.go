@@ -17,6 +17,7 @@ type Traffic struct {
 	Bidir      bool
 	Window     string // TCP socket buffer (thesis: 320 KB)
 	Congestion string // TCP congestion control (this kernel defaults to bbr; thesis: cubic)
+	Parallel   int    // TCP flows at once (iperf3 -P); 0 or 1: one
 	Reverse    bool   // TCP MN -> CN (iperf3 -R): the MN is the sender
 	Describe   string
 }
@@ -31,6 +32,8 @@ var Traffics = map[string]Traffic{
 		Describe: "TCP CN -> MN, window 320 KB, cubic"},
 	"tcp-r": {Name: "tcp-r", Window: "320K", Congestion: "cubic", Reverse: true,
 		Describe: "TCP MN -> CN (iperf3 -R), window 320 KB, cubic"},
+	"tcp-8": {Name: "tcp-8", Window: "320K", Congestion: "cubic", Parallel: 8,
+		Describe: "8 parallel TCP flows CN -> MN, window 320 KB each, cubic (issue 16's multipath aggregate)"},
 }
 
 // TrafficNames in a stable order.
@@ -57,6 +60,9 @@ func (tr Traffic) ClientArgs(target string, duration time.Duration, logfile stri
 	args = append(args, "-w", tr.Window, "-C", tr.Congestion)
 	if tr.Reverse {
 		args = append(args, "-R")
+	}
+	if tr.Parallel > 1 {
+		args = append(args, "-P", strconv.Itoa(tr.Parallel))
 	}
 	return args
 }

@@ -381,6 +381,73 @@ struct {
 
 /* ---- end encap ---- */
 
+/* Per locator pair of a session: what the liveness monitor (internal/paths) reads. A pair is
+ * the session's key plus the wire locators a packet carried (local, remote). */
+struct ilnp_path_key {
+	__be64 local_nid;
+	__be64 remote_nid;
+	__be64 local_l64;
+	__be64 remote_l64;
+};
+
+struct ilnp_path_stats {
+	__u64 tx_packets;
+	__u64 tx_bytes;
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 last_tx_ns;         /* CLOCK_MONOTONIC_COARSE */
+	__u64 last_rx_ns;
+	__u64 first_unanswered_ns; /* first data packet sent on the pair since the last one received */
+	__u64 unanswered;          /* data packets (not probes) sent since the last one received */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ilnp_path_key);
+	__type(value, struct ilnp_path_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paths SEC(".maps");
+
+/* Liveness probes: a packet whose mark is ILNP_PROBE_MARK | slot leaves on the locator pair of
+ * probe_pairs[slot] when that entry names the packet's session. */
+#define ILNP_PROBE_MARK 0x494c0000 /* "IL" */
+#define ILNP_PROBE_MARK_MASK 0xffff0000
+#define ILNP_PROBE_SLOTS 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ILNP_PROBE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ilnp_path_key);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} probe_pairs SEC(".maps");
+
+/* Multipath policy: a session's TCP and UDP flows spread over these locator pairs by weight,
+ * each flow (its 5-tuple's hash) always on the same pair so that it never reorders. */
+#define ILNP_MULTIPATH_MAX 4
+
+struct ilnp_mp_pair {
+	__be64 local_l64;
+	__be64 remote_l64;
+	__u32 weight;
+	__u32 pad;
+};
+
+struct ilnp_multipath {
+	__u32 count;  /* pairs in use */
+	__u32 total;  /* sum of their weights */
+	struct ilnp_mp_pair pair[ILNP_MULTIPATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ilnp_session_key);
+	__type(value, struct ilnp_multipath);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} multipath SEC(".maps");
+
 #endif
 
 /* ==== tcpaware (bpf/tcpaware.c, internal/tcpaware): the mobility signal to TCP sockets ====

@@ -177,9 +177,19 @@ func cmdRun(ctx context.Context, args []string) error {
 	c.register(fs, 1, "thesis")
 	scenario := fs.String("scenario", "", "lan-lan, lan-wan, wan-lan or wan-wan")
 	mode := fs.String("mode", "", strings.Join(lab.ModeNames(), ", "))
-	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp or tcp-r (TCP MN -> CN, iperf3 -R)")
+	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp, tcp-r (TCP MN -> CN, iperf3 -R) or tcp-8 (8 parallel TCP flows CN -> MN)")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
+	multihome := fs.Bool("multihome", false, "ilnp-soft: the MN keeps both access links up for the whole run (no movement; issue 16)")
+	policy := fs.String("policy", "", "ILNP modes: ilnpd's handoff policy on both nodes: newest (default), preference, quality or multipath")
+	var fails []lab.Fail
+	fs.Func("fail", "with --multihome: r2-silent@T (R1 drops everything over R1-R2 from T, no link goes down) or r2-restore@T2; repeatable", func(s string) error {
+		f, err := lab.ParseFail(s)
+		if err == nil {
+			fails = append(fails, f)
+		}
+		return err
+	})
 	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
@@ -191,7 +201,8 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
-		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump}
+		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump,
+		Multihome: *multihome, Fails: fails, Policy: *policy}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -43,8 +43,10 @@ const usage = `usage: ilnpctl [-s SOCKET] [-j] COMMAND
   show locators|sessions|peers|stats   print a table (-j: JSON)
   show config                          the configuration in effect (after a SIGHUP reload)
   events [-f|--follow]                 print the event timeline (-j: JSON lines)
+  show paths                          per session and locator pair: state, RTT, loss, bytes
   set handoff soft|hard                switch the handoff mode
   set tcp-aware on|off                 switch the mobility-aware TCP reactions
+  set policy newest|preference|quality switch the handoff policy
   peer add NAME ILV...                 register an ILNP peer; ILV is an IPv6 address,
                                        L64,NID or L64|PREFERENCE,NID
   flush                                stop ilnpd for good: detach the datapath, remove its
@@ -134,7 +136,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return nil
 	case "show":
 		if len(args) != 1 {
-			return usagef("show: want one of locators, sessions, peers, stats")
+			return usagef("show: want one of locators, sessions, peers, stats, config, paths")
 		}
 		names := make([]string, len(control.Whats))
 		for i, w := range control.Whats {
@@ -160,9 +162,9 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.events(ctx, follow)
 	case "set":
 		if len(args) != 2 {
-			return usagef("set: want \"set handoff soft|hard\" or \"set tcp-aware on|off\"")
+			return usagef("set: want \"set handoff soft|hard\", \"set tcp-aware on|off\" or \"set policy NAME\"")
 		}
-		setting, ok := match(args[0], "handoff", "tcp-aware")
+		setting, ok := match(args[0], "handoff", "tcp-aware", "policy")
 		if !ok {
 			return usagef("set: unknown setting %q", args[0])
 		}
@@ -171,6 +173,9 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 				return usagef("set tcp-aware: want on or off, got %q", args[1])
 			}
 			return c.client.SetTCPAware(ctx, args[1])
+		}
+		if setting == "policy" {
+			return c.client.SetPolicy(ctx, args[1])
 		}
 		if args[1] != "soft" && args[1] != "hard" {
 			return usagef("set handoff: want soft or hard, got %q", args[1])

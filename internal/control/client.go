@@ -133,6 +133,17 @@ func (c Client) SetTCPAware(ctx context.Context, mode string) error {
 	return conn.Close()
 }
 
+// SetPolicy switches the handoff policy by name (newest, preference, quality).
+func (c Client) SetPolicy(ctx context.Context, name string) error {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	_, _, conn, err := c.do(ctx, Request{Op: "set-policy", Policy: name})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
 // AddPeer registers name with its I-LVs.
 func (c Client) AddPeer(ctx context.Context, name string, ilvs []PeerILV) error {
 	ctx, cancel := c.timeout(ctx)

@@ -13,6 +13,7 @@
 //	{"op":"events","follow":true}
 //	{"op":"set-handoff","mode":"hard"}
 //	{"op":"set-tcp-aware","mode":"on"}
+//	{"op":"set-policy","policy":"quality"}                   (also "what":"paths" for show)
 //	{"op":"peer-add","name":"cn","ilvs":[{"ilv":"2001:db8:1:0:214:4fff:fe20:ee64","preference":10}]}
 //
 // and reads response lines: {"ok":true,"data":...} or {"ok":false,"error":"reason"}; for
@@ -52,10 +53,18 @@ const (
 	Peers    What = "peers"
 	Stats    What = "stats"
 	Config   What = "config"
+	Paths    What = "paths"
 )
 
 // Whats lists the tables in the order ilnpctl documents them.
-var Whats = []What{Locators, Sessions, Peers, Stats, Config}
+var Whats = []What{Locators, Sessions, Peers, Stats, Config, Paths}
+
+// PathHandler is implemented by daemons with path liveness (issue 16): `show paths` and
+// `set policy`. A Handler without it answers those requests with an error.
+type PathHandler interface {
+	ShowPaths(ctx context.Context) (any, error)
+	SetPolicy(ctx context.Context, name string) error
+}
 
 // Handler is what the daemon implements. Show results must marshal to JSON; ilnpctl prints a
 // slice of structs as a table (columns in field order, named by the json tags), a struct or
@@ -120,6 +129,7 @@ type Request struct {
 	What   What      `json:"what,omitempty"`
 	Follow bool      `json:"follow,omitempty"`
 	Mode   string    `json:"mode,omitempty"`
+	Policy string    `json:"policy,omitempty"`
 	Name   string    `json:"name,omitempty"`
 	ILVs   []PeerILV `json:"ilvs,omitempty"`
 }
@@ -252,6 +262,12 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 			v, err = h.ShowStats(ctx)
 		case Config:
 			v, err = h.ShowConfig(ctx)
+		case Paths:
+			ph, ok := h.(PathHandler)
+			if !ok {
+				return fail("show paths: this daemon has no path liveness")
+			}
+			v, err = ph.ShowPaths(ctx)
 		default:
 			return fail("show: unknown table %q (want locators, sessions, peers, stats or config)", req.What)
 		}
@@ -280,6 +296,16 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 		}
 		if err := h.SetTCPAware(ctx, req.Mode == "on"); err != nil {
 			return fail("set tcp-aware: %v", err)
+		}
+		return send(Response{OK: true})
+
+	case "set-policy":
+		ph, ok := h.(PathHandler)
+		if !ok {
+			return fail("set policy: not supported by this daemon")
+		}
+		if err := ph.SetPolicy(ctx, req.Policy); err != nil {
+			return fail("set policy: %v", err)
 		}
 		return send(Response{OK: true})
 
@@ -335,7 +361,7 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 			}
 		}
 	}
-	return fail("unknown op %q (want show, events, set-handoff, set-tcp-aware, peer-add or flush)", req.Op)
+	return fail("unknown op %q (want show, events, set-handoff, set-tcp-aware, set-policy, peer-add or flush)", req.Op)
 }
 
 // decodeRequest reads one request line strictly: unknown fields are errors, so a newer

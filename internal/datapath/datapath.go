@@ -189,7 +189,8 @@ func (d *Datapath) Close() error {
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
 	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
-		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters, m.Unverified}
+		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters,
+		m.Paths, m.ProbePairs, m.Multipath, m.Unverified}
 }
 
 // be64 converts between a locator or identifier value and the network-order bytes the BPF

@@ -44,6 +44,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
 		localNonce: s.LocalNonce, remoteNonce: s.RemoteNonce, created: now, lastUsed: now,
 		lastActive: s.RemoteActive, advertised: slices.Clone(s.Advertised), advertisedAt: now,
+		announced: len(s.Advertised) > 0,
 	}
 	for _, r := range s.RemoteLocators {
 		if r.Locator == 0 {

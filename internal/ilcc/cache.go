@@ -75,6 +75,8 @@ type local struct {
 	preferEnd   time.Time // zero: infinite
 	deprecated  bool
 	lastRefresh time.Time
+	down        bool // its paths stopped delivering (SetLocalDown)
+	quality     Quality
 }
 
 type remote struct {
@@ -100,6 +102,8 @@ type peer struct {
 	retryAt      time.Time
 	binding      Binding
 	bound        bool
+	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
+	announced    bool              // an LU was sent (or an acknowledged one adopted): advertised is what it was told
 }
 
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
@@ -361,10 +365,10 @@ func (c *Cache) reselect(now time.Time, eff *Effects) {
 		for i, l := range ls {
 			cands[i] = Candidate{
 				Locator: l.loc, IfIndex: l.ifindex, Preference: l.pref, Learned: l.learned,
-				Deprecated: l.deprecated, Current: l.state == Active,
+				Deprecated: l.deprecated, Current: l.state == Active, Quality: l.quality,
 			}
 		}
-		for i, cand := range rank(c.cfg.Policy, cands) {
+		for i, cand := range c.demoteDown(rank(c.cfg.Policy, cands)) {
 			l := c.locals[cand.Locator]
 			l.rank = i
 			to := Valid
@@ -482,6 +486,7 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 		Update:  wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: slices.Clone(adv)},
 	})
 	p.advertised, p.advertisedAt, p.retryAt = slices.Clone(adv), now, time.Time{}
+	p.announced = true
 }
 
 // OpenSession records a session with a correspondent (keyed by its NID) and takes the local
@@ -561,7 +566,7 @@ func (p *peer) selectRemote(rc reach) bool {
 			continue
 		}
 		ok := rc.can(r.loc)
-		if best < 0 || (ok && !bestOK) || (ok == bestOK && r.pref < p.remotes[best].pref) {
+		if best < 0 || (ok && !bestOK) || (ok == bestOK && p.better(r, p.remotes[best])) {
 			best, bestOK = i, ok
 		}
 	}

@@ -21,6 +21,9 @@ type Candidate struct {
 	Deprecated bool
 	// Current: it is the active locator now.
 	Current bool
+	// Quality is what the path liveness measured through the locator (SetLocalQuality);
+	// Measured is false until then.
+	Quality Quality
 }
 
 // Policy is the handoff decision: it ranks the local locators, best first. The first becomes
@@ -78,7 +81,7 @@ func (ByPreference) Order(cands []Candidate) []Candidate {
 	return out
 }
 
-var policies = map[string]Policy{"newest": Newest{}, "preference": ByPreference{}}
+var policies = map[string]Policy{"newest": Newest{}, "preference": ByPreference{}, "quality": ByQuality{}, "multipath": Multipath{}}
 
 // PolicyNames lists the built-in policies.
 func PolicyNames() []string {

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ilnp/internal/config"
@@ -73,6 +74,8 @@ type Node struct {
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
 	drops  *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
+
+	pathmon atomic.Pointer[pathMonitor] // path liveness (paths.go); nil until it runs
 
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV

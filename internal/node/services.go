@@ -34,6 +34,12 @@ func (n *Node) startServices(ctx context.Context, wg *sync.WaitGroup, errc chan<
 		}
 	}()
 
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.runPaths(ctx) // path liveness (paths.go)
+	}()
+
 	if !n.cfg.DNSListen.IsValid() {
 		return nil
 	}

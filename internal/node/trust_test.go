@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,10 @@ func sessionTableFlood(t *testing.T, icmpType byte, rate, secs int, conf string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CN's liveness probes (ICMPv6 echo requests behind the nonce option, from its
+	// address): they must go to the newcomer only, never to a flood session (a reflection
+	// towards the spoofed addresses).
+	probes := n.capture("r-cn", fmt.Sprintf("ip6 src host %s and ip6[6] == 60 and ip6[40] == 58 and ip6[48] == 128", ilv(l1, cnNID)))
 
 	// The flood, from X through R, from random NIDs on X's prefix with random nonces.
 	floodDone := make(chan error, 1)
@@ -379,9 +384,26 @@ func sessionTableFlood(t *testing.T, icmpType byte, rate, secs int, conf string,
 			t.Errorf("CN has %d static routes after the flood, want no more than the MN's:\n%s", k, routes)
 		}
 	}
-	t.Logf("flood: %d packets at %d/s for %d s; embryos_created %d, promoted %d, sessions_limited %d, unproven expired %d; ILCC sessions at the end %d; newcomer %d/10 answered",
+	toMN, toFlood := 0, 0
+	for _, dst := range pcapIPv6Dsts(t, probes) {
+		if v, err := wire.ILVFromAddr(dst); err == nil && v.NID == mnNID {
+			toMN++
+		} else {
+			toFlood++
+		}
+	}
+	if toFlood != 0 {
+		t.Errorf("the CN sent %d liveness probes to flood sessions (and %d to the newcomer)", toFlood, toMN)
+	}
+	// Without a backlog in the CN's loop (the silent flood leaves no sessions) the newcomer is
+	// probed at once: the check above is not vacuous. Under answered pings the loop may reach
+	// the newcomer only as the capture stops.
+	if toMN == 0 && !promoted {
+		t.Errorf("no liveness probe to the newcomer: the capture saw none (the check above proves nothing)")
+	}
+	t.Logf("flood: %d packets at %d/s for %d s; embryos_created %d, promoted %d, sessions_limited %d, unproven expired %d; ILCC sessions at the end %d; newcomer %d/10 answered; CN probes: %d to the newcomer, %d to the flood",
 		sent, rate, secs, d("dp_embryos_created"), d("dp_embryos_promoted"), d("dp_ingress_sessions_limited"),
-		d("sessions_unproven_expired"), len(rows), answered)
+		d("sessions_unproven_expired"), len(rows), answered, toMN, toFlood)
 }
 
 // TestTwelveByteNonces: with `nonce-size 12` on both nodes (RFC 6744 s.2's 96-bit nonce) the
@@ -410,4 +432,29 @@ func TestTwelveByteNonces(t *testing.T) {
 		}
 	}
 	checkLUsOnWire(t, n, lus)
+}
+
+// pcapIPv6Dsts stops a capture and returns the IPv6 destination of every packet in it
+// (Ethernet link type; tcpdump's -s 256 keeps the headers whole).
+func pcapIPv6Dsts(t *testing.T, c *capture) []netip.Addr {
+	t.Helper()
+	c.Stop()
+	b, err := os.ReadFile(c.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 24 || binary.LittleEndian.Uint32(b) != 0xa1b2c3d4 || binary.LittleEndian.Uint32(b[20:]) != 1 {
+		t.Fatalf("%s: not a little-endian Ethernet pcap", c.File)
+	}
+	var out []netip.Addr
+	for off := 24; off+16 <= len(b); {
+		incl := int(binary.LittleEndian.Uint32(b[off+8:]))
+		pkt := b[off+16 : min(off+16+incl, len(b))]
+		off += 16 + incl
+		if len(pkt) < 14+40 || binary.BigEndian.Uint16(pkt[12:]) != 0x86dd {
+			continue
+		}
+		out = append(out, netip.AddrFrom16([16]byte(pkt[14+24:14+40])))
+	}
+	return out
 }

@@ -8,7 +8,9 @@
 // LU-ACK to the new path's steady rate within 10 %, retransmission timeouts at the TCP sender,
 // new bytes delivered per second in the 5-s window), recovery_ms (issue 13, `run
 // --double-jump`: the later of the CN's and the MN's moves to the first delivery on both new
-// locators; files written before it may lack the key). Fields that do not apply are null. Mean and 95 % confidence half-width
+// locators; files written before it may lack the key), failover_ms, aggregate_goodput_bps,
+// single_link_goodput_bps, reordering_retransmissions (issue 16: multihomed runs with a silent
+// path failure, multipath; likewise optional). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.
@@ -42,6 +44,15 @@ type Run struct {
 	TCPRTOEvents        *int     `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
 	RecoveryMs          *float64 `json:"recovery_ms"`
+	// Issue 16 (ilnp-lab run --multihome): the failure (--fail r2-silent@T) to the first
+	// CN -> MN delivery on the other path (null when no failure was injected); the goodput
+	// of all flows together and of the same flows over one locator pair (multipath runs);
+	// the TCP sender's retransmissions that the receiver reported as spurious (D-SACK: the
+	// original had arrived, late, as reordering delivers it).
+	FailoverMs                *float64 `json:"failover_ms"`
+	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
+	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
+	ReorderingRetransmissions *int     `json:"reordering_retransmissions"`
 }
 
 // Agg is a mean or a confidence half-width per field (null where no run had a value, and
@@ -64,6 +75,11 @@ type Agg struct {
 	TCPRTOEvents        *float64 `json:"tcp_rto_events"`
 	TCPWindowGoodputBps *float64 `json:"tcp_window_goodput_bps"`
 	RecoveryMs          *float64 `json:"recovery_ms"`
+
+	FailoverMs                *float64 `json:"failover_ms"`
+	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
+	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
+	ReorderingRetransmissions *float64 `json:"reordering_retransmissions"`
 }
 
 // Summary is the whole file.
@@ -109,10 +125,15 @@ var Fields = []Field{
 	{"tcp_rto_events", "TCP RTO events", ""},
 	{"tcp_window_goodput_bps", "TCP goodput (5-s window)", "bit/s"},
 	{"recovery_ms", "Double-jump recovery", "ms"},
+	{"failover_ms", "Failover", "ms"},
+	{"aggregate_goodput_bps", "Aggregate goodput", "bit/s"},
+	{"single_link_goodput_bps", "Single-link goodput", "bit/s"},
+	{"reordering_retransmissions", "Reordering retransmissions", "segments"},
 }
 
 // optionalKeys may be missing from files written before they existed.
-var optionalKeys = map[string]bool{"recovery_ms": true}
+var optionalKeys = map[string]bool{"recovery_ms": true, "failover_ms": true, "aggregate_goodput_bps": true,
+	"single_link_goodput_bps": true, "reordering_retransmissions": true}
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
 func (r Run) Values() map[string]*float64 {
@@ -131,6 +152,8 @@ func (r Run) Values() map[string]*float64 {
 		"interruption_ms": f(r.InterruptionMs), "tcp_retransmissions": i(r.TCPRetransmissions),
 		"tcp_lost": i(r.TCPLost), "tcp_recovery_ms": f(r.TCPRecoveryMs), "tcp_rto_events": i(r.TCPRTOEvents),
 		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps), "recovery_ms": f(r.RecoveryMs),
+		"failover_ms": f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
+		"single_link_goodput_bps": f(r.SingleLinkGoodputBps), "reordering_retransmissions": i(r.ReorderingRetransmissions),
 	}
 	if r.TCPBytes != nil {
 		v := float64(*r.TCPBytes)
@@ -189,6 +212,14 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.TCPWindowGoodputBps
 	case "recovery_ms":
 		return &a.RecoveryMs
+	case "failover_ms":
+		return &a.FailoverMs
+	case "aggregate_goodput_bps":
+		return &a.AggregateGoodputBps
+	case "single_link_goodput_bps":
+		return &a.SingleLinkGoodputBps
+	case "reordering_retransmissions":
+		return &a.ReorderingRetransmissions
 	}
 	panic("summary: unknown field " + key)
 }

@@ -130,6 +130,7 @@ func TestValidateRejects(t *testing.T) {
 		"recovery a string":   func(m map[string]any) { run0(m)["recovery_ms"] = "1" },
 		"tcp_aware a string":  func(m map[string]any) { m["tcp_aware"] = "on" },
 		"tcp_aware false":     func(m map[string]any) { m["tcp_aware"] = false }, // omitempty: absent when off
+		"failover a string":   func(m map[string]any) { run0(m)["failover_ms"] = "12" },
 	}
 	for name, fn := range cases {
 		if err := Validate(mutate(t, fn)); err == nil {
@@ -154,6 +155,16 @@ func TestValidateRejects(t *testing.T) {
 	}
 	if err := Validate(mutate(t, func(m map[string]any) { run0(m)["recovery_ms"] = 1091.5 })); err != nil {
 		t.Errorf("summary with a recovery rejected: %v", err)
+	}
+	// A summary written before issue 16's fields (a matrix's older cells) still validates.
+	if err := Validate(mutate(t, func(m map[string]any) {
+		for _, k := range []string{"failover_ms", "aggregate_goodput_bps", "single_link_goodput_bps", "reordering_retransmissions"} {
+			delete(run0(m), k)
+			delete(m["mean"].(map[string]any), k)
+			delete(m["ci95"].(map[string]any), k)
+		}
+	})); err != nil {
+		t.Errorf("summary without issue 16's fields rejected: %v", err)
 	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")

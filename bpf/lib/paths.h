@@ -1,0 +1,156 @@
+/* Per locator pair accounting and liveness probes (internal/paths reads the paths map). */
+#ifndef ILNP_PATHS_H
+#define ILNP_PATHS_H
+
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+#include "maps.h"
+#include "parse.h"
+
+/* The payload of a liveness probe (internal/node/paths.go): an ICMPv6 echo request carrying it,
+ * and the peer kernel's echo reply, are the monitor's, not the application's: they touch
+ * neither the session's counters nor its idle timer, so a probed session still ages out. */
+#define ILNP_PROBE_PAYLOAD 0x68746170504e4c49ULL /* "ILNPpath" read as a little-endian u64 */
+
+static __always_inline int ilnp_is_probe(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
+{
+	__u64 data;
+
+	if (pkt->l4_proto != ILNP_NH_ICMPV6 || !pkt->l4_off ||
+	    (pkt->icmp_type != 128 && pkt->icmp_type != 129))
+		return 0;
+	if (bpf_skb_load_bytes(skb, pkt->l4_off + 8, &data, sizeof(data)) < 0)
+		return 0;
+	return data == ILNP_PROBE_PAYLOAD;
+}
+
+/* Pairs are counted only for sessions that proved two-way traffic: ours (initiator: it has
+ * the peer's nonce once the peer answered) or a responder this host answered whose
+ * correspondent then sent more than the packet that opened it (internal/node/unproven.go's
+ * rule). A spoofed flood (one packet per made-up NID, answered or not) leaves no pair for
+ * the daemon to list or probe. */
+static __always_inline int ilnp_path_proven(const struct ilnp_session *sess)
+{
+	if (sess->flags & ILNP_SESS_EMBRYONIC)
+		return 0;
+	return !(sess->flags & ILNP_SESS_RESPONDER) || sess->rx_packets > 1;
+}
+
+static __always_inline struct ilnp_path_stats *
+ilnp_path_get(const struct ilnp_session_key *key, __be64 local, __be64 remote)
+{
+	struct ilnp_path_key pk = {.local_nid = key->local_nid, .remote_nid = key->remote_nid,
+				   .local_l64 = local, .remote_l64 = remote};
+	struct ilnp_path_stats *st = bpf_map_lookup_elem(&paths, &pk);
+	struct ilnp_path_stats zero = {};
+
+	if (st)
+		return st;
+	bpf_map_update_elem(&paths, &pk, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&paths, &pk);
+}
+
+/* A packet of the session left on (local, remote). Only data waits for an answer: a probe
+ * (ours, or our kernel's echo of the peer's) is answered on whichever pair the peer chooses,
+ * so an idle pair is never judged by its probes' silence. */
+static __always_inline void ilnp_path_tx(const struct ilnp_session_key *key, __be64 local,
+					 __be64 remote, __u32 len, int probe)
+{
+	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
+	__u64 now = bpf_ktime_get_coarse_ns();
+
+	if (!st)
+		return;
+	__sync_fetch_and_add(&st->tx_packets, 1);
+	__sync_fetch_and_add(&st->tx_bytes, len);
+	st->last_tx_ns = now;
+	if (probe)
+		return;
+	if (__sync_fetch_and_add(&st->unanswered, 1) == 0)
+		st->first_unanswered_ns = now;
+}
+
+/* A packet carrying the session's nonce arrived on (local, remote): proof of life. */
+static __always_inline void ilnp_path_rx(const struct ilnp_session_key *key, __be64 local,
+					 __be64 remote, __u32 len)
+{
+	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
+
+	if (!st)
+		return;
+	__sync_fetch_and_add(&st->rx_packets, 1);
+	__sync_fetch_and_add(&st->rx_bytes, len);
+	st->last_rx_ns = bpf_ktime_get_coarse_ns();
+	st->unanswered = 0;
+	st->first_unanswered_ns = 0;
+}
+
+/* A liveness probe of this session leaves on the pair the daemon chose for its slot. */
+static __always_inline void ilnp_path_probe_pair(const struct __sk_buff *skb,
+						 const struct ilnp_session_key *key,
+						 __be64 *local, __be64 *remote)
+{
+	struct ilnp_path_key *pk;
+	__u32 slot;
+
+	if ((skb->mark & ILNP_PROBE_MARK_MASK) != ILNP_PROBE_MARK)
+		return;
+	slot = skb->mark & 0xff;
+	pk = bpf_map_lookup_elem(&probe_pairs, &slot);
+	if (!pk || pk->local_nid != key->local_nid || pk->remote_nid != key->remote_nid ||
+	    !pk->local_l64 || !pk->remote_l64)
+		return;
+	*local = pk->local_l64;
+	*remote = pk->remote_l64;
+}
+
+/* A flow's hash over the session-view addresses, the protocol and the ports: the same for
+ * every packet of the flow. */
+static __always_inline __u64 ilnp_flow_hash(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
+{
+	__u32 ports = 0;
+	__u64 h;
+
+	if (pkt->l4_off)
+		bpf_skb_load_bytes(skb, pkt->l4_off, &ports, sizeof(ports));
+	h = pkt->ip6.src_l64 ^ (pkt->ip6.src_nid * 0x9e3779b97f4a7c15ULL) ^
+	    (pkt->ip6.dst_l64 * 0xc2b2ae3d27d4eb4fULL) ^ (pkt->ip6.dst_nid * 0x165667b19e3779f9ULL) ^
+	    ((__u64)ports << 8 | pkt->l4_proto);
+	/* murmur3's 64-bit finaliser */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* Under the multipath policy a TCP or UDP packet leaves on its flow's pair. */
+static __always_inline void ilnp_multipath_pair(struct __sk_buff *skb, const struct ilnp_pkt *pkt,
+						const struct ilnp_session_key *key,
+						__be64 *local, __be64 *remote)
+{
+	struct ilnp_multipath *mp;
+	__u64 x;
+
+	if (pkt->l4_proto != ILNP_NH_TCP && pkt->l4_proto != ILNP_NH_UDP)
+		return;
+	mp = bpf_map_lookup_elem(&multipath, key);
+	if (!mp || !mp->total || !mp->count)
+		return;
+	x = ilnp_flow_hash(skb, pkt) % mp->total;
+	for (int i = 0; i < ILNP_MULTIPATH_MAX; i++) {
+		if (i >= mp->count)
+			return;
+		if (x < mp->pair[i].weight) {
+			if (mp->pair[i].local_l64 && mp->pair[i].remote_l64) {
+				*local = mp->pair[i].local_l64;
+				*remote = mp->pair[i].remote_l64;
+			}
+			return;
+		}
+		x -= mp->pair[i].weight;
+	}
+}
+
+#endif

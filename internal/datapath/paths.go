@@ -1,0 +1,135 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/wire"
+)
+
+// PathKey names one locator pair of a session: the session's NIDs and the wire locators its
+// packets carried.
+type PathKey struct {
+	LocalNID, RemoteNID wire.NID
+	Local, Remote       wire.L64
+}
+
+// PathStats is what the datapath counted on one locator pair. Times are CLOCK_MONOTONIC_COARSE
+// nanoseconds (MonotonicCoarseNow), 0 for never.
+type PathStats struct {
+	Key                 PathKey
+	TxPackets, TxBytes  uint64
+	RxPackets, RxBytes  uint64
+	LastTxNs, LastRxNs  uint64
+	FirstUnansweredTxNs uint64 // first packet sent since the last one received; 0: none
+	Unanswered          uint64 // packets sent since the last one received
+}
+
+// ProbeMark is the socket mark that sends a packet of a session out of the locator pair in
+// probe slot (SetProbePair): ProbeMark | slot.
+const ProbeMark = 0x494c0000
+
+// ProbeSlots is the number of probe slots.
+const ProbeSlots = 256
+
+func pathKeyToBPF(k PathKey) ilnpBPFIlnpPathKey {
+	return ilnpBPFIlnpPathKey{LocalNid: be64(uint64(k.LocalNID)), RemoteNid: be64(uint64(k.RemoteNID)),
+		LocalL64: be64(uint64(k.Local)), RemoteL64: be64(uint64(k.Remote))}
+}
+
+func pathKeyFromBPF(k ilnpBPFIlnpPathKey) PathKey {
+	return PathKey{LocalNID: wire.NID(be64(k.LocalNid)), RemoteNID: wire.NID(be64(k.RemoteNid)),
+		Local: wire.L64(be64(k.LocalL64)), Remote: wire.L64(be64(k.RemoteL64))}
+}
+
+// Paths lists the counters of every locator pair the datapath has seen traffic on.
+func (d *Datapath) Paths() ([]PathStats, error) {
+	var (
+		k   ilnpBPFIlnpPathKey
+		v   ilnpBPFIlnpPathStats
+		out []PathStats
+	)
+	it := d.objs.Paths.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, PathStats{
+			Key: pathKeyFromBPF(k), TxPackets: v.TxPackets, TxBytes: v.TxBytes, RxPackets: v.RxPackets,
+			RxBytes: v.RxBytes, LastTxNs: v.LastTxNs, LastRxNs: v.LastRxNs,
+			FirstUnansweredTxNs: v.FirstUnansweredNs, Unanswered: v.Unanswered,
+		})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("datapath: list paths: %w", err)
+	}
+	return out, nil
+}
+
+// DeletePath forgets one locator pair's counters.
+func (d *Datapath) DeletePath(k PathKey) error {
+	return wrapDelete(d.objs.Paths.Delete(pathKeyToBPF(k)), "path %v", k)
+}
+
+// SetProbePair makes packets of the session k names that carry the mark ProbeMark|slot leave
+// on k's locator pair instead of the session's active one.
+func (d *Datapath) SetProbePair(slot uint32, k PathKey) error {
+	if slot >= ProbeSlots {
+		return fmt.Errorf("datapath: probe slot %d: want < %d", slot, ProbeSlots)
+	}
+	if err := d.objs.ProbePairs.Put(slot, pathKeyToBPF(k)); err != nil {
+		return fmt.Errorf("datapath: probe slot %d: %w", slot, err)
+	}
+	return nil
+}
+
+// MonotonicCoarseNow is the clock the datapath stamps packets with.
+func MonotonicCoarseNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// MaxMultipathPairs is how many locator pairs one session's flows can spread over.
+const MaxMultipathPairs = 4
+
+// MultipathPair is one locator pair of a session under the multipath policy and its share.
+type MultipathPair struct {
+	Local, Remote wire.L64
+	Weight        uint32
+}
+
+// SetMultipath spreads the session's TCP and UDP flows over pairs by weight (each flow, by
+// the hash of its addresses, protocol and ports, always on the same pair). No pairs, or all
+// weights zero, removes the entry: the session's active pair carries everything.
+func (d *Datapath) SetMultipath(local, remote wire.NID, pairs []MultipathPair) error {
+	k := sessionKey(local, remote)
+	var v ilnpBPFIlnpMultipath
+	for _, p := range pairs {
+		if p.Weight == 0 {
+			continue
+		}
+		if v.Count == MaxMultipathPairs {
+			return fmt.Errorf("datapath: multipath %v-%v: more than %d pairs", local, remote, MaxMultipathPairs)
+		}
+		if p.Local == 0 || p.Remote == 0 {
+			return fmt.Errorf("datapath: multipath %v-%v: zero locator", local, remote)
+		}
+		v.Pair[v.Count].LocalL64, v.Pair[v.Count].RemoteL64 = be64(uint64(p.Local)), be64(uint64(p.Remote))
+		v.Pair[v.Count].Weight = p.Weight
+		v.Total += p.Weight
+		v.Count++
+	}
+	if v.Count == 0 {
+		if err := d.objs.Multipath.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("datapath: multipath %v-%v: %w", local, remote, err)
+		}
+		return nil
+	}
+	if err := d.objs.Multipath.Put(k, &v); err != nil {
+		return fmt.Errorf("datapath: multipath %v-%v: %w", local, remote, err)
+	}
+	return nil
+}

@@ -1,0 +1,512 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/datapath"
+	"ilnp/internal/ilcc"
+	"ilnp/internal/paths"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// pathPollInterval is how often the loop reads the datapath's per-pair counters: well inside
+// the 100 ms margin of the liveness bound.
+const pathPollInterval = 20 * time.Millisecond
+
+// pathMonitor is path liveness without link-down (issue 16): the loop feeds the datapath's
+// per locator pair counters into a paths.Tracker, sends the probes it asks for and turns dead
+// and recovered pairs into ILCC health (SetLocalDown/SetRemoteDown), which moves sessions to
+// a live pair and sends the LU the peer needs. Loop-owned except views (guarded by mu).
+type pathMonitor struct {
+	tracker *paths.Tracker
+	probes  *probeSocket
+	slots   map[paths.Key]uint32
+	next    uint32
+	seq     uint16
+	sent    map[uint16]sentProbe
+	down    map[healthKey]bool
+	flowsAt time.Time                             // when the sockets were last counted
+	spread  map[wire.NID][]datapath.MultipathPair // what the multipath policy last wrote
+
+	mu    sync.Mutex
+	views []paths.View
+}
+
+type sentProbe struct {
+	key paths.Key
+	at  time.Time
+}
+
+// healthKey is a local locator (peer 0) or a peer's remote locator.
+type healthKey struct {
+	peer wire.NID
+	loc  wire.L64
+}
+
+// runPaths runs the monitor until ctx ends: it polls on the loop and reads probe answers.
+func (n *Node) runPaths(ctx context.Context) {
+	tr, err := paths.New(paths.Config{})
+	if err != nil {
+		n.log.Warn("path liveness off", "err", err)
+		return
+	}
+	ps, err := openProbeSocket()
+	if err != nil {
+		n.log.Warn("path liveness off: no probe socket", "err", err)
+		return
+	}
+	defer ps.Close()
+	m := &pathMonitor{tracker: tr, probes: ps, slots: map[paths.Key]uint32{}, sent: map[uint16]sentProbe{}, down: map[healthKey]bool{},
+		spread: map[wire.NID][]datapath.MultipathPair{}}
+	n.pathmon.Store(m)
+	answers := make(chan echoAnswer, 64)
+	go ps.read(ctx, answers)
+	tick := time.NewTicker(pathPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-answers:
+			_ = n.do(ctx, func() error { m.answered(a); return nil })
+		case <-tick.C:
+			if err := n.do(ctx, func() error { n.pollPaths(m); return nil }); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (m *pathMonitor) answered(a echoAnswer) {
+	s, ok := m.sent[a.seq]
+	if !ok || a.id != m.probes.id {
+		return
+	}
+	delete(m.sent, a.seq)
+	m.tracker.Answered(s.key, s.at, a.at)
+}
+
+// pollPaths is one step of the monitor on the loop.
+func (n *Node) pollPaths(m *pathMonitor) {
+	now := time.Now()
+	mono := datapath.MonotonicCoarseNow()
+	locals := n.cache.Locals()
+	stats, err := n.dp.Paths()
+	if err != nil {
+		n.log.Warn("path counters", "err", err)
+		return
+	}
+	// The datapath counts pairs only for sessions that proved two-way traffic (bpf/lib/paths.h:
+	// ours once the peer answered, a responder's once its correspondent sent again after our
+	// answer), so a session is tracked, probed and told about our locators only once some
+	// pair of it received: a spoofed flood of first packets leaves nothing here.
+	// A peer's locator is probed once something arrived from it (or it is the one in use): a
+	// locator known only from DNS or the hosts file may not exist yet, and probing it would
+	// leave the router's neighbour entry for it failed when it appears (losing the first
+	// packets, the LU-ACK among them, for a second).
+	heardFrom := map[wire.NID]map[wire.L64]bool{}
+	for _, st := range stats {
+		if st.RxPackets > 0 {
+			if heardFrom[st.Key.RemoteNID] == nil {
+				heardFrom[st.Key.RemoteNID] = map[wire.L64]bool{}
+			}
+			heardFrom[st.Key.RemoteNID][st.Key.Remote] = true
+		}
+	}
+	bindings := map[wire.NID]ilcc.Binding{}
+	var cands []paths.Key
+	multihomed := n.cache.Multihomed()
+	for peer := range heardFrom {
+		b, ok := n.cache.Binding(peer)
+		if !ok || b.RemoteNonce.IsZero() {
+			continue // not two-way (in the ILCC) yet: nothing would prove a pair
+		}
+		bindings[peer] = b
+		if multihomed {
+			// Once per correspondent that never got an LU (ilcc.Announce), also when the
+			// node becomes multihomed later (a second locator, or `ilnpctl set policy`).
+			n.apply(n.cache.Announce(peer, now), now)
+		}
+		// While an LU to the peer is out, it may not know the locator we send from and keeps
+		// sending to the one it knows: its pairs are not judged (a move is not a failure).
+		if _, out := n.engine.Outstanding(peer); out {
+			m.tracker.Hold(peer, now)
+		}
+		// Only our locators the peer was told of in an LU (or the session's own): a probe
+		// from another would only meet its unknown-locator check.
+		told := map[wire.L64]bool{}
+		for _, l := range n.cache.Told(peer) {
+			told[l] = true
+		}
+		for _, l := range locals {
+			if !l.State.Usable() || !told[l.Locator] {
+				continue
+			}
+			for _, r := range b.RemoteLocators {
+				if r.State.Usable() && (r.Locator == b.RemoteLocator || heardFrom[peer][r.Locator]) {
+					cands = append(cands, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
+				}
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b paths.Key) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
+	})
+	at := func(ns uint64) time.Time {
+		if ns == 0 {
+			return time.Time{}
+		}
+		if ns > mono {
+			return now
+		}
+		return now.Add(-time.Duration(mono - ns))
+	}
+	samples := make([]paths.Sample, 0, len(stats))
+	for _, st := range stats {
+		b, ok := bindings[st.Key.RemoteNID]
+		if !ok || b.SessionLocal.NID != st.Key.LocalNID {
+			continue
+		}
+		samples = append(samples, paths.Sample{
+			Key:       paths.Key{Peer: st.Key.RemoteNID, Local: st.Key.Local, Remote: st.Key.Remote},
+			TxPackets: st.TxPackets, TxBytes: st.TxBytes, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
+			LastTx: at(st.LastTxNs), LastRx: at(st.LastRxNs), FirstUnanswered: at(st.FirstUnansweredTxNs),
+			Unanswered: st.Unanswered,
+		})
+	}
+	res := m.tracker.Step(cands, samples, now)
+	for _, c := range res.Changes {
+		n.emit(timeline.Event{Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),
+			Detail: fmt.Sprintf("%v->%v %s -> %s", c.Key.Local, c.Key.Remote, c.From, c.To), Duration: c.SinceProof.Nanoseconds()})
+	}
+	if len(res.Changes) > 0 {
+		n.applyPathHealth(m, cands, locals, now)
+	}
+	for _, k := range res.Probes {
+		n.sendProbe(m, bindings[k.Peer], k, now)
+	}
+	n.applyPathQuality(m, cands, now)
+	n.applyMultipath(m, bindings, cands)
+	if now.Sub(m.flowsAt) >= time.Second {
+		m.flowsAt = now
+		countFlows(m, bindings, cands)
+	}
+	views := m.tracker.Views(now)
+	m.mu.Lock()
+	m.views = views
+	m.mu.Unlock()
+}
+
+// applyPathHealth: a local locator is down when some pair through it is dead and none is
+// alive; so is a peer's remote locator among that peer's pairs. Only a dead verdict (or the
+// recovery from one) changes anything: the LU it may cause is one the peer needs.
+func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, all []ilcc.Local, now time.Time) {
+	// A local locator is only worth demoting when there is another usable one to move to (a
+	// single-homed CN's one locator stays as it is), even one the peer was not told of yet
+	// (the move's LU tells it); a peer's remote locator when the peer has another.
+	usable := 0
+	for _, l := range all {
+		if l.State.Usable() {
+			usable++
+		}
+	}
+	remotes := map[wire.NID]map[wire.L64]bool{}
+	for _, k := range cands {
+		if remotes[k.Peer] == nil {
+			remotes[k.Peer] = map[wire.L64]bool{}
+		}
+		remotes[k.Peer][k.Remote] = true
+	}
+	dead, alive := map[healthKey]bool{}, map[healthKey]bool{}
+	for _, k := range cands {
+		var hs []healthKey
+		if usable > 1 {
+			hs = append(hs, healthKey{loc: k.Local})
+		}
+		if len(remotes[k.Peer]) > 1 {
+			hs = append(hs, healthKey{peer: k.Peer, loc: k.Remote})
+		}
+		for _, h := range hs {
+			switch m.tracker.State(k) {
+			case paths.Dead:
+				dead[h] = true
+			case paths.Alive:
+				alive[h] = true
+			}
+		}
+	}
+	for h := range dead {
+		if !alive[h] && !m.down[h] {
+			m.down[h] = true
+			n.setHealth(h, true, now)
+		}
+	}
+	for h := range m.down {
+		if !dead[h] || alive[h] {
+			delete(m.down, h)
+			n.setHealth(h, false, now)
+		}
+	}
+}
+
+// applyPathQuality gives the ILCC each local locator's best measured pair (lowest loss, then
+// RTT) for the quality policy.
+func (n *Node) applyPathQuality(m *pathMonitor, cands []paths.Key, now time.Time) {
+	best := map[wire.L64]ilcc.Quality{}
+	for _, k := range cands {
+		rtt, ok := m.tracker.RTT(k)
+		if !ok || m.tracker.State(k) == paths.Dead {
+			continue
+		}
+		loss, _ := m.tracker.Loss(k, now, lossGiveUp)
+		q := ilcc.Quality{Measured: true, RTT: rtt.Round(100 * time.Microsecond), Loss: loss}
+		if b, ok := best[k.Local]; !ok || q.Loss < b.Loss || (q.Loss == b.Loss && q.RTT < b.RTT) {
+			best[k.Local] = q
+		}
+	}
+	for loc, q := range best {
+		n.apply(n.cache.SetLocalQuality(loc, q, now), now)
+	}
+}
+
+// countFlows counts the TCP and UDP sockets of each session (between its view addresses) and
+// puts them on the session's active pair: every flow of a session takes that pair.
+func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []paths.Key) {
+	type ends struct{ src, dst netip.Addr }
+	count := map[ends]int{}
+	var socks []*netlink.Socket
+	if tcp, err := netlink.SocketDiagTCP(unix.AF_INET6); err == nil {
+		socks = append(socks, tcp...)
+	}
+	if udp, err := netlink.SocketDiagUDP(unix.AF_INET6); err == nil {
+		socks = append(socks, udp...)
+	}
+	for _, s := range socks {
+		src, ok1 := netip.AddrFromSlice(s.ID.Source)
+		dst, ok2 := netip.AddrFromSlice(s.ID.Destination)
+		if ok1 && ok2 {
+			count[ends{src.Unmap(), dst.Unmap()}]++
+		}
+	}
+	for _, k := range cands {
+		b := bindings[k.Peer]
+		flows := 0
+		if b.HasLocal && k.Local == b.LocalLocator && k.Remote == b.RemoteLocator {
+			flows = count[ends{b.SessionLocal.Addr(), b.SessionRemote.Addr()}]
+		}
+		m.tracker.SetFlows(k, flows)
+	}
+}
+
+// applyMultipath: under the multipath policy every session's flows spread, equally weighted,
+// over its candidate pairs that are not dead: our usable locators the peer was told of with
+// the peer's usable locators it was heard from (so a single-homed CN spreads over a
+// multihomed MN's locators, and the MN over its own); under any other policy the entries are
+// removed.
+func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []paths.Key) {
+	on := n.cache.Policy().Name() == (ilcc.Multipath{}).Name()
+	byPeer := map[wire.NID][]datapath.MultipathPair{}
+	if on {
+		for _, k := range cands { // sorted: the same pairs in the same order every time
+			if m.tracker.State(k) == paths.Dead || len(byPeer[k.Peer]) == datapath.MaxMultipathPairs {
+				continue
+			}
+			byPeer[k.Peer] = append(byPeer[k.Peer], datapath.MultipathPair{Local: k.Local, Remote: k.Remote, Weight: 1})
+		}
+	}
+	for peer, b := range bindings {
+		pairs := byPeer[peer]
+		if len(pairs) < 2 {
+			pairs = nil
+		}
+		if old, ok := m.spread[peer]; ok && slices.Equal(old, pairs) {
+			continue
+		}
+		if err := n.dp.SetMultipath(b.SessionLocal.NID, peer, pairs); err != nil {
+			n.log.Warn("multipath", "peer", peer, "err", err)
+			continue
+		}
+		m.spread[peer] = pairs
+	}
+	for peer := range m.spread {
+		if _, ok := bindings[peer]; !ok {
+			delete(m.spread, peer)
+		}
+	}
+}
+
+// lossGiveUp is when an unanswered probe counts as lost.
+const lossGiveUp = time.Second
+
+func (n *Node) setHealth(h healthKey, down bool, now time.Time) {
+	if h.peer == 0 {
+		n.apply(n.cache.SetLocalDown(h.loc, down, now), now)
+		return
+	}
+	n.apply(n.cache.SetRemoteDown(h.peer, h.loc, down, now), now)
+}
+
+// sendProbe sends one ICMPv6 echo request between the session-view addresses with the probe
+// mark of k's slot: the datapath adds the nonce and sends it out on k's pair.
+func (n *Node) sendProbe(m *pathMonitor, b ilcc.Binding, k paths.Key, now time.Time) {
+	slot, ok := m.slots[k]
+	if !ok {
+		if len(m.slots) >= datapath.ProbeSlots {
+			clear(m.slots) // reused round-robin; stale slots only misdirect a probe
+		}
+		slot = m.next % datapath.ProbeSlots
+		m.next++
+		m.slots[k] = slot
+	}
+	err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: k.Peer, Local: k.Local, Remote: k.Remote})
+	if err == nil {
+		m.seq++
+		err = m.probes.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot, m.seq)
+		m.sent[m.seq] = sentProbe{key: k, at: now}
+	}
+	if err != nil {
+		n.count("path_probe_errors")
+		n.log.Debug("path probe", "pair", k, "err", err)
+		return
+	}
+	n.count("path_probes_sent")
+	for seq, s := range m.sent {
+		if now.Sub(s.at) > 10*time.Second {
+			delete(m.sent, seq)
+		}
+	}
+}
+
+// probeSocket sends ICMPv6 echo requests with a socket mark and reads the replies.
+type probeSocket struct {
+	conn *net.IPConn
+	pc   *ipv6.PacketConn
+	id   uint16
+}
+
+type echoAnswer struct {
+	id, seq uint16
+	at      time.Time
+}
+
+func openProbeSocket() (*probeSocket, error) {
+	c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
+	if err != nil {
+		return nil, fmt.Errorf("raw ICMPv6 socket for path probes: %w", err)
+	}
+	conn := c.(*net.IPConn)
+	pc := ipv6.NewPacketConn(conn)
+	var filter ipv6.ICMPFilter
+	filter.SetAll(true)
+	filter.Accept(ipv6.ICMPTypeEchoReply)
+	if err := pc.SetICMPFilter(&filter); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ICMPv6 filter: %w", err)
+	}
+	var id [2]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("probe identifier: %w", err)
+	}
+	return &probeSocket{conn: conn, pc: pc, id: binary.BigEndian.Uint16(id[:])}, nil
+}
+
+func (s *probeSocket) Close() error { return s.conn.Close() }
+
+func (s *probeSocket) send(src, dst netip.Addr, mark uint32, seq uint16) error {
+	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: int(s.id), Seq: int(seq), Data: []byte("ILNPpath")}}).Marshal(nil)
+	if err != nil {
+		return fmt.Errorf("encode probe: %w", err)
+	}
+	rc, err := s.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("probe socket: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark)) }); err != nil {
+		return fmt.Errorf("probe socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("probe mark: %w", serr)
+	}
+	cm := &ipv6.ControlMessage{Src: src.AsSlice(), HopLimit: 64}
+	if _, err := s.pc.WriteTo(msg, cm, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		return fmt.Errorf("send probe %s -> %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// read delivers our echo replies until ctx ends or the socket is closed.
+func (s *probeSocket) read(ctx context.Context, out chan<- echoAnswer) {
+	buf := make([]byte, 1500)
+	for {
+		n, _, _, err := s.pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		msg, err := icmp.ParseMessage(58, buf[:n])
+		if err != nil {
+			continue
+		}
+		echo, ok := msg.Body.(*icmp.Echo)
+		if !ok || msg.Type != ipv6.ICMPTypeEchoReply || uint16(echo.ID) != s.id {
+			continue
+		}
+		select {
+		case out <- echoAnswer{id: uint16(echo.ID), seq: uint16(echo.Seq), at: time.Now()}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// PathRow is one line of `ilnpctl show paths`.
+type PathRow = paths.View
+
+// ShowPaths lists every session's locator pairs as the liveness monitor last saw them.
+func (n *Node) ShowPaths(ctx context.Context) (any, error) {
+	m := n.pathmon.Load()
+	if m == nil {
+		return []PathRow{}, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]PathRow{}, m.views...), nil
+}
+
+// SetPolicy switches the handoff policy at run time (`ilnpctl set policy`).
+func (n *Node) SetPolicy(ctx context.Context, name string) error {
+	p, err := ilcc.PolicyByName(name)
+	if err != nil {
+		return err
+	}
+	return n.do(ctx, func() error {
+		now := time.Now()
+		eff, err := n.cache.SetPolicy(p, now)
+		if err != nil {
+			return err
+		}
+		n.cfg.Policy = p.Name()
+		n.apply(eff, now)
+		return nil
+	})
+}

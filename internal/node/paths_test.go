@@ -1,0 +1,449 @@
+package node_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/nstest"
+	"ilnp/internal/paths"
+	"ilnp/internal/timeline"
+)
+
+// failBound is the bound on declaring a pair dead after its last delivery (RTT +
+// 100 ms; the RTT here is well under a millisecond) plus what the measurement adds: the gap to
+// the first unanswered packet (a few ms at these rates), the 20 ms poll, the 4 ms coarse clock
+// and scheduling on a loaded machine (measured 108-136 ms on a busy 2-core machine).
+const failBound = 100*time.Millisecond + 80*time.Millisecond
+
+// udpProbeFlow sends a numbered datagram every 5 ms and records when each echo came back.
+type udpProbeFlow struct {
+	mu   sync.Mutex
+	got  []time.Time // arrival of every echo, in order
+	sent atomic.Int64
+}
+
+func (f *udpProbeFlow) run(ctx context.Context, conn net.Conn) {
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.got = append(f.got, time.Now())
+			f.mu.Unlock()
+		}
+	}()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	msg := make([]byte, 64)
+	for ctx.Err() == nil {
+		binary.BigEndian.PutUint64(msg, uint64(f.sent.Add(1)))
+		_, _ = conn.Write(msg)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// gapAround returns the longest time without an echo between from and to, and the last echo
+// before it (the last delivery on the failed path) and the first after it.
+func (f *udpProbeFlow) gapAround(from, to time.Time) (gap time.Duration, last, first time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := 1; i < len(f.got); i++ {
+		a, b := f.got[i-1], f.got[i]
+		if b.Before(from) || a.After(to) {
+			continue
+		}
+		if d := b.Sub(a); d > gap {
+			gap, last, first = d, a, b
+		}
+	}
+	return gap, last, first
+}
+
+func (f *udpProbeFlow) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.got)
+}
+
+// pathEvents returns the daemon's path_state events that end in state to.
+func pathEvents(t *testing.T, d *daemon, to string) []timeline.Event {
+	t.Helper()
+	evs, err := d.events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []timeline.Event
+	for _, e := range evs {
+		if e.Kind == paths.EventKind && strings.HasSuffix(e.Detail, "-> "+to) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestSilentPathFailover: a multihomed MN (both access links up, two locators, the preference
+// policy: under the thesis's newest policy a second locator is a move in progress and the CN
+// is not told of the other one until it is needed) with a TCP and a UDP flow to the CN; the router stops forwarding anything to or from the MN's active link
+// without any link going down (the RAs keep coming). Both ends declare the pair dead within
+// RTT + 100 ms of its last delivery, the flows move to the other locator (the MN's LU tells the
+// CN), and the pair comes back when the router forwards again.
+func TestSilentPathFailover(t *testing.T) {
+	nstest.RequireTool(t, "nft")
+	n := newTestNetConf(t, "soft", map[string]string{"mn": "policy preference\n"})
+	n.MN.Run("ip", "link", "set", "mn2", "up")
+	n.waitFor(15*time.Second, "MN multihomed: L3 active, L2 valid", func() (bool, string) {
+		rows, err := n.mn.locators()
+		return err == nil && stateOf(rows, l3) == "active" && stateOf(rows, l2) == "valid", fmt.Sprint(rows, err)
+	})
+
+	// The MN resolves the CN (its datapath then knows it as an ILNP peer) and opens the
+	// session: dialled by address alone, the first SYN would go out as plain IPv6 and the
+	// CN's nonce-carrying answer open the session from the CN's side, which can learn the
+	// MN's nonce only from L2 (the locator it sent to; bpf: only the initiator's own choice
+	// vouches for it) while the MN answers from its active L3.
+	cnAddr, err := resolve(n.MN, "cn")
+	if err != nil || cnAddr != ilv(l1, cnNID) {
+		t.Fatalf("resolve cn on the MN: %v %v", cnAddr, err)
+	}
+	ln := n.CN.Listen("tcp", fmt.Sprintf("[%s]:5201", cnAddr))
+	defer ln.Close()
+	udpSrv := n.CN.ListenPacket("udp", fmt.Sprintf("[%s]:5202", cnAddr))
+	defer udpSrv.Close()
+	go nstest.EchoUDP(udpSrv)
+	sink := n.CN.Listen("tcp", fmt.Sprintf("[%s]:5203", cnAddr)) // the multipath flows
+	defer sink.Close()
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	var received atomic.Int64
+	readErr := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			readErr <- err
+			return
+		}
+		defer c.Close()
+		readErr <- nstest.ReadPattern(context.Background(), c, &received)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tcp := n.MN.Dial("tcp", fmt.Sprintf("[%s]:5201", cnAddr))
+	defer tcp.Close()
+	writeErr := make(chan error, 1)
+	go func() { writeErr <- nstest.WritePattern(ctx, tcp, 4096, time.Millisecond) }() // ~32 Mbit/s
+	// The UDP socket uses the TCP connection's address: one session view for both flows.
+	var udp net.Conn
+	if err := n.MN.Do(func() error {
+		var err error
+		d := net.Dialer{LocalAddr: &net.UDPAddr{IP: tcp.LocalAddr().(*net.TCPAddr).IP}}
+		udp, err = d.Dial("udp", fmt.Sprintf("[%s]:5202", cnAddr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	t.Logf("TCP %v -> %v, UDP %v -> %v", tcp.LocalAddr(), tcp.RemoteAddr(), udp.LocalAddr(), udp.RemoteAddr())
+	var flow udpProbeFlow
+	go flow.run(ctx, udp)
+
+	n.waitFor(10*time.Second, "both flows on L3", func() (bool, string) {
+		s := n.cn.session(t, mnNID)
+		return flow.count() > 100 && received.Load() > 1<<20 && s.ActiveRemote == l3.String(), fmt.Sprintf("%+v echoes=%d bytes=%d", s, flow.count(), received.Load())
+	})
+	time.Sleep(500 * time.Millisecond)
+
+	// The silent failure: R drops everything forwarded to or from the MN's second link.
+	// One nft command, so that both directions fail at once; the failure is stamped before it
+	// (its bounds below are then conservative by the command's run time).
+	n.R.Run("nft", "add table inet ilnpfail")
+	n.R.Run("nft", "add chain inet ilnpfail silent { type filter hook forward priority 0 ; policy accept ; }")
+	failed, failedMono := time.Now(), timeline.Now()
+	n.R.Run("nft", "add rule inet ilnpfail silent iifname r-mn2 drop ; add rule inet ilnpfail silent oifname r-mn2 drop")
+	bytesAtFail := received.Load()
+	var tcpResumed time.Time
+	for deadline := failed.Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if received.Load() > bytesAtFail {
+			tcpResumed = time.Now()
+			break
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+
+	t.Run("no false failure before", func(t *testing.T) {
+		for _, d := range []*daemon{n.mn, n.cn} {
+			for _, e := range pathEvents(t, d, "dead") {
+				if e.MonoNS < failedMono {
+					t.Errorf("%s: pair declared dead before the failure: %s", d.name, e.Detail)
+				}
+			}
+		}
+	})
+	t.Run("MN moved to L2", func(t *testing.T) {
+		rows, err := n.mn.locators()
+		if err != nil || stateOf(rows, l2) != "active" {
+			t.Fatalf("MN locators after the silent failure: %+v %v, want L2 active", rows, err)
+		}
+		if s := n.cn.session(t, mnNID); s.ActiveRemote != l2.String() {
+			t.Fatalf("CN still sends to %s, want %s", s.ActiveRemote, l2)
+		}
+	})
+	var figures []string
+	t.Run("MN declared the pair dead in time", func(t *testing.T) {
+		var l3dead *timeline.Event
+		dead := pathEvents(t, n.mn, "dead")
+		for i := range dead {
+			if dead[i].MonoNS >= failedMono && strings.Contains(dead[i].Detail, l3.String()) {
+				l3dead = &dead[i]
+				break
+			}
+		}
+		if l3dead == nil {
+			t.Fatalf("no path_state dead event for a pair with %s: %+v", l3, dead)
+		}
+		since := time.Duration(l3dead.Duration)
+		figures = append(figures, fmt.Sprintf("MN: dead %v after the last delivery, %v after the failure (%s)",
+			since.Round(time.Millisecond), time.Duration(l3dead.MonoNS-failedMono).Round(time.Millisecond), l3dead.Detail))
+		if since <= 0 || since > failBound {
+			t.Errorf("MN: pair declared dead %v after its last delivery, want within %v", since, failBound)
+		}
+	})
+	t.Run("CN moved to L2 in time", func(t *testing.T) {
+		// By its own verdict on the pair or by the MN's LU, whichever comes first.
+		evs, err := n.cn.events()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var moved *timeline.Event
+		for i, e := range evs {
+			if e.Kind == timeline.ActiveLocator && e.MonoNS >= failedMono && e.Locator == l2.String() {
+				moved = &evs[i]
+				break
+			}
+		}
+		if moved == nil {
+			t.Fatalf("CN never made %s its destination after the failure", l2)
+		}
+		after := time.Duration(moved.MonoNS - failedMono)
+		figures = append(figures, fmt.Sprintf("CN: sends to L2 %v after the failure", after.Round(time.Millisecond)))
+		if after > failBound+50*time.Millisecond {
+			t.Errorf("CN switched %v after the failure, want within %v", after, failBound+50*time.Millisecond)
+		}
+	})
+	t.Run("UDP flow switched within the bound", func(t *testing.T) {
+		// The gap the failure opened: one that begins by the detection bound (a later one is
+		// a scheduling stall on a loaded machine, not the failover).
+		gap, last, first := flow.gapAround(failed.Add(-50*time.Millisecond), failed.Add(failBound))
+		figures = append(figures, fmt.Sprintf("UDP: no echo for %v (last %v after the failure, next %v after)",
+			gap.Round(time.Millisecond), last.Sub(failed).Round(time.Millisecond), first.Sub(failed).Round(time.Millisecond)))
+		// Detection (RTT + 100 ms + poll) plus the switch and the CN learning it.
+		if gap > failBound+50*time.Millisecond {
+			t.Errorf("UDP echoes stopped for %v around the failure, want at most %v", gap, failBound+50*time.Millisecond)
+		}
+		if after := flow.count(); after < 100 {
+			t.Errorf("only %d echoes in all", after)
+		}
+	})
+	t.Run("TCP flow survived", func(t *testing.T) {
+		if tcpResumed.IsZero() {
+			t.Fatalf("no TCP byte arrived within 5 s of the failure (%d before)", bytesAtFail)
+		}
+		figures = append(figures, fmt.Sprintf("TCP: first new byte %v after the failure", tcpResumed.Sub(failed).Round(time.Millisecond)))
+		// TCP resends only at its retransmission timeout (>= 200 ms, doubled per loss).
+		if d := tcpResumed.Sub(failed); d > 2*time.Second {
+			t.Errorf("TCP stalled %v", d)
+		}
+		before := received.Load()
+		time.Sleep(300 * time.Millisecond)
+		if received.Load() <= before {
+			t.Errorf("TCP not flowing after the failover")
+		}
+	})
+
+	// Restore: the probes (once a second per pair) find the pair again and the preference
+	// policy (equal preferences: the newest first) brings the MN back to L3.
+	n.R.Run("nft", "delete table inet ilnpfail")
+	restored := time.Now()
+	n.waitFor(5*time.Second, "MN back on L3", func() (bool, string) {
+		rows, err := n.mn.locators()
+		return err == nil && stateOf(rows, l3) == "active", fmt.Sprint(rows, err)
+	})
+	figures = append(figures, fmt.Sprintf("restore: back on L3 after %v", time.Since(restored).Round(time.Millisecond)))
+	t.Run("flows after recovery", func(t *testing.T) {
+		c0, b0 := flow.count(), received.Load()
+		time.Sleep(500 * time.Millisecond)
+		if flow.count() < c0+50 || received.Load() <= b0 {
+			t.Errorf("after recovery: %d echoes, %d bytes in 500 ms", flow.count()-c0, received.Load()-b0)
+		}
+		if alive := pathEvents(t, n.mn, "alive"); len(alive) == 0 {
+			t.Errorf("no path_state alive event on the MN")
+		}
+	})
+	t.Run("ilnpctl show paths", func(t *testing.T) {
+		var rows []paths.View
+		time.Sleep(1100 * time.Millisecond) // flows are counted once a second
+		if err := n.mn.showJSON("paths", &rows); err != nil {
+			t.Fatal(err)
+		}
+		byPair := map[string]paths.View{}
+		for _, r := range rows {
+			if r.Peer == cnNID.String() {
+				byPair[r.Local+"->"+r.Remote] = r
+			}
+		}
+		act, idle := byPair[l3.String()+"->"+l1.String()], byPair[l2.String()+"->"+l1.String()]
+		if len(byPair) != 2 || act.State != paths.Alive || idle.State != paths.Alive {
+			t.Fatalf("MN paths to the CN: %+v, want L3->L1 and L2->L1 alive", rows)
+		}
+		if act.TxBytes < 1<<20 || act.RxBytes == 0 || act.RTTMs == nil || act.LastProofMsAgo == nil || *act.LastProofMsAgo > 100 {
+			t.Errorf("active pair: %+v", act)
+		}
+		if act.Flows != 2 || idle.Flows != 0 {
+			t.Errorf("flows: active pair %d (want 2: the TCP and the UDP socket), other %d (want 0)", act.Flows, idle.Flows)
+		}
+		if idle.TxBytes == 0 || idle.RxBytes == 0 {
+			t.Errorf("the pair used during the failure shows no traffic: %+v", idle)
+		}
+		if out, err := n.mn.ctl("show", "paths"); err != nil || !strings.Contains(out, "alive") {
+			t.Errorf("ilnpctl show paths: %v\n%s", err, out)
+		}
+	})
+	t.Run("ilnpctl set policy", func(t *testing.T) {
+		if out, err := n.mn.ctl("set", "policy", "bogus"); err == nil {
+			t.Errorf("set policy bogus accepted: %s", out)
+		}
+		if out, err := n.mn.ctl("set", "policy", "quality"); err != nil {
+			t.Fatalf("set policy quality: %v %s", err, out)
+		}
+		n.waitFor(3*time.Second, "policy event", func() (bool, string) {
+			evs, err := n.mn.events()
+			return err == nil && hasEvent(evs, timeline.HandoffMode, "policy preference -> quality"), fmt.Sprint(err)
+		})
+		out, err := n.mn.ctl("show", "config")
+		if err != nil || !strings.Contains(out, "quality") {
+			t.Errorf("show config after set policy: %v\n%s", err, out)
+		}
+	})
+	t.Run("multipath spreads flows", func(t *testing.T) {
+		if out, err := n.mn.ctl("set", "policy", "multipath"); err != nil {
+			t.Fatalf("set policy multipath: %v %s", err, out)
+		}
+		// The next poll writes the spread; flows already running may move to their pair once
+		// (a one-time reordering), so retransmissions are counted from after that.
+		time.Sleep(500 * time.Millisecond)
+		tx := func() map[string]uint64 {
+			var rows []paths.View
+			if err := n.mn.showJSON("paths", &rows); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]uint64{}
+			for _, r := range rows {
+				out[r.Local] = r.TxBytes
+			}
+			return out
+		}
+		before := tx()
+		mctx, mcancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		var retrans, reord atomic.Uint64
+		for range 8 {
+			var c net.Conn
+			if err := n.MN.Do(func() error { // from the session's view address, as the first flow
+				var err error
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: tcp.LocalAddr().(*net.TCPAddr).IP}}
+				c, err = d.Dial("tcp", fmt.Sprintf("[%s]:5203", cnAddr))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = nstest.WritePattern(mctx, c, 4096, 10*time.Millisecond)
+				info := tcpInfo(t, c)
+				retrans.Add(uint64(info.Total_retrans))
+				reord.Add(uint64(info.Reord_seen))
+			}()
+		}
+		time.Sleep(1500 * time.Millisecond)
+		after := tx()
+		mcancel()
+		wg.Wait()
+		for _, loc := range []string{l2.String(), l3.String()} {
+			if got := after[loc] - before[loc]; got < 1<<20 {
+				t.Errorf("multipath: %d bytes sent from %s in 1.5 s of 8 flows, want over 1 MiB on each pair", got, loc)
+			}
+		}
+		figures = append(figures, fmt.Sprintf("multipath: 8 flows, 1.5 s: %d bytes from L2, %d from L3; reordering seen %d times, %d segments retransmitted (TLP included)",
+			after[l2.String()]-before[l2.String()], after[l3.String()]-before[l3.String()], reord.Load(), retrans.Load()))
+		// tcpi_reord_seen counts the reorderings the sender detected: a flow split over two
+		// pairs would show them (and retransmit for them).
+		if r := reord.Load(); r != 0 {
+			t.Errorf("multipath: the 8 flows saw reordering %d times (a flow must stay on one pair)", r)
+		}
+	})
+	cancel()
+	if err := <-writeErr; err != nil {
+		t.Errorf("TCP writer: %v", err)
+	}
+	tcp.Close()
+	select {
+	case err := <-readErr:
+		if err != nil {
+			t.Errorf("TCP reader: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("TCP reader did not end")
+	}
+	for _, f := range figures {
+		t.Log(f)
+	}
+	if t.Failed() {
+		for _, d := range []*daemon{n.mn, n.cn} {
+			evs, _ := d.events()
+			for _, e := range evs {
+				if e.Kind == paths.EventKind || e.Kind == timeline.ActiveLocator || e.Kind == timeline.LUSent || e.Kind == timeline.LocatorState {
+					t.Logf("%s %d %s %s %s %s %dus", d.name, e.MonoNS/1e6, e.Kind, e.Locator, e.Peer, e.Detail, e.Duration/1000)
+				}
+			}
+		}
+	}
+}
+
+// tcpInfo is the connection's TCP_INFO.
+func tcpInfo(t *testing.T, c net.Conn) unix.TCPInfo {
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Error(err)
+		return unix.TCPInfo{}
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := raw.Control(func(fd uintptr) { info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || ierr != nil || info == nil {
+		t.Error(err, ierr)
+		return unix.TCPInfo{}
+	}
+	return *info
+}

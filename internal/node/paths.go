@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/datapath"
+	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/paths"
 	"ilnp/internal/timeline"
@@ -159,6 +160,11 @@ func (n *Node) pollPaths(m *pathMonitor) {
 				continue
 			}
 			for _, r := range b.RemoteLocators {
+				// A pair is of one family: an IPv4 locator is reached only from one of ours,
+				// inside UDP/IPv4 (bpf/lib/encap.h), an IPv6 one only natively.
+				if encap.IsL32(l.Locator) != encap.IsL32(r.Locator) {
+					continue
+				}
 				if r.State.Usable() && (r.Locator == b.RemoteLocator || heardFrom[peer][r.Locator]) {
 					cands = append(cands, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
 				}

@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -30,9 +28,7 @@ const redirectMark = 0x494c4e50
 
 // challengeSocket sends challenges and receives their echoes.
 type challengeSocket struct {
-	conn *net.IPConn
-	pc   *ipv6.PacketConn
-	id   uint16 // Echo identifier of this daemon's challenges
+	*echoSocket
 }
 
 // receivedEcho is one Echo Reply carrying a token.
@@ -42,32 +38,16 @@ type receivedEcho struct {
 }
 
 func openChallengeSocket() (*challengeSocket, error) {
-	c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
+	s, err := openEchoSocket("locator challenges")
 	if err != nil {
-		return nil, fmt.Errorf("raw ICMPv6 socket for locator challenges: %w", err)
+		return nil, err
 	}
-	conn := c.(*net.IPConn)
-	pc := ipv6.NewPacketConn(conn)
-	var filter ipv6.ICMPFilter
-	filter.SetAll(true)
-	filter.Accept(ipv6.ICMPTypeEchoReply)
-	if err := pc.SetICMPFilter(&filter); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("ICMPv6 filter: %w", err)
-	}
-	if err := setSockoptInt(conn, unix.SOL_SOCKET, unix.SO_MARK, redirectMark); err != nil {
-		conn.Close()
+	if err := setSockoptInt(s.conn, unix.SOL_SOCKET, unix.SO_MARK, redirectMark); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("SO_MARK: %w", err)
 	}
-	var id [2]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("challenge identifier: %w", err)
-	}
-	return &challengeSocket{conn: conn, pc: pc, id: binary.BigEndian.Uint16(id[:])}, nil
+	return &challengeSocket{s}, nil
 }
-
-func (s *challengeSocket) Close() error { return s.conn.Close() }
 
 // send writes one challenge from src to dst (the kernel fills in the checksum).
 func (s *challengeSocket) send(src, dst netip.Addr, token locverify.Token) error {

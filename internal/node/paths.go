@@ -3,8 +3,6 @@ package node
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -401,9 +399,7 @@ func (n *Node) sendProbe(m *pathMonitor, b ilcc.Binding, k paths.Key, now time.T
 
 // probeSocket sends ICMPv6 echo requests with a socket mark and reads the replies.
 type probeSocket struct {
-	conn *net.IPConn
-	pc   *ipv6.PacketConn
-	id   uint16
+	*echoSocket
 }
 
 type echoAnswer struct {
@@ -412,28 +408,12 @@ type echoAnswer struct {
 }
 
 func openProbeSocket() (*probeSocket, error) {
-	c, err := net.ListenPacket("ip6:ipv6-icmp", "::")
+	s, err := openEchoSocket("path probes")
 	if err != nil {
-		return nil, fmt.Errorf("raw ICMPv6 socket for path probes: %w", err)
+		return nil, err
 	}
-	conn := c.(*net.IPConn)
-	pc := ipv6.NewPacketConn(conn)
-	var filter ipv6.ICMPFilter
-	filter.SetAll(true)
-	filter.Accept(ipv6.ICMPTypeEchoReply)
-	if err := pc.SetICMPFilter(&filter); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("ICMPv6 filter: %w", err)
-	}
-	var id [2]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("probe identifier: %w", err)
-	}
-	return &probeSocket{conn: conn, pc: pc, id: binary.BigEndian.Uint16(id[:])}, nil
+	return &probeSocket{s}, nil
 }
-
-func (s *probeSocket) Close() error { return s.conn.Close() }
 
 func (s *probeSocket) send(src, dst netip.Addr, mark uint32, seq uint16) error {
 	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: int(s.id), Seq: int(seq), Data: []byte("ILNPpath")}}).Marshal(nil)

@@ -97,10 +97,15 @@ func xrange(p *plot.Plot, series []Series) {
 
 // Rate draws data rate (bytes/s) at the MN over time.
 func Rate(path, title string, series []Series, m Marks) error {
+	return lines(path, title, "data rate at MN (bytes/s)", 1.5, series, m)
+}
+
+// lines draws each series as a line from 0 to 10 % above the largest value, with the marks.
+func lines(path, title, ylabel string, width float64, series []Series, m Marks) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "time (s)"
-	p.Y.Label.Text = "data rate at MN (bytes/s)"
+	p.Y.Label.Text = ylabel
 	p.Legend.Top = true
 	ymax := maxY(series, 1) * 1.1
 	if err := marks(p, m, ymax); err != nil {
@@ -112,13 +117,16 @@ func Rate(path, title string, series []Series, m Marks) error {
 			return err
 		}
 		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.5)
+		l.Width = vg.Points(width)
 		p.Add(l)
 		p.Legend.Add(s.Label, l)
 	}
 	p.Y.Min, p.Y.Max = 0, ymax
 	xrange(p, series)
-	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
+	if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
 }
 
 // Seq draws sequence numbers received at the MN over time (unit: "datagram" or "byte").
@@ -160,29 +168,5 @@ func Seq(path, title, unit string, series []Series, m Marks) error {
 
 // Cwnd draws the TCP sender's congestion window (segments) over time.
 func Cwnd(path, title string, series []Series, m Marks) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "time (s)"
-	p.Y.Label.Text = "cwnd at the TCP sender (segments)"
-	p.Legend.Top = true
-	ymax := maxY(series, 1) * 1.1
-	if err := marks(p, m, ymax); err != nil {
-		return err
-	}
-	for i, s := range series {
-		l, err := plotter.NewLine(xys(s.Points, 1))
-		if err != nil {
-			return err
-		}
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.2)
-		p.Add(l)
-		p.Legend.Add(s.Label, l)
-	}
-	p.Y.Min, p.Y.Max = 0, ymax
-	xrange(p, series)
-	if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
-		return fmt.Errorf("plot %s: %w", path, err)
-	}
-	return nil
+	return lines(path, title, "cwnd at the TCP sender (segments)", 1.2, series, m)
 }

@@ -499,16 +499,7 @@ func (f *soakFlows) stop() soakFlowResult {
 	var r soakFlowResult
 	r.udpAliveAtEnd = time.Since(f.udp.Snapshot().LastRx) < time.Second
 	f.cancel()
-	r.tcpErr = <-f.writeErr
-	if tc, ok := f.tcp.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
-	select {
-	case err := <-f.readErr:
-		r.tcpErr = errors.Join(r.tcpErr, err)
-	case <-time.After(10 * time.Second):
-		r.tcpErr = errors.Join(r.tcpErr, errors.New("the receiver did not see the end of the stream within 10 s"))
-	}
+	r.tcpErr = nstest.EndPattern(f.tcp, f.writeErr, f.readErr, 10*time.Second)
 	u := f.udp.Stop(time.Second)
 	f.close()
 	r.written, r.received = f.written.Load(), f.received.Load()

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -102,18 +101,7 @@ func (f *flows) stop(t *testing.T) flowResult {
 	t.Helper()
 	f.cancel()
 	var r flowResult
-	if err := <-f.writeErr; err != nil {
-		r.tcpErr = err
-	}
-	if tc, ok := f.tcp.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
-	select {
-	case err := <-f.readErr:
-		r.tcpErr = errors.Join(r.tcpErr, err)
-	case <-time.After(10 * time.Second):
-		r.tcpErr = errors.Join(r.tcpErr, errors.New("TCP receiver did not see the end of the stream within 10 s"))
-	}
+	r.tcpErr = nstest.EndPattern(f.tcp, f.writeErr, f.readErr, 10*time.Second)
 	u := f.udp.Stop(time.Second)
 	r.written, r.received = f.written.Load(), f.received.Load()
 	r.udpSent, r.udpLost, r.maxGap = u.Sent, u.Sent-u.Got, u.MaxGap

@@ -75,3 +75,19 @@ func EchoUDP(conn net.PacketConn) {
 		_, _ = conn.WriteTo(buf[:n], from)
 	}
 }
+
+// EndPattern ends a WritePattern stream over conn once its writer was told to stop: it takes
+// the writer's result from writeErr, half-closes conn so the reader sees EOF, and waits up to
+// limit for the reader's result from readErr (ReadPattern's: it checked every byte).
+func EndPattern(conn net.Conn, writeErr, readErr <-chan error, limit time.Duration) error {
+	err := <-writeErr
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	select {
+	case rerr := <-readErr:
+		return errors.Join(err, rerr)
+	case <-time.After(limit):
+		return errors.Join(err, fmt.Errorf("the receiver did not see the end of the stream within %v", limit))
+	}
+}

@@ -116,18 +116,8 @@ func TestWrapperOutsideWindowIsCubic(t *testing.T) {
 func cubicAttempt(t *testing.T) (rw, rc reduction, cnt map[string]uint64, why string) {
 	const viewW, viewC = "fd00:aa::5", "fd00:bb::5"
 	p := newBottleneckPair(t, viewW, viewC)
-	l, err := Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if l.CwndErr != nil {
-		t.Fatalf("cubic wrapper: %v", l.CwndErr)
-	}
+	l := loadNow(t, true)
+	defer unload(t, l)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p.chunk = 64 << 10 // as much as the send buffer takes: the window, not the writer, limits
@@ -159,7 +149,8 @@ func cubicAttempt(t *testing.T) (rw, rc reduction, cnt map[string]uint64, why st
 	time.Sleep(time.Second) // cubic's growth after the recovery
 	sw, sc := tw.finish(), tc.finish()
 	rw, rc = firstReduction(sw), firstReduction(sc)
-	if cnt, err = l.Counters(); err != nil {
+	cnt, err := l.Counters()
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wrapper %+v\ncubic   %+v\ncounters %v", rw, rc, cnt)

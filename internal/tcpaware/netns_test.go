@@ -149,17 +149,33 @@ func (p *pair) revert(socks []Socket) int {
 	return n
 }
 
-func load(t *testing.T) *Loaded {
+// load loads the programs for the whole test.
+// loadNow loads the programs for one attempt of a scenario (with the cubic wrapper when
+// wrapper is set); the attempt unloads them when it ends, so attempts never pile registered
+// wrappers up.
+func loadNow(t *testing.T, wrapper bool) *Loaded {
 	t.Helper()
 	l, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	if wrapper && l.CwndErr != nil {
+		unload(t, l)
+		t.Fatalf("cubic wrapper: %v", l.CwndErr)
+	}
+	return l
+}
+
+func unload(t *testing.T, l *Loaded) {
+	if err := l.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+func load(t *testing.T) *Loaded {
+	t.Helper()
+	l := loadNow(t, false)
+	t.Cleanup(func() { unload(t, l) })
 	return l
 }
 
@@ -272,15 +288,8 @@ func handoffAttempt(t *testing.T) (why string) {
 	const on, off = "fd00:aa::2", "fd00:bb::2"
 	p := newPair(t, on, off)
 	p.cc = "cubic"
-	l, err := Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	l := loadNow(t, false)
+	defer unload(t, l)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fon, foff := p.flow(ctx, on), p.flow(ctx, off)

@@ -330,18 +330,8 @@ type holdResult struct {
 func holdAttempt(t *testing.T) (r holdResult, why string) {
 	const on, off = "fd00:aa::4", "fd00:bb::4"
 	p := newWANPair(t, on, off)
-	l, err := Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if l.CwndErr != nil {
-		t.Fatalf("cubic wrapper: %v", l.CwndErr)
-	}
+	l := loadNow(t, true)
+	defer unload(t, l)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fon, foff := p.bulk(ctx, on), p.bulk(ctx, off)
@@ -386,6 +376,7 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 	}
 	ton.finish()
 	toff.finish()
+	var err error
 	if r.counters, err = l.Counters(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 
@@ -37,14 +38,17 @@ var ErrLayoutMismatch = errors.New("pinned datapath has another layout")
 // Layout names the layout of this binary's pinned maps: "v<LayoutVersion>-<hash>", the hash
 // (SHA-256, first 8 bytes) taken over every pinned map's name, type, key and value size,
 // maximum entries and flags, in name order. Two binaries with the same Layout can hand the
-// pinned maps over to each other.
-func Layout() (string, error) {
+// pinned maps over to each other. It is computed once: parsing the embedded object takes
+// milliseconds, and the daemon names its layout in the state file it keeps current.
+func Layout() (string, error) { return layoutOnce() }
+
+var layoutOnce = sync.OnceValues(func() (string, error) {
 	spec, err := loadIlnpBPF()
 	if err != nil {
 		return "", fmt.Errorf("datapath: %w", err)
 	}
 	return layoutOf(spec), nil
-}
+})
 
 func layoutOf(spec *ebpf.CollectionSpec) string {
 	var lines []string

@@ -34,6 +34,8 @@ import (
 // continuity is the node's restart and flush state.
 type continuity struct {
 	lastState []byte      // the state file as last written (loop-owned)
+	nextCheck time.Time   // persist checks again no earlier (loop-owned)
+	pending   bool        // a check was put off until nextCheck
 	flushing  atomic.Bool // shutdown removes everything instead of keeping it
 	adopted   bool        // setup got through adopt: the state file may be written
 	stopMu    sync.Mutex
@@ -337,12 +339,31 @@ func cmpString(a, b string) int {
 	return 0
 }
 
+// persistShare bounds the loop's time spent keeping the state file current: after a check
+// that took d, the next waits d x persistShare. A lone change is written within microseconds;
+// a burst of events with many sessions (a flood of answered pings, each opening one) cannot
+// make the loop encode the whole file per event and fall behind the newcomers it must serve.
+const persistShare = 10
+
 // persist rewrites the state file when what it would hold changed (the loop calls it after
-// every event; a SIGKILL loses at most the event being handled).
+// every event; a SIGKILL loses at most the events of the last persistShare x (one check)).
 func (n *Node) persist() {
-	if !n.continuity.adopted {
+	c := &n.continuity
+	if !c.adopted {
 		return // setup failed: the file still describes what is pinned
 	}
+	start := time.Now()
+	if start.Before(c.nextCheck) {
+		c.pending = true // armTimer wakes the loop at nextCheck
+		return
+	}
+	c.pending = false
+	defer func() { c.nextCheck = start.Add(persistShare * time.Since(start)) }()
+	n.writeState()
+}
+
+// writeState writes the state file now if it changed.
+func (n *Node) writeState() {
 	b, err := state.Encode(n.stateFile())
 	if err != nil {
 		n.log.Warn("state file", "err", err)
@@ -358,6 +379,11 @@ func (n *Node) persist() {
 	n.lastState = b
 }
 
+// persistDeadline is when a deferred state file check is due.
+func (n *Node) persistDeadline() (time.Time, bool) {
+	return n.continuity.nextCheck, n.continuity.pending
+}
+
 // keep ends the daemon and leaves the datapath running for the next one (SIGTERM).
 func (n *Node) keep() error {
 	var errs []error
@@ -367,7 +393,7 @@ func (n *Node) keep() error {
 	if n.chsock != nil {
 		errs = append(errs, n.chsock.Close())
 	}
-	n.persist()
+	n.writeState()
 	if n.dp != nil {
 		errs = append(errs, n.dp.Close()) // KeepPinned: maps and links stay
 	}

@@ -378,6 +378,9 @@ func (n *Node) armTimer(t *time.Timer) {
 	if d, ok := n.engine.NextDeadline(); ok && d.Before(next) {
 		next = d
 	}
+	if d, ok := n.persistDeadline(); ok && d.Before(next) {
+		next = d
+	}
 	if !t.Stop() {
 		select {
 		case <-t.C:

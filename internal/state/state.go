@@ -217,7 +217,10 @@ func Read(dir string) (File, error) {
 }
 
 // Write replaces the state file in dir atomically with b (from Encode): a temporary file in
-// the same directory, synced, renamed over the old one.
+// the same directory renamed over the old one. The rename alone makes a crash of the daemon
+// leave one whole version. It is not synced to disk: the file describes kernel state (pinned
+// maps, addresses, routes) that a power loss ends too, and the daemon rewrites it whenever it
+// changes, so an fsync would only stall the loop.
 func Write(dir string, b []byte) error {
 	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
 	if err != nil {
@@ -225,9 +228,6 @@ func Write(dir string, b []byte) error {
 	}
 	name := tmp.Name()
 	_, werr := tmp.Write(b)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}

@@ -265,7 +265,7 @@ func TestDNSRendezvous(t *testing.T) {
 	if addr, err := resolve(n.CR, strings.TrimSuffix(rdvName, ".")); err != nil || addr != ilv(l2, mnNID) {
 		t.Fatalf("CR resolves %s to %v (%v), want %v", rdvName, addr, err, ilv(l2, mnNID))
 	}
-	_, oldServer := n.iperfServer(rdvIperfOld)
+	oldSrv, oldServer := n.iperfServer(rdvIperfOld)
 	oldClient := n.CR.Start(nil, "iperf3", "-c", strings.TrimSuffix(rdvName, "."), "-p", fmt.Sprint(rdvIperfOld),
 		"-t", "9", "-b", "20M", "--connect-timeout", "5000")
 	start := time.Now()
@@ -307,12 +307,12 @@ func TestDNSRendezvous(t *testing.T) {
 		if err != nil || addr != ilv(l3, mnNID) {
 			t.Fatalf("after the move CN resolves %s to %v (%v), want %v", rdvName, addr, err, ilv(l3, mnNID))
 		}
-		_, srvFile := n.iperfServer(rdvIperfNew)
+		srv, srvFile := n.iperfServer(rdvIperfNew)
 		cl, _ := n.iperfClient(strings.TrimSuffix(rdvName, "."), rdvIperfNew, "-t", "2", "-b", "10M")
 		if err := cl.Wait(); err != nil {
 			t.Fatalf("iperf3 -c %s (new connection after the move): %v", rdvName, err)
 		}
-		rep := readIperf(t, srvFile)
+		rep := n.serverReport(srv, srvFile)
 		if rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
 			t.Errorf("new connection: server received %+v, want > 1 MB of a 2 s 10 Mbit/s flow", rep.End.SumReceived)
 		}
@@ -355,12 +355,12 @@ func TestDNSRendezvous(t *testing.T) {
 		}
 		c := n.capture("r-mn2", fmt.Sprintf(
 			"(ip6[6] == 60 and ip6[40] == 6 and (ip6[48:2] == %[1]d or ip6[50:2] == %[1]d)) or tcp port %[1]d", rdvIperfCR))
-		_, srvFile := n.iperfServer(rdvIperfCR)
+		srv, srvFile := n.iperfServer(rdvIperfCR)
 		if out, err := n.CR.Try("iperf3", "-c", strings.TrimSuffix(rdvName, "."), "-p", fmt.Sprint(rdvIperfCR),
 			"-t", "2", "-b", "10M", "--connect-timeout", "3000"); err != nil {
 			t.Fatalf("iperf3 from CR after the move: %v\n%s", err, out)
 		}
-		if rep := readIperf(t, srvFile); rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
+		if rep := n.serverReport(srv, srvFile); rep.End.SumReceived == nil || rep.End.SumReceived.Bytes < 1_000_000 {
 			t.Errorf("CR's new connection: server received %+v, want > 1 MB", rep.End.SumReceived)
 		}
 		c.Stop()
@@ -381,7 +381,7 @@ func TestDNSRendezvous(t *testing.T) {
 		if err := oldClient.Wait(); err != nil {
 			t.Fatalf("iperf3 client of the running session (CR): %v", err)
 		}
-		rep := readIperf(t, oldServer)
+		rep := n.serverReport(oldSrv, oldServer)
 		leftS := leave.Sub(start).Seconds()
 		var after uint64
 		for _, iv := range rep.Intervals {
@@ -469,7 +469,7 @@ func TestDNSRendezvousWrongKey(t *testing.T) {
 		t.Errorf("CN stub counters %v (%v): want >= 1 failed NID/L64 lookup and the AAAA forwarded", st, err)
 	}
 
-	_, srvFile := n.iperfServer(rdvIperfOld)
+	srv, srvFile := n.iperfServer(rdvIperfOld)
 	cl, _ := n.iperfClient("mn", rdvIperfOld, "-t", "5", "-b", "20M")
 	start := time.Now()
 	sleepUntil(start.Add(time.Second))
@@ -483,7 +483,7 @@ func TestDNSRendezvousWrongKey(t *testing.T) {
 	if err := cl.Wait(); err != nil {
 		t.Fatalf("iperf3 across the move with publishing refused: %v", err)
 	}
-	rep := readIperf(t, srvFile)
+	rep := n.serverReport(srv, srvFile)
 	var after uint64
 	for _, iv := range rep.Intervals {
 		if iv.Sum.Start >= leftS+1 {

@@ -676,6 +676,26 @@ func (n *testNet) iperfServer(port int) (*exec.Cmd, string) {
 	return cmd, file
 }
 
+// serverReport reads the report of an iperf3 server started by iperfServer once it has
+// written it: a `-1` server writes its JSON and exits a moment after its client does, so the
+// file is read after the server's exit (at most 10 s, then it is killed), never on the
+// client's.
+func (n *testNet) serverReport(srv *exec.Cmd, file string) iperfReport {
+	n.t.Helper()
+	exited := make(chan struct{})
+	go func() {
+		_ = srv.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = srv.Process.Kill()
+		<-exited
+	}
+	return readIperf(n.t, file)
+}
+
 // iperfClient starts `iperf3 -c TARGET` on the CN; Wait it (once, from the test goroutine:
 // nstest's cleanup Waits too, after the test), then read the JSON file.
 func (n *testNet) iperfClient(target string, port int, args ...string) (*exec.Cmd, string) {

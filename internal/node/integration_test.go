@@ -42,8 +42,8 @@ func TestSoftHandoff(t *testing.T) {
 				res.udpFwd.Packets, res.udpRev.Packets, flowSecs, 2_000_000/8/1300*flowSecs)
 		}
 		if res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 {
-			t.Errorf("soft handoff lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d (iperf3's count)",
-				res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
+			t.Errorf("soft handoff lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d (iperf3's count); %s",
+				res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets, res.udpLossWhere())
 		}
 	})
 	t.Run("old locator valid until gone", func(t *testing.T) {
@@ -175,6 +175,47 @@ type moveResult struct {
 	pingRTT                              string
 	mnEvents, cnEvents                   []timeline.Event
 	drops                                []string // non-zero drop and error counters after the flows
+	softnetDrops                         uint64   // packets the kernel's input backlogs dropped meanwhile (all namespaces)
+}
+
+// softnetDropped sums the kernel's per-CPU input backlog drops (/proc/net/softnet_stat's second
+// column): packets a starved CPU could not take in, whichever namespace they were for.
+func softnetDropped(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		t.Errorf("softnet_stat: %v", err)
+		return 0
+	}
+	var sum uint64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			v, _ := strconv.ParseUint(f[1], 16, 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// udpLossWhere says, for a failure's message, in which of iperf3's one-second intervals each
+// direction lost its datagrams, beside the moves' times and the kernel's backlog drops: loss
+// away from the moves, with backlog drops, is the machine's, not the handoff's.
+func (r *moveResult) udpLossWhere() string {
+	where := func(rep iperfReport, reverse bool) string {
+		var parts []string
+		for _, iv := range rep.Intervals {
+			s := &iv.Sum
+			if reverse {
+				s = iv.SumBidirReverse
+			}
+			if s != nil && s.LostPackets != 0 {
+				parts = append(parts, fmt.Sprintf("%d in [%.1f, %.1f) s", s.LostPackets, s.Start, s.End))
+			}
+		}
+		return strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("lost CN->MN: %s; MN->CN: %s (enter at %.1f s, leave at %.1f s); kernel input backlog drops meanwhile: %d",
+		where(r.udpServer, false), where(r.udpClient, true), enterAt.Seconds(), r.leaveS, r.softnetDrops)
 }
 
 // runMove runs the flows, moves the MN (enter L3, leave L2) and collects the results. soft also
@@ -193,6 +234,7 @@ func (n *testNet) runMove(t *testing.T, mode string, plain bool) *moveResult {
 
 	tcpSrv, tcpSrvFile := n.iperfServer(5201)
 	udpSrv, udpSrvFile := n.iperfServer(5202)
+	softnet0 := softnetDropped(t)
 	secs := strconv.Itoa(flowSecs)
 	start := time.Now()
 	// TCP paced to 20 Mbit/s: the machine is shared and full-rate flows reorder on a move
@@ -262,6 +304,7 @@ func (n *testNet) runMove(t *testing.T, mode string, plain bool) *moveResult {
 		t.Fatalf("iperf3 did not finish within %d s of the move (flows stalled?)\nTCP client: %s\nUDP client: %s",
 			flowSecs+15, tailFile(tcpCliFile, 20), tailFile(udpCliFile, 20))
 	}
+	res.softnetDrops = softnetDropped(t) - softnet0
 	res.tcpServer = readIperf(t, tcpSrvFile)
 	res.udpServer = readIperf(t, udpSrvFile)
 	res.udpClient = readIperf(t, udpCliFile)

@@ -31,8 +31,8 @@ func locatorVerificationHandoff(t *testing.T, mode string) {
 	res := n.runMove(t, mode, false)
 	res.checkSurvived(t)
 	if mode == "soft" && (res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000) {
-		t.Errorf("verified soft handoff lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d",
-			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
+		t.Errorf("verified soft handoff lost UDP datagrams: CN->MN %d of %d, MN->CN %d of %d; %s",
+			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets, res.udpLossWhere())
 	}
 	st, err := n.cn.stats()
 	if err != nil {

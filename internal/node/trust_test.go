@@ -420,8 +420,8 @@ func TestTwelveByteNonces(t *testing.T) {
 	res := n.runMove(t, "soft", false)
 	res.checkSurvived(t)
 	if res.udpFwd.LostPackets != 0 || res.udpRev.LostPackets != 0 || res.udpFwd.Packets < 1000 {
-		t.Errorf("12-byte nonces: UDP lost %d of %d (CN->MN) and %d of %d (MN->CN)",
-			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets)
+		t.Errorf("12-byte nonces: UDP lost %d of %d (CN->MN) and %d of %d (MN->CN); %s",
+			res.udpFwd.LostPackets, res.udpFwd.Packets, res.udpRev.LostPackets, res.udpRev.Packets, res.udpLossWhere())
 	}
 	for _, s := range []sessionRow{n.cn.session(t, mnNID), n.mn.session(t, cnNID)} {
 		if len(s.LocalNonce) != 24 || len(s.RemoteNonce) != 24 {

@@ -146,6 +146,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 	if t.Cfg.DoubleJump {
 		hostsText = DoubleJumpHostsFile()
 	}
+	if t.Cfg.Families.Cross() {
+		hostsText = FamiliesHostsFile(t.Cfg.Families)
+	}
 	if _, err := wire.ParseHosts(strings.NewReader(hostsText), hosts); err != nil {
 		return fmt.Errorf("lab wrote a bad hosts file: %w", err)
 	}
@@ -184,6 +187,7 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		if m.opt.TCPAware {
 			text += "tcp-aware on\n"
 		}
+		text += FamiliesDaemonConfig(t.Cfg.Families)
 		if m.opt.Policy != "" {
 			text += "policy " + m.opt.Policy + "\n"
 		}
@@ -202,7 +206,8 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 			return err
 		}
 	}
-	// Ready when both control sockets exist and the CN resolves the MN's name.
+	// Ready when both control sockets exist and the CN resolves the MN's name (behind a NAT,
+	// once the MN has opened the session).
 	deadline := time.Now().Add(15 * time.Second)
 	for _, n := range nodes {
 		sock := filepath.Join(*n.state, "ctl.sock")
@@ -223,6 +228,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 	for {
 		out, err := t.CN.Run("getent", "ahostsv6", m.Target(t))
 		if err == nil && strings.Contains(out, NID64short(MNNID)) {
+			if t.Cfg.Families.L2IPv4() {
+				return t.openFromBehindNAT(ctx, deadline)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -2,7 +2,8 @@
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
-//	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump] --out DIR
+//	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump]
+//	             [--families ipv6-ipv6|ipv6-ipv4nat|ipv4nat-ipv6|ipv4nat-ipv4nat] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
 //	                [--tcp-aware on|off|off,on]
 //	ilnp-lab demo [--out DIR]
@@ -94,7 +95,7 @@ func usage() {
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
                [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
-               [--double-jump] --out DIR
+               [--double-jump] [--families %s] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
@@ -108,7 +109,7 @@ func usage() {
                   (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
-`, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
+`, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"), strings.Join(lab.FamilyNames, "|"))
 }
 
 type common struct {
@@ -191,10 +192,18 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	})
 	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
+	families := fs.String("families", "", "issue 14: the MN's access networks' address families, L2-L3: ipv6-ipv6 (default, today's testbed), ipv6-ipv4nat, ipv4nat-ipv6 or ipv4nat-ipv4nat (IPv4 only behind a NAT in R2/R3; ilnp-soft and ilnp-hard only); runs gain handover_ms and report.md the table beside HIP's")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
 		return err
+	}
+	fam, err := lab.ParseFamilies(*families)
+	if err != nil {
+		return err
+	}
+	if *families == "" {
+		fam = "" // not asked for: no families section in the report
 	}
 	aware, err := onOff("tcp-aware", *tcpAware)
 	if err != nil {
@@ -202,7 +211,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
 		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump,
-		Multihome: *multihome, Fails: fails, Policy: *policy}
+		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

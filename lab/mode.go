@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,8 +247,7 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 
 // NID64short is the identifier as an address formats it ("214:4fff:fe20:ee64").
 func NID64short(nid string) string {
-	s := Addr(L2, nid).String()
-	return strings.TrimPrefix(s, "2001:db8:2::")
+	return strings.TrimPrefix(netip.MustParseAddr("::"+nid).String(), "::")
 }
 
 func (m *ilnpMode) Collect(t *Topology, dir string) {

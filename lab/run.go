@@ -67,8 +67,8 @@ type RunConfig struct {
 	// lab/families.go; empty: ipv6-ipv6, today's testbed). Runs gain handover_ms.
 	Families Families
 	Out      string
-	BinDir    string    // ilnpd/ilnpctl (ILNP modes)
-	Progress  io.Writer // progress line (nil: none)
+	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
+	Progress io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -176,7 +176,9 @@ type RunMeta struct {
 	// installed the MN's IPv4 lease on L3 (seconds since the flow started; IPv4 L3 only).
 	Families string   `json:"families,omitempty"`
 	LeaseAtS *float64 `json:"lease_at_s,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// ClientBind is the source address the CN's iperf3 was bound to (-B), when it was.
+	ClientBind string `json:"client_bind,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -370,7 +372,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	t0Mono, t0Wall := timeline.Now(), time.Now()
 	meta.T0MonoNS, meta.T0UnixNS = t0Mono, t0Wall.UnixNano()
 	events.Emit(timeline.Event{MonoNS: t0Mono, Kind: "lab_flow_start", Node: "lab", Detail: cfg.Traffic})
-	client, err := topo.Start(topo.CN, "iperf3-client", tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))...)
+	cargs := tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))
+	if b := topo.clientBind(); b != "" {
+		// lab/families.go: the daemon defect this works around.
+		cargs = append(cargs, "-B", b)
+		meta.ClientBind = b
+	}
+	client, err := topo.Start(topo.CN, "iperf3-client", cargs...)
 	if err != nil {
 		return res, err
 	}
@@ -429,6 +437,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			}
 			enterMoves = moves
 			meta.recordMoves(moves, t0Wall)
+			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
 			if cfg.Families.L3IPv4() {
 				if err := topo.enterIPv4(); err != nil {
 					return res, fmt.Errorf("IPv4 lease on L3: %w", err)
@@ -437,7 +446,6 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 				meta.LeaseAtS = &at
 				events.Emit(timeline.Event{Kind: "lab_lease4", Node: "lab", Iface: IfMNR3, Detail: PlanFor(cfg.Families).L3.Host.String()})
 			}
-			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
 		}
 		if !left && el >= prof.Leave {
 			leaveCmdNS = timeline.Now()

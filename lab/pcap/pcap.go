@@ -96,20 +96,23 @@ const (
 
 // Packet is the decoded part of a frame the lab cares about.
 type Packet struct {
-	Time      time.Time
-	Dir       int // DirIncoming, DirOutgoing, other packet types, or DirUnknown (Ethernet)
-	Ifindex   int // SLL2 only, else 0
-	Src, Dst  [16]byte
-	Proto     uint8 // upper-layer protocol after extension headers
-	Nonce     bool  // an ILNP nonce option (0x8B) was present
-	SrcPort   uint16
-	DstPort   uint16
-	TCPSeq    uint32
-	TCPAck    uint32
-	TCPFlags  uint8
-	Payload   int   // upper-layer payload bytes (from the IPv6 length, not the snapshot)
-	UDPSeq    int64 // iperf3 datagram counter, or -1
-	ICMPType  uint8
+	Time     time.Time
+	Dir      int // DirIncoming, DirOutgoing, other packet types, or DirUnknown (Ethernet)
+	Ifindex  int // SLL2 only, else 0
+	Src, Dst [16]byte
+	Proto    uint8 // upper-layer protocol after extension headers
+	Nonce    bool  // an ILNP nonce option (0x8B) was present
+	SrcPort  uint16
+	DstPort  uint16
+	TCPSeq   uint32
+	TCPAck   uint32
+	TCPFlags uint8
+	Payload  int   // upper-layer payload bytes (from the IPv6 length, not the snapshot)
+	UDPSeq   int64 // iperf3 datagram counter, or -1
+	ICMPType uint8
+	// LUOp is a Locator Update's Operation (ICMPv6 type 156, RFC 6743 s.2: 1 Locator
+	// Update, 2 its acknowledgement), 0 for anything else.
+	LUOp      uint8
 	Malformed bool
 	// Encap: the frame was ILNPv6 in UDP/IPv4 (issue 14) to or from EncapPort; the fields
 	// above describe the inner packet, except that the upper 64 bits of Src and Dst are the
@@ -302,6 +305,9 @@ func decodeIPv6(pkt Packet, b []byte) (Packet, bool) {
 	case ProtoICMPv6:
 		if len(b) >= 1 {
 			pkt.ICMPType = b[0]
+		}
+		if pkt.ICMPType == 156 && len(b) >= 6 {
+			pkt.LUOp = b[5]
 		}
 		pkt.Payload = remaining
 	}

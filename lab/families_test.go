@@ -8,6 +8,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/encap"
+	"ilnp/internal/nstest"
 	"ilnp/internal/wire"
 	"ilnp/lab/pcap"
 	"ilnp/lab/summary"
@@ -246,5 +247,27 @@ func TestFamiliesTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// One cross-family move end to end (issue 14): the MN goes make-before-break from IPv6 (L2)
+// to its IPv4-only network behind R3's NAT under udp-hd; the session survives, no datagram is
+// lost, and handover_ms (first LU to the first data packet on the new locator) is measured.
+func TestE2EFamiliesIPv6ToIPv4NATSoft(t *testing.T) {
+	requireLab(t)
+	nstest.RequireTool(t, "nft")
+	r, meta := runLabConfig(t, RunConfig{Scenario: "lan-lan", Mode: "ilnp-soft", Traffic: "udp-hd",
+		BinDir: ilnpBinaries(t), Families: FamiliesIPv6IPv4NAT})
+	if r.SessionSurvived == nil || !*r.SessionSurvived {
+		t.Errorf("session did not survive the move to IPv4 behind the NAT: %s", describe(r))
+	}
+	if r.UDPSent == nil || *r.UDPSent < 1000 || r.UDPLost == nil || *r.UDPLost != 0 {
+		t.Errorf("UDP sent %s lost %s, want 0 lost in a soft move", Fmt(r.Values()["udp_sent"], "udp_sent"), Fmt(r.Values()["udp_lost"], "udp_lost"))
+	}
+	if r.HandoverMs == nil || *r.HandoverMs <= 0 || *r.HandoverMs > 1000 {
+		t.Errorf("handover_ms %v, want in (0, 1000]", fmtPtr(r.HandoverMs))
+	}
+	if meta.Families != string(FamiliesIPv6IPv4NAT) || meta.LeaseAtS == nil || meta.ClientBind != "" {
+		t.Errorf("run.json: families %q lease_at_s %v client_bind %q", meta.Families, meta.LeaseAtS, meta.ClientBind)
 	}
 }

@@ -321,8 +321,8 @@ func handoverName(mode string) string {
 // min-max), and HIP's figure for the same direction and kind.
 func FamiliesTable(cells []FamiliesCell) string {
 	var b strings.Builder
-	b.WriteString("| direction | handover | handover_ms mean ± ci95 | min - max | n | UDP lost | survived | HIP (Tables I/II, mean ± sd) | command |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| direction | handover | traffic | handover_ms mean ± ci95 | min - max | n | UDP lost | survived | HIP (Tables I/II, mean ± sd) | command |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
 		var xs []float64
 		for _, r := range c.Summary.Runs {
@@ -345,8 +345,8 @@ func FamiliesTable(cells []FamiliesCell) string {
 		if hip == "" {
 			hip = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d of %d | %s | %s | %s | `%s` |\n", c.Families.Move(), handoverName(c.Mode),
-			mean, spread, len(xs), c.Summary.Reps, MeanCI(c.Summary, "udp_lost"), MeanCI(c.Summary, "session_survived"), hip, c.Command)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d of %d | %s | %s | %s | `%s` |\n", c.Families.Move(), handoverName(c.Mode),
+			c.Summary.Traffic, mean, spread, len(xs), c.Summary.Reps, MeanCI(c.Summary, "udp_lost"), MeanCI(c.Summary, "session_survived"), hip, c.Command)
 	}
 	b.WriteString("\nhandover_ms: the MN's first LU after entering L3 to the first CN -> MN data packet it received on its " +
 		"L3 locator (both in the MN's capture), the seed's \"first UPDATE with LOCATOR sent to first ESP packet received on the " +

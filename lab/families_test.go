@@ -2,6 +2,8 @@ package lab
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -242,7 +244,7 @@ func TestFamiliesTable(t *testing.T) {
 	s := summary.New("lan-lan", "ilnp-hard", "udp-hd", runs)
 	cfg := RunConfig{Scenario: "lan-lan", Mode: "ilnp-hard", Traffic: "udp-hd", Profile: Profiles["quick"], Reps: 3, Families: FamiliesIPv6IPv4NAT}
 	out := FamiliesTable([]FamiliesCell{{Families: cfg.families(), Mode: cfg.Mode, Command: familiesCommand(cfg), Summary: s}})
-	for _, want := range []string{"| IPv6 to IPv4 | BBM (hard) | 5.00 ± 12.71 | 4.00 - 6.00 | 2 of 3 |", "| 54 ± 11 |",
+	for _, want := range []string{"| IPv6 to IPv4 | BBM (hard) | udp-hd | 5.00 ± 12.71 | 4.00 - 6.00 | 2 of 3 |", "| 54 ± 11 |",
 		"`ilnp-lab run --families ipv6-ipv4nat --scenario lan-lan --mode ilnp-hard --traffic udp-hd --profile quick --reps 3`"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -269,5 +271,51 @@ func TestE2EFamiliesIPv6ToIPv4NATSoft(t *testing.T) {
 	}
 	if meta.Families != string(FamiliesIPv6IPv4NAT) || meta.LeaseAtS == nil || meta.ClientBind != "" {
 		t.Errorf("run.json: families %q lease_at_s %v client_bind %q", meta.Families, meta.LeaseAtS, meta.ClientBind)
+	}
+}
+
+// `ilnp-lab families` checks every cell first, and its report has one row per cell with a
+// summary and names the cells without one.
+func TestFamiliesReport(t *testing.T) {
+	out := t.TempDir()
+	c := FamiliesConfig{Families: []Families{FamiliesIPv6IPv4NAT, FamiliesIPv4NATIPv4NAT}, Modes: []string{"ilnp-soft", "ilnp-hard"},
+		Traffics: []string{"udp-hd"}, Scenario: "lan-lan", Profile: Profiles["quick"], Reps: 1, Out: out}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []func(*FamiliesConfig){
+		func(c *FamiliesConfig) { c.Modes = []string{"ipv6"} },
+		func(c *FamiliesConfig) { c.Traffics = nil },
+		func(c *FamiliesConfig) { c.Scenario = "lan-moon" },
+	} {
+		cc := c
+		bad(&cc)
+		if err := cc.Validate(); err == nil {
+			t.Errorf("accepted %+v", cc)
+		}
+	}
+	v, yes := 7.5, true
+	s := summary.New("lan-lan", "ilnp-soft", "udp-hd", []summary.Run{{HandoverMs: &v, SessionSurvived: &yes}})
+	cell := c.cellConfig(FamiliesIPv4NATIPv4NAT, "ilnp-soft", "udp-hd")
+	if err := os.MkdirAll(cell.Out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(filepath.Join(cell.Out, "summary.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFamiliesReport(c, map[string]string{c.cellConfig(FamiliesIPv6IPv4NAT, "ilnp-hard", "udp-hd").Out: "iperf3 ended early"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := string(b)
+	for _, want := range []string{"| IPv4 to IPv4 | MBB (soft) | udp-hd | 7.50 | 7.50 - 7.50 | 1 of 1 |", "| 53 ± 12 |",
+		"--families ipv4nat-ipv4nat --scenario lan-lan --mode ilnp-soft --traffic udp-hd --profile quick --reps 1 --out " + cell.Out,
+		"ipv6-ipv4nat ilnp-hard udp-hd: no summary (iperf3 ended early)", "ipv6-ipv4nat ilnp-soft udp-hd: no summary ("} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
 	}
 }

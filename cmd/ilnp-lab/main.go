@@ -11,6 +11,7 @@
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+//	ilnp-lab families --out DIR [--families ..] [--modes ilnp-soft,ilnp-hard] [--traffics udp-hd,tcp] [--reps 3] [--profile quick]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
 // ilnp-lab LINK...), started by the lab itself.
@@ -71,6 +72,8 @@ func main() {
 		err = cmdSoak(ctx, os.Args[2:])
 	case "attack":
 		err = cmdAttack(ctx, os.Args[2:])
+	case "families":
+		err = cmdFamilies(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -107,6 +110,9 @@ func usage() {
                   (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
   ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
                   (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
+  ilnp-lab families --out DIR [--families ipv6-ipv6,ipv6-ipv4nat,ipv4nat-ipv6,ipv4nat-ipv4nat] [--modes ilnp-soft,ilnp-hard]
+                  [--traffics udp-hd,tcp] [--scenario lan-lan] [--reps 3] [--profile quick] [--report-only] [--bin DIR]
+                  (every cross-family move as a run --families; DIR/report.md beside HIP's Tables I and II)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"), strings.Join(lab.FamilyNames, "|"))

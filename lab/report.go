@@ -61,9 +61,14 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 	}
 	if cfg.Families != "" {
 		p := PlanFor(cfg.Families)
-		fmt.Fprintf(&b, "- Families: %s (L2 %s, L3 %s; the move is %s); an IPv4 access network is IPv4 only behind its router's NAT "+
-			"(nftables masquerade), the MN's lease static (%s on L2, %s on L3, installed %v after the link comes up on L3)\n",
-			cfg.Families, familyText(p.L2), familyText(p.L3), cfg.Families.Move(), p.L2.Host, p.L3.Host, leasePause)
+		fmt.Fprintf(&b, "- Families: %s (L2 %s, L3 %s; the move is %s)", cfg.Families, familyText(p.L2), familyText(p.L3), cfg.Families.Move())
+		if cfg.Families.Cross() {
+			b.WriteString("; an IPv4 access network is IPv4 only behind its router's NAT (nftables masquerade), the MN's address there static")
+		}
+		if cfg.Families.L3IPv4() {
+			fmt.Fprintf(&b, " (on L3: %s and its default route installed %v after the link comes up)", p.L3.Host, leasePause)
+		}
+		b.WriteString("\n")
 	}
 	if cfg.Families.L2IPv4() {
 		b.WriteString("- The MN starts behind a NAT: it opens the session (ping to the CN by name) before the flow, and the CN's iperf3 " +

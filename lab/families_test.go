@@ -214,6 +214,18 @@ func TestHandoverMs(t *testing.T) {
 		data(3042, newLoc, pcap.ProtoICMPv6, pcap.DirIncoming), // the LU-ACK: not data
 		data(3043, newLoc, pcap.ProtoUDP, pcap.DirOutgoing),    // sent by the MN
 	}
+	// The default testbed: the new locator is L3's L64, nothing encapsulated.
+	l3 := wire.L64(beUint64(L3.Addr().AsSlice()))
+	native := []pcap.Packet{
+		{Time: at(3100), Dir: pcap.DirOutgoing, Src: Addr(L3, MNNID).As16(), Dst: Addr(L1, CNNID).As16(), Proto: pcap.ProtoICMPv6, ICMPType: 156, LUOp: 1},
+		{Time: at(3101.5), Dir: pcap.DirIncoming, Src: Addr(L1, CNNID).As16(), Dst: Addr(L3, MNNID).As16(), Proto: pcap.ProtoUDP},
+	}
+	if got := HandoverMs(native, mn, cn, l3, enter); got == nil || *got < 1.5-1e-6 || *got > 1.5+1e-6 {
+		t.Errorf("IPv6 to IPv6: %v, want 1.5 ms", fmtPtr(got))
+	}
+	if got := HandoverMs(native, mn, cn, newLoc, enter); got != nil {
+		t.Errorf("data on L3's L64 counted for the L32 locator: %v", *got)
+	}
 	for _, c := range []struct {
 		name string
 		pkts []pcap.Packet

@@ -268,6 +268,10 @@ func decodeIPv6(pkt Packet, b []byte) (Packet, bool) {
 		break
 	}
 	pkt.Proto = next
+	if remaining < 0 { // extension headers longer than the IPv6 payload length says
+		pkt.Malformed = true
+		return pkt, true
+	}
 	switch next {
 	case ProtoTCP:
 		if len(b) < 20 {

@@ -10,9 +10,10 @@
 // --double-jump`: the later of the CN's and the MN's moves to the first delivery on both new
 // locators; files written before it may lack the key), failover_ms, aggregate_goodput_bps,
 // single_link_goodput_bps, reordering_retransmissions (issue 16: multihomed runs with a silent
-// path failure, multipath; likewise optional), handover_ms (issue 14, `run --families`: the
-// MN's first LU after entering L3 to the first CN -> MN data packet it received on its L3
-// locator, both in the MN's capture; likewise optional). Fields that do not apply are null. Mean and 95 % confidence half-width
+// path failure, multipath; likewise optional), handover_ms (issue 14, every moving run of an ILNP
+// mode, the cross-family ones of `run --families` among them: the MN's first LU after entering
+// L3 to the first CN -> MN data packet it received on its L3 locator, both in the MN's capture;
+// likewise optional). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,6 +147,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 	if t.Cfg.DoubleJump {
 		hostsText = DoubleJumpHostsFile()
 	}
+	if t.Cfg.Families.Cross() {
+		hostsText = FamiliesHostsFile(t.Cfg.Families)
+	}
 	if _, err := wire.ParseHosts(strings.NewReader(hostsText), hosts); err != nil {
 		return fmt.Errorf("lab wrote a bad hosts file: %w", err)
 	}
@@ -184,6 +188,7 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		if m.opt.TCPAware {
 			text += "tcp-aware on\n"
 		}
+		text += FamiliesDaemonConfig(t.Cfg.Families)
 		if m.opt.Policy != "" {
 			text += "policy " + m.opt.Policy + "\n"
 		}
@@ -202,7 +207,8 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 			return err
 		}
 	}
-	// Ready when both control sockets exist and the CN resolves the MN's name.
+	// Ready when both control sockets exist and the CN resolves the MN's name (behind a NAT,
+	// once the MN has opened the session).
 	deadline := time.Now().Add(15 * time.Second)
 	for _, n := range nodes {
 		sock := filepath.Join(*n.state, "ctl.sock")
@@ -223,6 +229,9 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 	for {
 		out, err := t.CN.Run("getent", "ahostsv6", m.Target(t))
 		if err == nil && strings.Contains(out, NID64short(MNNID)) {
+			if t.Cfg.Families.L2IPv4() {
+				return t.openFromBehindNAT(ctx, deadline)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -238,8 +247,7 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 
 // NID64short is the identifier as an address formats it ("214:4fff:fe20:ee64").
 func NID64short(nid string) string {
-	s := Addr(L2, nid).String()
-	return strings.TrimPrefix(s, "2001:db8:2::")
+	return strings.TrimPrefix(netip.MustParseAddr("::"+nid).String(), "::")
 }
 
 func (m *ilnpMode) Collect(t *Topology, dir string) {

@@ -63,9 +63,12 @@ type RunConfig struct {
 	Multihome bool
 	Fails     []Fail
 	Policy    string
-	Out       string
-	BinDir    string    // ilnpd/ilnpctl (ILNP modes)
-	Progress  io.Writer // progress line (nil: none)
+	// Families is the address family of the MN's two access networks (issue 14,
+	// lab/families.go; empty: ipv6-ipv6, today's testbed). Runs gain handover_ms.
+	Families Families
+	Out      string
+	BinDir   string    // ilnpd/ilnpctl (ILNP modes)
+	Progress io.Writer // progress line (nil: none)
 	// BeforeFlow runs once the mode is set up, before captures and traffic start (e.g. a
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
@@ -124,6 +127,9 @@ func (c *RunConfig) Validate() error {
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
+	if err := c.validFamilies(); err != nil {
+		return err
+	}
 	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
 		return fmt.Errorf("--double-jump: mode %s cannot move the CN (MIPv6: the CN would need a home agent of its own, which the lab does not build; double-jump modes: %s)",
 			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
@@ -166,7 +172,13 @@ type RunMeta struct {
 	Policy    string    `json:"policy,omitempty"`
 	Fails     []string  `json:"fails,omitempty"`
 	FailedAtS []float64 `json:"failed_at_s,omitempty"`
-	Error     string    `json:"error,omitempty"`
+	// Families is the testbed's access network families (issue 14); LeaseAtS when the lab
+	// installed the MN's IPv4 lease on L3 (seconds since the flow started; IPv4 L3 only).
+	Families string   `json:"families,omitempty"`
+	LeaseAtS *float64 `json:"lease_at_s,omitempty"`
+	// ClientBind is the source address the CN's iperf3 was bound to (-B), when it was.
+	ClientBind string `json:"client_bind,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -239,7 +251,8 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	progress("building testbed")
 	rendezvous := effectiveRendezvous(cfg)
 	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
-		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump})
+		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump,
+		Families: cfg.Families})
 	if err != nil {
 		return res, err
 	}
@@ -247,6 +260,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
 		Rendezvous: rendezvous, Congestion: tr.Congestion, TCPAware: cfg.tcpAware(), DoubleJump: cfg.DoubleJump}
 	meta.Multihome, meta.Policy = cfg.Multihome, cfg.Policy
+	if cfg.Families.Cross() {
+		meta.Families = string(cfg.Families)
+	}
 	for _, f := range cfg.Fails {
 		meta.Fails = append(meta.Fails, f.String())
 	}
@@ -305,21 +321,22 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 
 	progress("measuring RTT via L2")
-	if pr, err := topo.Ping(topo.MN, topo.CNAddrText, 10, 100*time.Millisecond, 2*time.Second); err != nil {
+	if pr, err := topo.Ping(topo.MN, topo.rttTarget(false), 10, 100*time.Millisecond, 2*time.Second); err != nil {
 		return res, err
 	} else if len(pr.RTTs) > 0 {
 		meta.RTTL2ms = pr.MeanMS()
 	}
 
 	// Captures at both ends (the thesis's tcpdump at the MN and the CN).
-	mnCap, err := topo.Start(topo.MN, "tcpdump-mn", "tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
-		"-w", filepath.Join(dir, "mn.pcap"), "ip6 and not host ::1")
-	if err != nil {
-		return res, err
-	}
 	cnIf, cnFilter := IfCN, "ip6"
 	if cfg.DoubleJump {
 		cnIf, cnFilter = "any", "ip6 and not host ::1" // both access links
+	}
+	mnFilter, cnFilter := captureFilters(cfg.Families, "ip6 and not host ::1", cnFilter)
+	mnCap, err := topo.Start(topo.MN, "tcpdump-mn", "tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
+		"-w", filepath.Join(dir, "mn.pcap"), mnFilter)
+	if err != nil {
+		return res, err
 	}
 	cnCap, err := topo.Start(topo.CN, "tcpdump-cn", "tcpdump", "-i", cnIf, "-n", "-U", "--immediate-mode", "-s", "200", "-Z", "root",
 		"-w", filepath.Join(dir, "cn.pcap"), cnFilter)
@@ -355,7 +372,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	t0Mono, t0Wall := timeline.Now(), time.Now()
 	meta.T0MonoNS, meta.T0UnixNS = t0Mono, t0Wall.UnixNano()
 	events.Emit(timeline.Event{MonoNS: t0Mono, Kind: "lab_flow_start", Node: "lab", Detail: cfg.Traffic})
-	client, err := topo.Start(topo.CN, "iperf3-client", tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))...)
+	cargs := tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))
+	if b := topo.clientBind(); b != "" {
+		// lab/families.go: the daemon defect this works around.
+		cargs = append(cargs, "-B", b)
+		meta.ClientBind = b
+	}
+	client, err := topo.Start(topo.CN, "iperf3-client", cargs...)
 	if err != nil {
 		return res, err
 	}
@@ -415,6 +438,14 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			enterMoves = moves
 			meta.recordMoves(moves, t0Wall)
 			meta.EnterAtS, entered = time.Since(t0Wall).Seconds(), true
+			if cfg.Families.L3IPv4() {
+				if err := topo.enterIPv4(); err != nil {
+					return res, fmt.Errorf("IPv4 lease on L3: %w", err)
+				}
+				at := time.Since(t0Wall).Seconds()
+				meta.LeaseAtS = &at
+				events.Emit(timeline.Event{Kind: "lab_lease4", Node: "lab", Iface: IfMNR3, Detail: PlanFor(cfg.Families).L3.Host.String()})
+			}
 		}
 		if !left && el >= prof.Leave {
 			leaveCmdNS = timeline.Now()
@@ -504,7 +535,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	// (thesis 4.4: one RTT between MN and CN); the MN is only in L3 now.
 	progress("measuring RTT via L3")
 	var rtt *float64
-	if pr, err := topo.Ping(topo.MN, topo.CNFinalAddrText, 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
+	if pr, err := topo.Ping(topo.MN, topo.rttTarget(true), 10, 100*time.Millisecond, 2*time.Second); err == nil && len(pr.RTTs) > 0 {
 		v := pr.MeanMS()
 		rtt, meta.RTTL3ms = &v, v
 		meta.RTTL3MinMs = float64(slices.Min(pr.RTTs)) / 1e6
@@ -553,6 +584,13 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		res.Run.RecoveryMs = Recovery(in.MN, in.CN, in.MNNID, in.CNNID, L3, L5, laterMove(enterMoves))
 		if res.Run.RecoveryMs == nil {
 			res.Notes = append(res.Notes, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions")
+		}
+	}
+	if NeedsILNP(cfg.Mode) && !cfg.Multihome && !cfg.DoubleJump && len(enterMoves) > 0 {
+		newLoc := PlanFor(cfg.Families).L3.Locator(L3)
+		res.Run.HandoverMs = HandoverMs(in.MN, in.MNNID, in.CNNID, newLoc, enterMoves[0].At)
+		if res.Run.HandoverMs == nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("handover: no LU from the MN after entering L3, or no CN -> MN data on %v after it", newLoc))
 		}
 	}
 	for _, smp := range cwndSamples {

@@ -89,6 +89,9 @@ type TopologyConfig struct {
 	// DoubleJump gives the CN two access networks of its own, L4 behind R4 and L5 behind R5
 	// (radvd on both), instead of its fixed link to R1: the CN can move too (lab/doublejump.go).
 	DoubleJump bool
+	// Families is the address family of the MN's access networks (lab/families.go; empty:
+	// ipv6-ipv6, today's testbed).
+	Families Families
 }
 
 // Topology is a built testbed. Close tears all of it down and may be called more than once.
@@ -172,7 +175,11 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 	if err := t.startEmulators(); err != nil {
 		return t, err
 	}
-	if err := t.startRadvd("r2-mn", "r3-mn"); err != nil {
+	if !cfg.Families.Cross() {
+		if err := t.startRadvd("r2-mn", "r3-mn"); err != nil {
+			return t, err
+		}
+	} else if err := t.startFamiliesRadvd(); err != nil {
 		return t, err
 	}
 	if cfg.DoubleJump {
@@ -194,7 +201,11 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 			return t, err
 		}
 	}
-	if err := t.waitAddress(ctx, t.MN, IfMNR2, Addr(L2, MNNID), 15*time.Second); err != nil {
+	if cfg.Families.L2IPv4() {
+		if _, err := t.MN.Run(t.lease4Commands(PlanFor(cfg.Families).L2)...); err != nil {
+			return t, err
+		}
+	} else if err := t.waitAddress(ctx, t.MN, IfMNR2, Addr(L2, MNNID), 15*time.Second); err != nil {
 		return t, err
 	}
 	if err := t.waitReachable(ctx, 15*time.Second); err != nil {
@@ -208,10 +219,21 @@ func Build(ctx context.Context, cfg TopologyConfig) (t *Topology, err error) {
 // discovery across the emulated WAN, one extra RTT that the thesis's testbed did not have.
 // Entries then go STALE but stay usable without delay.
 func (t *Topology) warmNeighbours() error {
+	var pings []struct {
+		from *netns.NS
+		to   string
+	}
 	for _, p := range []struct {
 		from *netns.NS
 		to   string
 	}{{t.R1, "2001:db8:12::2"}, {t.R1, "2001:db8:13::3"}, {t.R2, "2001:db8:12::1"}, {t.R3, "2001:db8:13::1"}} {
+		pings = append(pings, struct {
+			from *netns.NS
+			to   string
+		}{p.from, p.to})
+	}
+	pings = append(pings, t.familiesWarm()...)
+	for _, p := range pings {
 		r, err := t.Ping(p.from, p.to, 1, 0, 2*time.Second)
 		if err != nil {
 			return err
@@ -243,6 +265,9 @@ func (t *Topology) sysctls() error {
 	for _, r := range []*netns.NS{t.R1, t.R2, t.R3, t.R4, t.R5} {
 		if r != nil {
 			set(r, "net.ipv6.conf.all.forwarding", "1", "net.ipv6.conf.default.forwarding", "1")
+			if t.Cfg.Families.Cross() {
+				set(r, "net.ipv4.ip_forward", "1")
+			}
 		}
 	}
 	if t.Cfg.DoubleJump {
@@ -353,6 +378,7 @@ func (t *Topology) addresses() error {
 			{t.R1, []string{"ip", "addr", "add", "2001:db8:1::1/64", "dev", "r1-cn"}},
 		}...)
 	}
+	cmds = append(cmds, t.familiesCommands()...)
 	for _, c := range cmds {
 		if _, err := c.ns.Run(c.args...); err != nil {
 			return err
@@ -449,12 +475,12 @@ func (t *Topology) waitAddress(ctx context.Context, ns *netns.NS, ifname string,
 func (t *Topology) waitReachable(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		r, err := t.Ping(t.MN, t.CNAddrText, 1, 0, time.Second)
+		r, err := t.Ping(t.MN, t.rttTarget(false), 1, 0, time.Second)
 		if err == nil && len(r.RTTs) == 1 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("MN cannot reach the CN (%s) within %v: %v", t.CNAddrText, limit, err)
+			return fmt.Errorf("MN cannot reach the CN (%s) within %v: %v", t.rttTarget(false), limit, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -464,10 +490,14 @@ func (t *Topology) waitReachable(ctx context.Context, limit time.Duration) error
 	}
 }
 
-// Ping sends count ICMPv6 echoes from inside ns.
+// Ping sends count ICMPv6 echoes from inside ns (ICMP echoes when dst is an IPv4 address).
 func (t *Topology) Ping(ns *netns.NS, dst string, count int, interval, timeout time.Duration) (ping.Result, error) {
 	var c *ping.Conn
-	if err := ns.Do(func() (err error) { c, err = ping.Listen(); return err }); err != nil {
+	listen := ping.Listen
+	if a, err := netip.ParseAddr(dst); err == nil && a.Is4() {
+		listen = ping.Listen4
+	}
+	if err := ns.Do(func() (err error) { c, err = listen(); return err }); err != nil {
 		return ping.Result{}, err
 	}
 	defer c.Close()

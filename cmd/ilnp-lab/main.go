@@ -2,7 +2,8 @@
 //
 //	ilnp-lab run --scenario S --mode M --traffic T [--congestion C] [--profile thesis|quick] [--reps N]
 //	             [--duration D --enter E --leave L] [--access SHAPE] [--bin DIR]
-//	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump] --out DIR
+//	             [--rendezvous hosts|dns] [--tcp-aware on|off] [--double-jump]
+//	             [--families ipv6-ipv6|ipv6-ipv4nat|ipv4nat-ipv6|ipv4nat-ipv4nat] --out DIR
 //	ilnp-lab matrix --out DIR [--reps N] [--profile P] [--scenarios ..] [--modes ..] [--traffics ..] [--congestions ..]
 //	                [--tcp-aware on|off|off,on]
 //	ilnp-lab demo [--out DIR]
@@ -10,6 +11,7 @@
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+//	ilnp-lab families --out DIR [--families ..] [--modes ilnp-soft,ilnp-hard] [--traffics udp-hd,tcp] [--reps 3] [--profile quick]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
 // ilnp-lab LINK...), started by the lab itself.
@@ -70,6 +72,8 @@ func main() {
 		err = cmdSoak(ctx, os.Args[2:])
 	case "attack":
 		err = cmdAttack(ctx, os.Args[2:])
+	case "families":
+		err = cmdFamilies(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -94,7 +98,7 @@ func usage() {
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
                [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
-               [--double-jump] --out DIR
+               [--double-jump] [--families %s] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
@@ -106,9 +110,12 @@ func usage() {
                   (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
   ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
                   (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
+  ilnp-lab families --out DIR [--families ipv6-ipv6,ipv6-ipv4nat,ipv4nat-ipv6,ipv4nat-ipv4nat] [--modes ilnp-soft,ilnp-hard]
+                  [--traffics udp-hd,tcp] [--scenario lan-lan] [--reps 3] [--profile quick] [--report-only] [--bin DIR]
+                  (every cross-family move as a run --families; DIR/report.md beside HIP's Tables I and II)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
-`, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"))
+`, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"), strings.Join(lab.FamilyNames, "|"))
 }
 
 type common struct {
@@ -191,10 +198,18 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	})
 	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
+	families := fs.String("families", "", "issue 14: the MN's access networks' address families, L2-L3: ipv6-ipv6 (default, today's testbed), ipv6-ipv4nat, ipv4nat-ipv6 or ipv4nat-ipv4nat (IPv4 only behind a NAT in R2/R3; ilnp-soft and ilnp-hard only); runs gain handover_ms and report.md the table beside HIP's")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
 		return err
+	}
+	fam, err := lab.ParseFamilies(*families)
+	if err != nil {
+		return err
+	}
+	if *families == "" {
+		fam = "" // not asked for: no families section in the report
 	}
 	aware, err := onOff("tcp-aware", *tcpAware)
 	if err != nil {
@@ -202,7 +217,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
 		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump,
-		Multihome: *multihome, Fails: fails, Policy: *policy}
+		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -96,22 +96,35 @@ const (
 
 // Packet is the decoded part of a frame the lab cares about.
 type Packet struct {
-	Time      time.Time
-	Dir       int // DirIncoming, DirOutgoing, other packet types, or DirUnknown (Ethernet)
-	Ifindex   int // SLL2 only, else 0
-	Src, Dst  [16]byte
-	Proto     uint8 // upper-layer protocol after extension headers
-	Nonce     bool  // an ILNP nonce option (0x8B) was present
-	SrcPort   uint16
-	DstPort   uint16
-	TCPSeq    uint32
-	TCPAck    uint32
-	TCPFlags  uint8
-	Payload   int   // upper-layer payload bytes (from the IPv6 length, not the snapshot)
-	UDPSeq    int64 // iperf3 datagram counter, or -1
-	ICMPType  uint8
+	Time     time.Time
+	Dir      int // DirIncoming, DirOutgoing, other packet types, or DirUnknown (Ethernet)
+	Ifindex  int // SLL2 only, else 0
+	Src, Dst [16]byte
+	Proto    uint8 // upper-layer protocol after extension headers
+	Nonce    bool  // an ILNP nonce option (0x8B) was present
+	SrcPort  uint16
+	DstPort  uint16
+	TCPSeq   uint32
+	TCPAck   uint32
+	TCPFlags uint8
+	Payload  int   // upper-layer payload bytes (from the IPv6 length, not the snapshot)
+	UDPSeq   int64 // iperf3 datagram counter, or -1
+	ICMPType uint8
+	// LUOp is a Locator Update's Operation (ICMPv6 type 156, RFC 6743 s.2: 1 Locator
+	// Update, 2 its acknowledgement), 0 for anything else.
+	LUOp      uint8
 	Malformed bool
+	// Encap: the frame was ILNPv6 in UDP/IPv4 (issue 14) to or from EncapPort; the fields
+	// above describe the inner packet, except that the upper 64 bits of Src and Dst are the
+	// outer endpoints as IPv4 locators (0x0000 | UDP port | IPv4 address, internal/encap's
+	// mapping): where the packet really came from and went to, as the receiver's datapath
+	// also takes them.
+	Encap bool
 }
+
+// EncapPort is the UDP port of encapsulated ILNPv6 (internal/encap.DefaultPort): a UDP/IPv4
+// frame to or from it is decoded as the ILNPv6 packet inside.
+var EncapPort uint16 = 49191
 
 // SrcNID and DstNID are the low 64 bits (the ILNP identifier part) of the addresses.
 func (p *Packet) SrcNID() uint64 { return binary.BigEndian.Uint64(p.Src[8:]) }
@@ -134,7 +147,8 @@ const (
 	ProtoICMPv6 = 58
 )
 
-// Decode parses one record of the given link type. ok is false for frames that are not IPv6.
+// Decode parses one record of the given link type. ok is false for frames that are neither
+// IPv6 nor ILNPv6 encapsulated in UDP/IPv4 (Encap).
 func Decode(linkType uint32, rec Record) (pkt Packet, ok bool) {
 	pkt = Packet{Time: rec.Time, Dir: DirUnknown, UDPSeq: -1}
 	b := rec.Data
@@ -168,7 +182,50 @@ func Decode(linkType uint32, rec Record) (pkt Packet, ok bool) {
 	default:
 		return pkt, false
 	}
-	if etherType != 0x86dd || len(b) < 40 || b[0]>>4 != 6 {
+	if etherType == 0x0800 {
+		return decodeEncap(pkt, b)
+	}
+	return decodeIPv6(pkt, b)
+}
+
+// decodeEncap decodes a UDP/IPv4 frame to or from EncapPort as the ILNPv6 packet it carries
+// (ok false for any other IPv4 frame, or one whose payload is not IPv6: a NAT keepalive).
+func decodeEncap(pkt Packet, b []byte) (Packet, bool) {
+	if len(b) < 20 || b[0]>>4 != 4 || b[9] != ProtoUDP {
+		return pkt, false
+	}
+	ihl := int(b[0]&0x0f) * 4
+	if ihl < 20 || len(b) < ihl+8 || binary.BigEndian.Uint16(b[6:])&0x1fff != 0 {
+		return pkt, false // not a first fragment: no UDP header
+	}
+	var src, dst [4]byte
+	copy(src[:], b[12:16])
+	copy(dst[:], b[16:20])
+	u := b[ihl:]
+	sport, dport := binary.BigEndian.Uint16(u[0:]), binary.BigEndian.Uint16(u[2:])
+	if sport != EncapPort && dport != EncapPort {
+		return pkt, false
+	}
+	pkt, ok := decodeIPv6(pkt, u[8:])
+	if !ok {
+		return pkt, false
+	}
+	pkt.Encap = true
+	putL32(pkt.Src[:8], sport, src)
+	putL32(pkt.Dst[:8], dport, dst)
+	return pkt, true
+}
+
+// putL32 writes an IPv4 endpoint as a locator: 0x0000 | port | address.
+func putL32(l []byte, port uint16, addr [4]byte) {
+	l[0], l[1] = 0, 0
+	binary.BigEndian.PutUint16(l[2:], port)
+	copy(l[4:8], addr[:])
+}
+
+// decodeIPv6 decodes an IPv6 packet starting at b into pkt.
+func decodeIPv6(pkt Packet, b []byte) (Packet, bool) {
+	if len(b) < 40 || b[0]>>4 != 6 {
 		return pkt, false
 	}
 	payloadLen := int(binary.BigEndian.Uint16(b[4:]))
@@ -211,6 +268,10 @@ func Decode(linkType uint32, rec Record) (pkt Packet, ok bool) {
 		break
 	}
 	pkt.Proto = next
+	if remaining < 0 { // extension headers longer than the IPv6 payload length says
+		pkt.Malformed = true
+		return pkt, true
+	}
 	switch next {
 	case ProtoTCP:
 		if len(b) < 20 {
@@ -249,6 +310,9 @@ func Decode(linkType uint32, rec Record) (pkt Packet, ok bool) {
 		if len(b) >= 1 {
 			pkt.ICMPType = b[0]
 		}
+		if pkt.ICMPType == 156 && len(b) >= 6 {
+			pkt.LUOp = b[5]
+		}
 		pkt.Payload = remaining
 	}
 	return pkt, true
@@ -273,7 +337,7 @@ func hasNonce(opts []byte) bool {
 	return false
 }
 
-// ReadAll decodes every IPv6 frame of a capture.
+// ReadAll decodes every IPv6 frame of a capture (and every encapsulated one, Encap).
 func ReadAll(r io.Reader) ([]Packet, error) {
 	p, err := NewReader(r)
 	if err != nil {

@@ -142,6 +142,11 @@ func FuzzReadAll(f *testing.F) {
 	seed.Write(fileHeader(LinkSLL2, true))
 	seed.Write(record(time.Unix(1, 0), sll2(ipv6(ProtoUDP, udpIperf(1, 20), false), 2, 0), true))
 	f.Add(seed.Bytes())
+	seed.Reset()
+	seed.Write(fileHeader(LinkSLL2, true))
+	seed.Write(record(time.Unix(1, 0), sll2v4(udp4([4]byte{10, 0, 3, 2}, [4]byte{198, 51, 100, 2}, 49191, 49191,
+		ipv6(ProtoICMPv6, []byte{156, 0, 0, 0, 1, 1, 0, 0}, true)), 0), true))
+	f.Add(seed.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pkts, _ := ReadAll(bytes.NewReader(data))
 		for _, p := range pkts {
@@ -150,4 +155,59 @@ func FuzzReadAll(f *testing.F) {
 			}
 		}
 	})
+}
+
+// udp4 wraps payload in IPv4 (src, dst) and UDP (sport, dport), as the datapath encapsulates
+// ILNPv6 (outer UDP checksum zero).
+func udp4(src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
+	h := make([]byte, 28)
+	h[0] = 0x45
+	binary.BigEndian.PutUint16(h[2:], uint16(28+len(payload)))
+	h[6] = 0x40 // DF
+	h[8] = 64
+	h[9] = ProtoUDP
+	copy(h[12:], src[:])
+	copy(h[16:], dst[:])
+	binary.BigEndian.PutUint16(h[20:], sport)
+	binary.BigEndian.PutUint16(h[22:], dport)
+	binary.BigEndian.PutUint16(h[24:], uint16(8+len(payload)))
+	return append(h, payload...)
+}
+
+func sll2v4(ip []byte, dir byte) []byte {
+	b := sll2(ip, 4, dir)
+	binary.BigEndian.PutUint16(b[0:], 0x0800)
+	return b
+}
+
+// Encapsulated ILNPv6 (issue 14) decodes as the inner packet with the outer endpoints as its
+// locators (0x0000 | port | IPv4 address); an LU's Operation is read; other IPv4 frames, NAT
+// keepalives (no IPv6 inside) and other ports are not packets of the capture.
+func TestDecodeEncapsulated(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	nat, cn := [4]byte{203, 0, 113, 3}, [4]byte{198, 51, 100, 2}
+	lu := make([]byte, 8+16)
+	lu[0], lu[4], lu[5] = 156, 1, 2 // type 156, one locator, Operation 2 (LU-ACK)
+	var f bytes.Buffer
+	f.Write(fileHeader(LinkSLL2, true))
+	f.Write(record(t0, sll2v4(udp4(cn, nat, 49191, 49191, ipv6(ProtoUDP, udpIperf(9, 1300), true)), DirIncoming), true))
+	f.Write(record(t0, sll2v4(udp4(nat, cn, 61000, 49191, ipv6(ProtoICMPv6, lu, true)), DirOutgoing), true))
+	f.Write(record(t0, sll2v4(udp4(nat, cn, 61000, 49191, []byte{0}), DirOutgoing), true))                 // keepalive
+	f.Write(record(t0, sll2v4(udp4(nat, cn, 5000, 5001, ipv6(ProtoUDP, udpIperf(1, 20), true)), 0), true)) // another port
+	f.Write(record(t0, sll2v4(udp4(nat, cn, 61000, 49191, ipv6(ProtoUDP, udpIperf(1, 20), true))[:30], 0), true))
+	pkts, err := ReadAll(&f)
+	if err != nil || len(pkts) != 2 {
+		t.Fatalf("ReadAll = %d packets (%+v), %v; want the data packet and the LU", len(pkts), pkts, err)
+	}
+	d := pkts[0]
+	wantSrc := [8]byte{0, 0, 0xc0, 0x27, 198, 51, 100, 2}
+	wantDst := [8]byte{0, 0, 0xc0, 0x27, 203, 0, 113, 3}
+	if !d.Encap || !d.Nonce || d.Proto != ProtoUDP || d.UDPSeq != 9 || d.Payload != 1300 || d.Dir != DirIncoming ||
+		[8]byte(d.Src[:8]) != wantSrc || [8]byte(d.Dst[:8]) != wantDst || d.SrcNID() != 0x02144ffffe20cc01 || d.DstNID() != 0x02144ffffe20ee64 {
+		t.Errorf("encapsulated data = %+v", d)
+	}
+	l := pkts[1]
+	if !l.Encap || l.ICMPType != 156 || l.LUOp != 2 || [8]byte(l.Src[:8]) != [8]byte{0, 0, 0xee, 0x48, 203, 0, 113, 3} {
+		t.Errorf("encapsulated LU = %+v", l)
+	}
 }

@@ -1,5 +1,6 @@
-// Package ping measures round-trip time with ICMPv6 echo from inside a namespace (the lab
-// needs no ping binary).
+// Package ping measures round-trip time with ICMPv6 echo (or ICMP echo over IPv4, Listen4:
+// the cross-family testbed's IPv4-only access networks) from inside a namespace (the lab needs
+// no ping binary).
 package ping
 
 import (
@@ -11,6 +12,7 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
@@ -37,14 +39,24 @@ func (r Result) MeanMS() float64 {
 type Conn struct {
 	c  *net.IPConn
 	id int
+	v4 bool // ICMP over IPv4 (Listen4)
 }
 
 // Listen opens the socket. Replies are stamped by the kernel on arrival, so a busy machine
 // delaying this process does not inflate the RTT.
-func Listen() (*Conn, error) {
-	pc, err := net.ListenPacket("ip6:ipv6-icmp", "::")
+func Listen() (*Conn, error) { return listen(false) }
+
+// Listen4 opens an ICMP (IPv4) socket, stamped the same way.
+func Listen4() (*Conn, error) { return listen(true) }
+
+func listen(v4 bool) (*Conn, error) {
+	network, laddr := "ip6:ipv6-icmp", "::"
+	if v4 {
+		network, laddr = "ip4:icmp", "0.0.0.0"
+	}
+	pc, err := net.ListenPacket(network, laddr)
 	if err != nil {
-		return nil, fmt.Errorf("ping: icmpv6 socket: %w", err)
+		return nil, fmt.Errorf("ping: %s socket: %w", network, err)
 	}
 	c := pc.(*net.IPConn)
 	raw, err := c.SyscallConn()
@@ -59,7 +71,7 @@ func Listen() (*Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("ping: SO_TIMESTAMPNS: %v %v", err, serr)
 	}
-	return &Conn{c: c, id: int(time.Now().UnixNano() & 0xffff)}, nil
+	return &Conn{c: c, id: int(time.Now().UnixNano() & 0xffff), v4: v4}, nil
 }
 
 // stamp returns the kernel receive time from control messages, or fallback.
@@ -96,7 +108,11 @@ func (c *Conn) Ping(dst string, count int, interval, timeout time.Duration) (Res
 	for seq := 1; seq <= count; seq++ {
 		payload := make([]byte, 56)
 		binary.BigEndian.PutUint64(payload, uint64(seq))
-		msg := icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: c.id, Seq: seq, Data: payload}}
+		var typ icmp.Type = ipv6.ICMPTypeEchoRequest
+		if c.v4 {
+			typ = ipv4.ICMPTypeEcho
+		}
+		msg := icmp.Message{Type: typ, Body: &icmp.Echo{ID: c.id, Seq: seq, Data: payload}}
 		b, err := msg.Marshal(nil)
 		if err != nil {
 			return res, err
@@ -114,8 +130,17 @@ func (c *Conn) Ping(dst string, count int, interval, timeout time.Duration) (Res
 				break // timeout: this echo is lost
 			}
 			at := stamp(oob[:oobn], time.Now())
-			m, err := icmp.ParseMessage(58, buf[:n])
-			if err != nil || m.Type != ipv6.ICMPTypeEchoReply {
+			var m *icmp.Message
+			if c.v4 {
+				// A raw IPv4 socket reads the IP header too.
+				b := buf[:n]
+				if len(b) < 20 || b[0]>>4 != 4 || len(b) < int(b[0]&0x0f)*4 {
+					continue
+				}
+				if m, err = icmp.ParseMessage(1, b[int(b[0]&0x0f)*4:]); err != nil || m.Type != ipv4.ICMPTypeEchoReply {
+					continue
+				}
+			} else if m, err = icmp.ParseMessage(58, buf[:n]); err != nil || m.Type != ipv6.ICMPTypeEchoReply {
 				continue
 			}
 			echo, ok := m.Body.(*icmp.Echo)

@@ -10,7 +10,10 @@
 // --double-jump`: the later of the CN's and the MN's moves to the first delivery on both new
 // locators; files written before it may lack the key), failover_ms, aggregate_goodput_bps,
 // single_link_goodput_bps, reordering_retransmissions (issue 16: multihomed runs with a silent
-// path failure, multipath; likewise optional). Fields that do not apply are null. Mean and 95 % confidence half-width
+// path failure, multipath; likewise optional), handover_ms (issue 14, every moving run of an ILNP
+// mode, the cross-family ones of `run --families` among them: the MN's first LU after entering
+// L3 to the first CN -> MN data packet it received on its L3 locator, both in the MN's capture;
+// likewise optional). Fields that do not apply are null. Mean and 95 % confidence half-width
 // (Student t) are over the runs where a field is not null; session_survived averages to the
 // fraction of runs that survived. TCP summaries also carry "congestion", the congestion control
 // the runs used.
@@ -53,6 +56,11 @@ type Run struct {
 	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
 	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
 	ReorderingRetransmissions *int     `json:"reordering_retransmissions"`
+	// Issue 14: the HIP seed's handover duration, the MN's first Locator Update after
+	// entering L3 to the first CN -> MN data packet (UDP or TCP) the MN received on its L3
+	// locator, both as the MN's capture stamped them (null in modes without LUs, and in
+	// multihomed and double-jump runs).
+	HandoverMs *float64 `json:"handover_ms"`
 }
 
 // Agg is a mean or a confidence half-width per field (null where no run had a value, and
@@ -80,6 +88,7 @@ type Agg struct {
 	AggregateGoodputBps       *float64 `json:"aggregate_goodput_bps"`
 	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
 	ReorderingRetransmissions *float64 `json:"reordering_retransmissions"`
+	HandoverMs                *float64 `json:"handover_ms"`
 }
 
 // Summary is the whole file.
@@ -129,11 +138,12 @@ var Fields = []Field{
 	{"aggregate_goodput_bps", "Aggregate goodput", "bit/s"},
 	{"single_link_goodput_bps", "Single-link goodput", "bit/s"},
 	{"reordering_retransmissions", "Reordering retransmissions", "segments"},
+	{"handover_ms", "Handover (first LU to data on L3)", "ms"},
 }
 
 // optionalKeys may be missing from files written before they existed.
 var optionalKeys = map[string]bool{"recovery_ms": true, "failover_ms": true, "aggregate_goodput_bps": true,
-	"single_link_goodput_bps": true, "reordering_retransmissions": true}
+	"single_link_goodput_bps": true, "reordering_retransmissions": true, "handover_ms": true}
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
 func (r Run) Values() map[string]*float64 {
@@ -154,6 +164,7 @@ func (r Run) Values() map[string]*float64 {
 		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps), "recovery_ms": f(r.RecoveryMs),
 		"failover_ms": f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
 		"single_link_goodput_bps": f(r.SingleLinkGoodputBps), "reordering_retransmissions": i(r.ReorderingRetransmissions),
+		"handover_ms": f(r.HandoverMs),
 	}
 	if r.TCPBytes != nil {
 		v := float64(*r.TCPBytes)
@@ -220,6 +231,8 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.SingleLinkGoodputBps
 	case "reordering_retransmissions":
 		return &a.ReorderingRetransmissions
+	case "handover_ms":
+		return &a.HandoverMs
 	}
 	panic("summary: unknown field " + key)
 }

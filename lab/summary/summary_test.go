@@ -131,6 +131,7 @@ func TestValidateRejects(t *testing.T) {
 		"tcp_aware a string":  func(m map[string]any) { m["tcp_aware"] = "on" },
 		"tcp_aware false":     func(m map[string]any) { m["tcp_aware"] = false }, // omitempty: absent when off
 		"failover a string":   func(m map[string]any) { run0(m)["failover_ms"] = "12" },
+		"handover a string":   func(m map[string]any) { run0(m)["handover_ms"] = "0.9" },
 	}
 	for name, fn := range cases {
 		if err := Validate(mutate(t, fn)); err == nil {
@@ -165,6 +166,17 @@ func TestValidateRejects(t *testing.T) {
 		}
 	})); err != nil {
 		t.Errorf("summary without issue 16's fields rejected: %v", err)
+	}
+	// Nor does one written before handover_ms (issue 14); with one it validates too.
+	if err := Validate(mutate(t, func(m map[string]any) {
+		delete(run0(m), "handover_ms")
+		delete(m["mean"].(map[string]any), "handover_ms")
+		delete(m["ci95"].(map[string]any), "handover_ms")
+	})); err != nil {
+		t.Errorf("summary without handover_ms rejected: %v", err)
+	}
+	if err := Validate(mutate(t, func(m map[string]any) { run0(m)["handover_ms"] = 1.25 })); err != nil {
+		t.Errorf("summary with a handover rejected: %v", err)
 	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")

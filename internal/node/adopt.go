@@ -132,6 +132,7 @@ func (n *Node) adopt() error {
 		if err := n.host.addIdentity(s.LocalAddr()); err != nil {
 			n.log.Warn("identity address", "err", err)
 		}
+		n.host.peerView[s.RemoteAddr()] = s.LocalAddr()
 		n.routeAdopted(s.RemoteAddr())
 		n.apply(eff, now)
 		// The last daemon's verification state is not kept: its credit limits go, and the

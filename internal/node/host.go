@@ -33,6 +33,11 @@ type host struct {
 	peerSrc map[netip.Addr]wire.NID
 	active  wire.L64
 	onLink  map[netip.Addr]int
+	// peerView is, per correspondent session view, this node's own view of the session: the
+	// route's source hint, so that a new socket towards the correspondent joins the session
+	// (the datapath translates only the session's address pair) however the node moved since,
+	// or when its view is its IPv4 locator's (a correspondent behind a NAT reached it there).
+	peerView map[netip.Addr]netip.Addr
 }
 
 func newHost(headroom int) (*host, error) {
@@ -54,6 +59,7 @@ func newHost(headroom int) (*host, error) {
 		mtu:         1500 - headroom,
 		peerSrc:     map[netip.Addr]wire.NID{},
 		onLink:      map[netip.Addr]int{},
+		peerView:    map[netip.Addr]netip.Addr{},
 	}, nil
 }
 
@@ -129,7 +135,9 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if router.IsValid() {
 		r.Gw = router.AsSlice()
 	}
-	if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
+	if view, ok := h.peerView[peer]; ok && h.identities[view] {
+		r.Src = view.AsSlice()
+	} else if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
 		r.Src = wire.ILV{Locator: h.active, NID: nid}.Addr().AsSlice()
 	}
 	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) && old.Src.Equal(r.Src) {
@@ -163,6 +171,7 @@ func (h *host) unroutePeer(nid wire.NID) error {
 			continue
 		}
 		delete(h.peerRoutes, peer)
+		delete(h.peerView, peer)
 	}
 	return errors.Join(errs...)
 }

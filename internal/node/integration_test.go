@@ -3,6 +3,8 @@ package node_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"sort"
@@ -64,6 +66,7 @@ func TestSoftHandoff(t *testing.T) {
 	})
 	t.Run("forged LU", func(t *testing.T) { checkForgedLU(t, n) })
 	t.Run("ilnpctl after move", func(t *testing.T) { checkCtlAfter(t, n) })
+	t.Run("new connection after the move joins the session", func(t *testing.T) { checkNewConnJoins(t, n) })
 	t.Run("set handoff at run time", func(t *testing.T) { checkSetHandoff(t, n) })
 	n.logFigures(t, res)
 	t.Run("clean shutdown", func(t *testing.T) { checkShutdown(t, n) })
@@ -216,6 +219,39 @@ func (r *moveResult) udpLossWhere() string {
 	}
 	return fmt.Sprintf("lost CN->MN: %s; MN->CN: %s (enter at %.1f s, leave at %.1f s); kernel input backlog drops meanwhile: %d",
 		where(r.udpServer, false), where(r.udpClient, true), enterAt.Seconds(), r.leaveS, r.softnetDrops)
+}
+
+// checkNewConnJoins: after the MN moved from L2 to L3, a new TCP connection it opens to the CN's
+// session view (unbound, the kernel picks the source) belongs to the ILNP session: the peer
+// route's source hint is the MN's session view [L2:NID], so the CN accepts it from there (the
+// datapath translated it and the wire carried L3). Without the hint the kernel picks [L3:NID]
+// on mn2, the datapath passes that pair as plain IPv6 and the CN sees [L3:NID].
+func checkNewConnJoins(t *testing.T, n *testNet) {
+	ln := n.CN.Listen("tcp6", "[::]:7011")
+	defer ln.Close()
+	accepted := make(chan net.Addr, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		accepted <- c.RemoteAddr()
+		c.Close()
+	}()
+	c := n.MN.Dial("tcp6", netip.AddrPortFrom(ilv(l1, cnNID), 7011).String())
+	defer c.Close()
+	var from net.Addr
+	select {
+	case from = <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the CN accepted no connection within 5 s")
+	}
+	want := ilv(l2, mnNID)
+	if ap, err := netip.ParseAddrPort(fmt.Sprint(from)); err != nil || ap.Addr() != want {
+		t.Errorf("the CN accepted the MN's new connection from %v (MN's local address %v), want the MN's session view %v",
+			from, c.LocalAddr(), want)
+	}
 }
 
 // runMove runs the flows, moves the MN (enter L3, leave L2) and collects the results. soft also

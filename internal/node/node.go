@@ -924,6 +924,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 		n.log.Warn("session not recorded", "peer", remote, "err", err)
 		return
 	}
+	n.host.peerView[s.RemoteAddr()] = s.LocalAddr()
 	if active, ok := n.cache.Active(); ok {
 		if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
 			n.log.Warn("peer route", "err", err)

@@ -451,32 +451,3 @@ func (t *Topology) openFromBehindNAT(ctx context.Context, deadline time.Time) er
 		}
 	}
 }
-
-// clientBind is the source address the CN's iperf3 client binds to (-B), or "" for none.
-//
-// Workaround for a daemon defect (issue 14, reported, not fixed here: internal/ is another
-// helper's): when the MN starts behind a NAT, the session is the MN's (the CN is its
-// responder, its local locator the CN's IPv4 one), and a new connection the CN then opens to
-// the MN's name leaves the CN from its IPv6 identifier address [L1:NID] towards
-// [NAT endpoint as L32:NID] as plain IPv6, neither encapsulated nor carrying a nonce; R1 has
-// no route for 0:c027::/32 and answers ICMPv6 no-route, so iperf3's connect fails with "Network
-// is unreachable". Bound to the CN's identifier address under its IPv4 locator
-// [L32:NID] (on the CN's lo, installed by ilnpd), the same connection is encapsulated and
-// works. Sessions the CN opens itself (an IPv6 start) need nothing.
-func (t *Topology) clientBind() string {
-	f := t.Cfg.Families
-	if !f.L2IPv4() {
-		return ""
-	}
-	l, err := encap.L32(netip.AddrPortFrom(PlanFor(f).CN4, encap.DefaultPort))
-	if err != nil {
-		return ""
-	}
-	var a [16]byte
-	for i := 0; i < 8; i++ {
-		a[i] = byte(uint64(l) >> (56 - 8*i))
-	}
-	n := netip.MustParseAddr("::" + CNNID).As16()
-	copy(a[8:], n[8:])
-	return netip.AddrFrom16(a).String()
-}

@@ -106,13 +106,6 @@ func TestFamilyPlan(t *testing.T) {
 	if mn != "(ip6 and not host ::1) or udp port 49191" || cn != "(ip6) or udp port 49191" {
 		t.Errorf("cross-family capture filters: %q %q", mn, cn)
 	}
-	tp := &Topology{Cfg: TopologyConfig{Families: FamiliesIPv4NATIPv6}}
-	if b := tp.clientBind(); b != "0:c027:c633:6402:214:4fff:fe20:cc01" {
-		t.Errorf("client bind %q", b)
-	}
-	if (&Topology{Cfg: TopologyConfig{Families: FamiliesIPv6IPv4NAT}}).clientBind() != "" {
-		t.Error("an IPv6 start binds the client")
-	}
 }
 
 // Topology commands: the default adds nothing; an IPv4 access network gets a NAT in its router
@@ -281,8 +274,8 @@ func TestE2EFamiliesIPv6ToIPv4NATSoft(t *testing.T) {
 	if r.HandoverMs == nil || *r.HandoverMs <= 0 || *r.HandoverMs > 1000 {
 		t.Errorf("handover_ms %v, want in (0, 1000]", fmtPtr(r.HandoverMs))
 	}
-	if meta.Families != string(FamiliesIPv6IPv4NAT) || meta.LeaseAtS == nil || meta.ClientBind != "" {
-		t.Errorf("run.json: families %q lease_at_s %v client_bind %q", meta.Families, meta.LeaseAtS, meta.ClientBind)
+	if meta.Families != string(FamiliesIPv6IPv4NAT) || meta.LeaseAtS == nil {
+		t.Errorf("run.json: families %q lease_at_s %v", meta.Families, meta.LeaseAtS)
 	}
 }
 

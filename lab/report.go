@@ -71,9 +71,8 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 		b.WriteString("\n")
 	}
 	if cfg.Families.L2IPv4() {
-		b.WriteString("- The MN starts behind a NAT: it opens the session (ping to the CN by name) before the flow, and the CN's iperf3 " +
-			"binds to the CN's identifier address under its IPv4 locator (`-B`, run.json `client_bind`), a workaround for a daemon " +
-			"defect (lab/families.go, clientBind): unbound, the CN's new connection leaves as plain IPv6 to the NAT endpoint and fails\n")
+		b.WriteString("- The MN starts behind a NAT: it opens the session (ping to the CN by name) before the flow; the CN's iperf3 " +
+			"then joins that session (ilnpd's peer route gives it the session's source address)\n")
 	}
 	fmt.Fprintf(&b, "- Repetitions: %d (mean ± 95 %% confidence half-width, Student t)\n\n", s.Reps)
 	b.WriteString("| metric | mean ± ci95 |")

@@ -176,9 +176,7 @@ type RunMeta struct {
 	// installed the MN's IPv4 lease on L3 (seconds since the flow started; IPv4 L3 only).
 	Families string   `json:"families,omitempty"`
 	LeaseAtS *float64 `json:"lease_at_s,omitempty"`
-	// ClientBind is the source address the CN's iperf3 was bound to (-B), when it was.
-	ClientBind string `json:"client_bind,omitempty"`
-	Error      string `json:"error,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -373,11 +371,6 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	meta.T0MonoNS, meta.T0UnixNS = t0Mono, t0Wall.UnixNano()
 	events.Emit(timeline.Event{MonoNS: t0Mono, Kind: "lab_flow_start", Node: "lab", Detail: cfg.Traffic})
 	cargs := tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))
-	if b := topo.clientBind(); b != "" {
-		// lab/families.go: the daemon defect this works around.
-		cargs = append(cargs, "-B", b)
-		meta.ClientBind = b
-	}
 	client, err := topo.Start(topo.CN, "iperf3-client", cargs...)
 	if err != nil {
 		return res, err

@@ -213,8 +213,8 @@ static __always_inline __u8 ta_open_window(struct tcp_sock *tp, struct tcpaware_
 /* A soft switch is about to move the socket's packets to a path that may be faster: what is
  * in flight on the old path would then be overtaken by what follows on the new one, the
  * receiver would SACK the newer data first and RACK would retransmit the older in vain. Nothing
- * new leaves (the wrapper's cong_control, ta_drain) until the old path's data is acknowledged,
- * at most 1.5 old srtt, or until the ACKs show the new path is not faster (ta_drain_until).
+ * leaves (the wrapper's cong_control, ta_drain) until the old path's data is acknowledged, at
+ * most 1.5 old srtt, or until the ACKs show the new path is the slower (ta_drain_until).
  * Once per drain number. */
 static __always_inline __u8 ta_start_drain(struct tcp_sock *tp, struct tcpaware_peer *peer)
 {
@@ -242,8 +242,11 @@ static __always_inline __u8 ta_start_drain(struct tcp_sock *tp, struct tcpaware_
 	st->drain_wait = peer->drain_wait;
 	/* The correspondent has switched already: its ACKs come over the new path, and the
 	 * latest sample may show it. */
+	st->drain_slower = 0;
 	if (!peer->drain_wait && tp->rack.rtt_us && tp->rack.rtt_us < srtt)
 		st->drain_min_rtt_us = tp->rack.rtt_us;
+	if (!peer->drain_wait && tp->rack.rtt_us > srtt + srtt / 8)
+		st->drain_slower = 1;
 	st->drain_cwnd = tp->snd_cwnd;
 	st->drain_until_ns = st->drain_deadline_ns;
 	ta_count(TCPAWARE_C_DRAINS);
@@ -461,20 +464,18 @@ static __always_inline void ta_unhold(struct sock *sk, struct tcpaware_sk *st)
 	}
 }
 
-/* When the drain may end besides when the old path's data is acknowledged: an RTT sample
- * well below the old srtt shows the correspondent's ACKs on a faster path, and the data of the
- * old path is then acknowledged about when it has arrived (one RTT of the new path later):
- * only that, or the deadline, ends it. Without such a sample, a correspondent that switched
- * before us has an ACK path no faster than the old one (its ACKs would have shown it within
- * 1/8 srtt), and the data path is taken to be the same: the drain ends then. One that has not
- * switched yet shows nothing before it does: the drain waits. */
+/* When the drain may end before the old path's data is acknowledged: only when the
+ * correspondent switched first and its ACKs came slower since (the latest RTT sample above
+ * the srtt by 1/8: the new path is the slower one, so nothing sent on it can overtake). An
+ * earlier sample well below the old srtt shows a faster path: wait. The same srtt on both
+ * (equal paths, or a faster path the srtt already converged to) cannot tell: wait too. */
 static __always_inline __u64 ta_drain_until(struct tcpaware_sk *st)
 {
 	__u32 srtt = st->drain_srtt_us;
 
-	if (st->drain_min_rtt_us < srtt - srtt / 8 || st->drain_wait)
+	if (st->drain_wait || st->drain_min_rtt_us < srtt - srtt / 8 || !st->drain_slower)
 		return st->drain_deadline_ns;
-	return st->drain_start_ns + (__u64)(srtt / 8) * 1000;
+	return st->drain_start_ns;
 }
 
 /* One ACK during a drain: 1 while new data must still wait. At its end the window the old
@@ -494,6 +495,8 @@ static __always_inline int ta_drain(struct sock *sk, struct tcp_sock *tp, struct
 		st->drain_nxt = tp->snd_nxt;
 	if (rtt > 0 && rtt < st->drain_min_rtt_us)
 		st->drain_min_rtt_us = (__u32)rtt;
+	if (!st->drain_wait && rtt > (long)(st->drain_srtt_us + st->drain_srtt_us / 8))
+		st->drain_slower = 1;
 	st->drain_until_ns = ta_drain_until(st);
 	now = bpf_ktime_get_ns();
 	/* A timeout: the old path does not deliver, nothing to protect. */

@@ -506,6 +506,7 @@ struct tcpaware_sk {
 	__u32 drain_min_rtt_us;  /* smallest RTT sample since the start (the new path's?) */
 	__u32 drain_cwnd;        /* cwnd at the start, given back at the end */
 	__u32 drain_wait;
+	__u32 drain_slower;      /* 1: the correspondent's ACKs came slower after its switch */
 	__u32 drain_paced;       /* 1: the end turned on pacing until pace_una or pace_until_ns */
 	__u32 pace_una;
 	__u64 pace_until_ns;
@@ -547,7 +548,7 @@ enum tcpaware_counter {
 	TCPAWARE_C_HOLDS,         /* fast recoveries in a window whose cwnd was held */
 	TCPAWARE_C_HOLD_ABORTED,  /* holds ended early: a loss on the new path */
 	TCPAWARE_C_DRAINS,        /* soft switches that held new data back */
-	TCPAWARE_C_DRAIN_NOT_FASTER, /* drains ended early: no faster path (the rest: all acked) */
+	TCPAWARE_C_DRAIN_NOT_FASTER, /* drains ended early: a slower path (the rest: all acked) */
 	TCPAWARE_C_DRAIN_EXPIRED, /* drains ended by their deadline (1.5 old srtt) */
 	TCPAWARE_C_MAX,
 };

@@ -100,9 +100,10 @@ func (n *Node) tcpActiveChanged() {
 // will send over the new path get a drain first (tcpaware.Policy.Switching), so that nothing
 // they send there overtakes what is still in flight on the old path. The MN: its active
 // locator changes and the old one is still usable (every correspondent; the correspondent
-// switches later). The CN: a correspondent's active remote locator changes and the old one is
-// still in its usable set (the correspondent switched first). A hard switch (the old
-// locator gone) drains nothing: its segments are lost, not overtaken.
+// switches later; the move's start goes in the same run, so tcpActiveChanged finds it
+// begun). The CN: a correspondent's active remote locator changes and the old one is still in
+// its usable set (the correspondent switched first). A hard switch (the old locator gone)
+// drains nothing: its segments are lost, not overtaken.
 func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	t := n.tcp()
 	if t.remotes == nil {
@@ -112,7 +113,7 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	if eff.LocalChanged && t.lastActive != 0 && t.policy.Enabled() {
 		if a, ok := n.cache.Active(); ok && a.Locator != t.lastActive && n.localUsable(t.lastActive) {
 			for _, b := range n.cache.Bindings() {
-				if u, ok := t.policy.Switching(b.SessionRemote.Addr(), false); ok {
+				if u, ok := t.policy.SoftMoveStarted(b.SessionRemote.Addr()); ok {
 					us = append(us, u)
 				}
 			}

@@ -157,6 +157,21 @@ func (p *Policy) Switching(peer netip.Addr, peerSwitched bool) (Update, bool) {
 	return Update{Peer: peer, Entry: e}, true
 }
 
+// SoftMoveStarted: MoveStarted for a soft switch (the old locator still works): the same
+// entry with a drain (Switching, the correspondent not yet switched), in one iterator run
+// before the datapath switches.
+func (p *Policy) SoftMoveStarted(peer netip.Addr) (Update, bool) {
+	d, ok := p.Switching(peer, false)
+	if !ok {
+		return Update{}, false
+	}
+	if m, ok := p.MoveStarted(peer); ok {
+		m.Entry.Drain, m.Entry.DrainWait = d.Entry.Drain, d.Entry.DrainWait
+		return m, true
+	}
+	return d, true
+}
+
 // Forget drops a correspondent whose session ended.
 func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }
 

@@ -42,7 +42,12 @@ func TestPolicy(t *testing.T) {
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "switched", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Drain: 2}}}},
 		}},
-		{"no drain while off", false, []step{{op: "switch"}, {op: "switched"}}},
+		{"soft move: the move's start and the drain in one entry", true, []step{
+			{op: "softstart", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000, Drain: 1, DrainWait: 1}}}},
+			{op: "start"}, // already moving
+			{op: "softstart", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Drain: 2, DrainWait: 1}}}},
+		}},
+		{"no drain while off", false, []step{{op: "switch"}, {op: "switched"}, {op: "softstart"}}},
 		{"switching off undoes a cap", true, []step{
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "off", want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000}}}},
@@ -65,6 +70,12 @@ func TestPolicy(t *testing.T) {
 				case "end":
 					var u Update
 					u, ok = p.MoveEnded(a, s.rtt)
+					if ok {
+						got = []Update{u}
+					}
+				case "softstart":
+					var u Update
+					u, ok = p.SoftMoveStarted(a)
 					if ok {
 						got = []Update{u}
 					}

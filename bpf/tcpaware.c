@@ -238,10 +238,15 @@ static __always_inline __u8 ta_start_drain(struct tcp_sock *tp, struct tcpaware_
 	st->drain_deadline_ns = now + (__u64)srtt * 1500;
 	st->drain_nxt = tp->snd_nxt;
 	st->drain_srtt_us = srtt;
+	st->drain_min_rtt_us = srtt;
 	st->drain_wait = peer->drain_wait;
 	/* The correspondent has switched already: its ACKs come over the new path, and the
 	 * latest sample may show it. */
-	st->drain_slower = !peer->drain_wait && tp->rack.rtt_us > srtt + srtt / 2;
+	st->drain_slower = 0;
+	if (!peer->drain_wait && tp->rack.rtt_us && tp->rack.rtt_us < srtt)
+		st->drain_min_rtt_us = tp->rack.rtt_us;
+	if (!peer->drain_wait && tp->rack.rtt_us > srtt + srtt / 8)
+		st->drain_slower = 1;
 	st->drain_cwnd = tp->snd_cwnd;
 	st->drain_until_ns = st->drain_deadline_ns;
 	ta_count(TCPAWARE_C_DRAINS);
@@ -460,13 +465,15 @@ static __always_inline void ta_unhold(struct sock *sk, struct tcpaware_sk *st)
 }
 
 /* When the drain may end before the old path's data is acknowledged: only when the
- * correspondent switched first and its ACKs came slower since (an RTT sample above 1.5 times
- * the srtt at the start, more than a queue's sawtooth moves it: the new path is the slower, so
- * nothing sent on it can overtake). Samples near the srtt (equal paths, a faster path the
- * srtt already converged to, or one not yet seen) cannot tell: wait. */
+ * correspondent switched first and its ACKs came slower since (the latest RTT sample above
+ * the srtt by 1/8: the new path is the slower one, so nothing sent on it can overtake). An
+ * earlier sample well below the old srtt shows a faster path: wait. The same srtt on both
+ * (equal paths, or a faster path the srtt already converged to) cannot tell: wait too. */
 static __always_inline __u64 ta_drain_until(struct tcpaware_sk *st)
 {
-	if (st->drain_wait || !st->drain_slower)
+	__u32 srtt = st->drain_srtt_us;
+
+	if (st->drain_wait || st->drain_min_rtt_us < srtt - srtt / 8 || !st->drain_slower)
 		return st->drain_deadline_ns;
 	return st->drain_start_ns;
 }
@@ -486,7 +493,9 @@ static __always_inline int ta_drain(struct sock *sk, struct tcp_sock *tp, struct
 	 * window had room) must arrive before new data follows, whichever path it took. */
 	if ((__s32)(tp->snd_nxt - st->drain_nxt) > 0)
 		st->drain_nxt = tp->snd_nxt;
-	if (!st->drain_wait && rtt > (long)(st->drain_srtt_us + st->drain_srtt_us / 2))
+	if (rtt > 0 && rtt < st->drain_min_rtt_us)
+		st->drain_min_rtt_us = (__u32)rtt;
+	if (!st->drain_wait && rtt > (long)(st->drain_srtt_us + st->drain_srtt_us / 8))
 		st->drain_slower = 1;
 	st->drain_until_ns = ta_drain_until(st);
 	now = bpf_ktime_get_ns();

@@ -503,10 +503,10 @@ struct tcpaware_sk {
 	__u32 drain_seq;         /* the peer's drain number last applied */
 	__u32 drain_nxt;         /* snd_nxt at the start: the old path's last byte + 1 */
 	__u32 drain_srtt_us;     /* srtt at the start (the old path's) */
+	__u32 drain_min_rtt_us;  /* smallest RTT sample since the start (the new path's?) */
 	__u32 drain_cwnd;        /* cwnd at the start, given back at the end */
 	__u32 drain_wait;
-	__u32 drain_slower;      /* 1: the correspondent's ACKs came slower after its switch (an RTT
-				  * sample above 1.5 srtt) */
+	__u32 drain_slower;      /* 1: the correspondent's ACKs came slower after its switch */
 	__u32 drain_paced;       /* 1: the end turned on pacing until pace_una or pace_until_ns */
 	__u32 pace_una;
 	__u64 pace_until_ns;

@@ -57,6 +57,7 @@ struct sock {
 struct rate_sample {
 	__u32 acked_sacked; /* packets newly ACKed or SACKed */
 	int losses;         /* packets newly marked lost */
+	long rtt_us;        /* RTT of the last (S)ACKed packet, -1: none */
 } TA_PRESERVE;
 
 struct ack_sample {
@@ -91,8 +92,13 @@ struct inet_connection_sock {
 	const struct tcp_congestion_ops___ro *icsk_ca_ops;
 } TA_PRESERVE;
 
+struct tcp_rack {
+	__u32 rtt_us; /* RTT of the most recently sent packet that was (S)ACKed */
+} TA_PRESERVE;
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
+	struct tcp_rack rack;
 	__u32 mss_cache;
 	__u32 reordering;
 	__u32 undo_marker;
@@ -153,32 +159,43 @@ static __always_inline int ta_name_is(const char *a, const char *b)
 }
 
 /* Puts a cubic socket on the wrapper (cubic sockets only: another algorithm is the
- * application's choice) and opens its loss window. Returns the applied bits. */
-static __always_inline __u8 ta_open_window(struct tcp_sock *tp, struct tcpaware_peer *peer)
+ * application's choice). Returns the applied bits (4: switched now), -1 when the socket is
+ * not (and will not be) on the wrapper. */
+static __always_inline int ta_use_wrapper(struct tcp_sock *tp)
 {
 	static const char cubic[16] = "cubic";
 	struct tcpaware_cc *cc;
-	struct tcpaware_sk *st;
 	char cur[16] = {};
 	__u32 zero = 0;
-	__u8 applied = 0;
 
 	cc = bpf_map_lookup_elem(&tcpaware_ccname, &zero);
 	if (!cc || !cc->name[0])
-		return 0;
+		return -1;
 	if (bpf_probe_read_kernel(cur, sizeof(cur), tp->inet_conn.icsk_ca_ops->name))
-		return 0;
+		return -1;
 	if (ta_name_is(cur, cubic)) {
 		if (bpf_setsockopt(tp, TA_SOL_TCP, TA_TCP_CONGESTION, cc->name, sizeof(cc->name) - 1)) {
 			ta_count(TCPAWARE_C_SETSOCKOPT_ERRORS);
-			return 0;
+			return -1;
 		}
 		ta_count(TCPAWARE_C_CC_SWITCHED);
-		applied |= 4;
-	} else if (!ta_name_is(cur, cc->name)) {
-		ta_count(TCPAWARE_C_NOT_CUBIC);
-		return 0;
+		return 4;
 	}
+	if (!ta_name_is(cur, cc->name)) {
+		ta_count(TCPAWARE_C_NOT_CUBIC);
+		return -1;
+	}
+	return 0;
+}
+
+/* Puts a cubic socket on the wrapper and opens its loss window. Returns the applied bits. */
+static __always_inline __u8 ta_open_window(struct tcp_sock *tp, struct tcpaware_peer *peer)
+{
+	struct tcpaware_sk *st;
+	int applied = ta_use_wrapper(tp);
+
+	if (applied < 0)
+		return 0;
 	st = bpf_sk_storage_get(&tcpaware_sks, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st)
 		return applied;
@@ -191,6 +208,49 @@ static __always_inline __u8 ta_open_window(struct tcp_sock *tp, struct tcpaware_
 	st->srtt_us = tp->srtt_us >> 3;
 	st->rtt_us = peer->rtt_us;
 	return applied | 8;
+}
+
+/* A soft switch is about to move the socket's packets to a path that may be faster: what is
+ * in flight on the old path would then be overtaken by what follows on the new one, the
+ * receiver would SACK the newer data first and RACK would retransmit the older in vain. Nothing
+ * leaves (the wrapper's cong_control, ta_drain) until the old path's data is acknowledged, at
+ * most 1.5 old srtt, or until the ACKs show the new path is the slower (ta_drain_until).
+ * Once per drain number. */
+static __always_inline __u8 ta_start_drain(struct tcp_sock *tp, struct tcpaware_peer *peer)
+{
+	struct tcpaware_sk *st;
+	__u32 srtt = tp->srtt_us >> 3;
+	__u64 now;
+	int applied;
+
+	st = bpf_sk_storage_get(&tcpaware_sks, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || st->drain_seq == peer->drain)
+		return 0;
+	st->drain_seq = peer->drain;
+	/* Nothing in flight, nothing to overtake. */
+	if (!tp->packets_out || !srtt)
+		return 0;
+	applied = ta_use_wrapper(tp);
+	if (applied < 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	st->drain_start_ns = now;
+	st->drain_deadline_ns = now + (__u64)srtt * 1500;
+	st->drain_nxt = tp->snd_nxt;
+	st->drain_srtt_us = srtt;
+	st->drain_min_rtt_us = srtt;
+	st->drain_wait = peer->drain_wait;
+	/* The correspondent has switched already: its ACKs come over the new path, and the
+	 * latest sample may show it. */
+	st->drain_slower = 0;
+	if (!peer->drain_wait && tp->rack.rtt_us && tp->rack.rtt_us < srtt)
+		st->drain_min_rtt_us = tp->rack.rtt_us;
+	if (!peer->drain_wait && tp->rack.rtt_us > srtt + srtt / 8)
+		st->drain_slower = 1;
+	st->drain_cwnd = tp->snd_cwnd;
+	st->drain_until_ns = st->drain_deadline_ns;
+	ta_count(TCPAWARE_C_DRAINS);
+	return applied | 16;
 }
 
 SEC("iter/tcp")
@@ -232,6 +292,8 @@ int tcpaware_iter(struct bpf_iter__tcp *ctx)
 			}
 		}
 	}
+	if (peer->drain && (rec.tcp_state == TA_TCP_ESTABLISHED || rec.tcp_state == TA_TCP_CLOSE_WAIT))
+		rec.applied |= ta_start_drain(tp, peer);
 	if (peer->loss_window_ms && (rec.tcp_state == TA_TCP_ESTABLISHED || rec.tcp_state == TA_TCP_CLOSE_WAIT))
 		rec.applied |= ta_open_window(tp, peer);
 	__builtin_memcpy(&rec.saddr, &skc->skc_v6_rcv_saddr, sizeof(rec.saddr));
@@ -328,9 +390,15 @@ __u32 ta_ssthresh(unsigned long long *ctx)
 	struct sock *sk = (struct sock *)ctx[0];
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 cubic = cubictcp_recalc_ssthresh(sk);
-	struct tcpaware_sk *st = ta_window(sk);
+	struct tcpaware_sk *st = bpf_sk_storage_get(&tcpaware_sks, sk, 0, 0);
 	__u32 hold;
 
+	/* Segments found lost during a drain were overtaken by what left before it took hold
+	 * (and arrive late), or lost on the old path: either way not the new path's congestion,
+	 * and cubic's value from the drained (zero) window would be two segments. */
+	if (st && st->drain_until_ns)
+		return tp->snd_ssthresh;
+	st = ta_window(sk);
 	if (!st || st->used)
 		return cubic;
 	st->used = 1;
@@ -391,8 +459,68 @@ static __always_inline void ta_unhold(struct sock *sk, struct tcpaware_sk *st)
 	st->held = 0;
 	if (st->paced) {
 		st->paced = 0;
-		sk->sk_pacing_status = TA_SK_PACING_NONE;
+		if (!st->drain_paced)
+			sk->sk_pacing_status = TA_SK_PACING_NONE;
 	}
+}
+
+/* When the drain may end before the old path's data is acknowledged: only when the
+ * correspondent switched first and its ACKs came slower since (the latest RTT sample above
+ * the srtt by 1/8: the new path is the slower one, so nothing sent on it can overtake). An
+ * earlier sample well below the old srtt shows a faster path: wait. The same srtt on both
+ * (equal paths, or a faster path the srtt already converged to) cannot tell: wait too. */
+static __always_inline __u64 ta_drain_until(struct tcpaware_sk *st)
+{
+	__u32 srtt = st->drain_srtt_us;
+
+	if (st->drain_wait || st->drain_min_rtt_us < srtt - srtt / 8 || !st->drain_slower)
+		return st->drain_deadline_ns;
+	return st->drain_start_ns;
+}
+
+/* One ACK during a drain: 1 while new data must still wait. At its end the window the old
+ * path carried comes back, paced by the kernel for one window (at most one old srtt) so that
+ * it does not leave in one burst. */
+static __always_inline int ta_drain(struct sock *sk, struct tcp_sock *tp, struct tcpaware_sk *st, const struct rate_sample *rs)
+{
+	long rtt = rs->rtt_us;
+	__u32 cwnd;
+	__u64 now;
+
+	if (!st->drain_until_ns)
+		return 0;
+	/* What left between the start and this first ACK (an application's write while the
+	 * window had room) must arrive before new data follows, whichever path it took. */
+	if ((__s32)(tp->snd_nxt - st->drain_nxt) > 0)
+		st->drain_nxt = tp->snd_nxt;
+	if (rtt > 0 && rtt < st->drain_min_rtt_us)
+		st->drain_min_rtt_us = (__u32)rtt;
+	if (!st->drain_wait && rtt > (long)(st->drain_srtt_us + st->drain_srtt_us / 8))
+		st->drain_slower = 1;
+	st->drain_until_ns = ta_drain_until(st);
+	now = bpf_ktime_get_ns();
+	/* A timeout: the old path does not deliver, nothing to protect. */
+	if (ta_ca_state(sk) == TA_TCP_CA_LOSS) {
+		st->drain_until_ns = 0;
+		return 0;
+	}
+	if ((__s32)(tp->snd_una - st->drain_nxt) < 0 && now < st->drain_until_ns && now < st->drain_deadline_ns)
+		return 1;
+	if ((__s32)(tp->snd_una - st->drain_nxt) < 0)
+		ta_count(now < st->drain_deadline_ns ? TCPAWARE_C_DRAIN_NOT_FASTER : TCPAWARE_C_DRAIN_EXPIRED);
+	st->drain_until_ns = 0;
+	cwnd = st->drain_cwnd;
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	if (cwnd > tp->snd_cwnd)
+		tp->snd_cwnd = cwnd;
+	if (sk->sk_pacing_status == TA_SK_PACING_NONE) {
+		sk->sk_pacing_status = TA_SK_PACING_NEEDED;
+		st->drain_paced = 1;
+		st->pace_una = tp->snd_nxt + tp->snd_cwnd * tp->mss_cache;
+		st->pace_until_ns = now + (__u64)st->drain_srtt_us * 1000;
+	}
+	return 0;
 }
 
 /* The kernel's per-ACK window update (tcp_cong_control() without cong_control: PRR while
@@ -416,11 +544,18 @@ void ta_cong_control(unsigned long long *ctx)
 	__u8 state = ta_ca_state(sk);
 	struct tcpaware_sk *st, *win;
 	__u32 cwnd;
+	int draining;
 
 	st = bpf_sk_storage_get(&tcpaware_sks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st)
 		return; /* no memory: the window stays as it is for this ACK */
 	win = ta_window(sk);
+	draining = ta_drain(sk, tp, st, rs);
+	if (st->drain_paced && ((__s32)(tp->snd_una - st->pace_una) >= 0 || bpf_ktime_get_ns() >= st->pace_until_ns)) {
+		st->drain_paced = 0;
+		if (!st->paced)
+			sk->sk_pacing_status = TA_SK_PACING_NONE;
+	}
 	if (state == TA_TCP_CA_CWR || state == TA_TCP_CA_RECOVERY) {
 		if (st->held && lost > 0) {
 			ta_unhold(sk, st);
@@ -443,8 +578,8 @@ void ta_cong_control(unsigned long long *ctx)
 	} else {
 		if (st->held)
 			ta_unhold(sk, st);
-		if (tp->reordering > TA_REORDERING ? (flag & (TA_FLAG_DATA_ACKED | TA_FLAG_SYN_ACKED | TA_FLAG_DATA_SACKED))
-						    : (flag & TA_FLAG_DATA_ACKED)) {
+		if (!draining && (tp->reordering > TA_REORDERING ? (flag & (TA_FLAG_DATA_ACKED | TA_FLAG_SYN_ACKED | TA_FLAG_DATA_SACKED))
+								 : (flag & TA_FLAG_DATA_ACKED))) {
 			cubictcp_cong_avoid(sk, ack, acked);
 			tp->snd_cwnd_stamp = (__u32)bpf_jiffies64();
 		}
@@ -460,6 +595,16 @@ void ta_cong_control(unsigned long long *ctx)
 			if (tp->prior_ssthresh > tp->snd_ssthresh)
 				tp->snd_ssthresh = tp->prior_ssthresh;
 		}
+	}
+	if (draining) {
+		/* Nothing leaves, neither new data nor a retransmission: RACK's reordering timer
+		 * marks segments lost and retransmits outside this callback, within the window
+		 * last set here, so any room left would go to a spurious retransmission. The
+		 * kernel tolerates a zero window here: the probe timer, the only sender that
+		 * ignores it besides a loss probe, runs only with nothing in flight, and then
+		 * the drain has ended (all acknowledged) on this ACK. Cubic's growth, which
+		 * divides by the window, is not called while draining. */
+		tp->snd_cwnd = 0;
 	}
 	ta_pacing_rate(sk, tp);
 }

@@ -469,6 +469,12 @@ struct tcpaware_peer {
 	__u32 rto_max_ms; /* TCP_RTO_MAX_MS to set (>= 1000, kernel limit) */
 	__u32 loss_window_ms; /* >0: losses in this window after the run are not congestion */
 	__u32 rtt_us;         /* the new path's RTT (LU exchange), 0: unknown */
+	/* >0: a soft switch of the path is about to happen (make-before-break): new data waits
+	 * until what is in flight on the old path can no longer be overtaken. A number per
+	 * switch, so that a later run does not start it again. */
+	__u32 drain;
+	__u32 drain_wait; /* 1: the correspondent has not switched yet (its ACKs still take the
+			   * old path): no estimate before an RTT sample shows the new path */
 };
 
 /* The cubic wrapper's registered name (unique per daemon: struct_ops names are kernel-wide);
@@ -490,6 +496,20 @@ struct tcpaware_sk {
 	__u32 srtt_us;  /* srtt then (the old path's), us */
 	__u32 rtt_us;   /* the new path's RTT from the LU exchange, 0: unknown */
 	__u32 prr_delivered; /* PRR's count (the kernel skips its own with cong_control) */
+	/* The drain of a soft switch (bpf/tcpaware.c ta_drain). */
+	__u64 drain_start_ns;
+	__u64 drain_until_ns;    /* 0: not draining */
+	__u64 drain_deadline_ns; /* it ends here whatever the estimate */
+	__u32 drain_seq;         /* the peer's drain number last applied */
+	__u32 drain_nxt;         /* snd_nxt at the start: the old path's last byte + 1 */
+	__u32 drain_srtt_us;     /* srtt at the start (the old path's) */
+	__u32 drain_min_rtt_us;  /* smallest RTT sample since the start (the new path's?) */
+	__u32 drain_cwnd;        /* cwnd at the start, given back at the end */
+	__u32 drain_wait;
+	__u32 drain_slower;      /* 1: the correspondent's ACKs came slower after its switch */
+	__u32 drain_paced;       /* 1: the end turned on pacing until pace_una or pace_until_ns */
+	__u32 pace_una;
+	__u64 pace_until_ns;
 };
 
 /* One matched socket, written by the iterator to its seq_file (read by the daemon). */
@@ -527,6 +547,9 @@ enum tcpaware_counter {
 	TCPAWARE_C_WRAPPER_INIT,
 	TCPAWARE_C_HOLDS,         /* fast recoveries in a window whose cwnd was held */
 	TCPAWARE_C_HOLD_ABORTED,  /* holds ended early: a loss on the new path */
+	TCPAWARE_C_DRAINS,        /* soft switches that held new data back */
+	TCPAWARE_C_DRAIN_NOT_FASTER, /* drains ended early: a slower path (the rest: all acked) */
+	TCPAWARE_C_DRAIN_EXPIRED, /* drains ended by their deadline (1.5 old srtt) */
 	TCPAWARE_C_MAX,
 };
 

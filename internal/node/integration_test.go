@@ -34,8 +34,15 @@ const (
 func TestSoftHandoff(t *testing.T) {
 	n := newTestNet(t, "soft")
 	t.Run("ilnpctl before traffic", func(t *testing.T) { checkCtlIdle(t, n) })
+	// Mobility-aware TCP (issue 15) on at both ends: the soft switch drains the TCP flow.
+	for _, d := range []*daemon{n.mn, n.cn} {
+		if out, err := d.ctl("set", "tcp-aware", "on"); err != nil {
+			t.Fatalf("ilnpctl set tcp-aware on (%s): %v %s", d.name, err, out)
+		}
+	}
 	cap := n.captureLUs("r-cn")
 	res := n.runMove(t, "soft", true)
+	t.Run("tcp-aware drain before the switch", func(t *testing.T) { checkTCPDrain(t, n, res) })
 
 	t.Run("flows survive", func(t *testing.T) { res.checkSurvived(t) })
 	t.Run("no UDP loss", func(t *testing.T) {
@@ -830,6 +837,38 @@ func formatEvents(evs []timeline.Event, since int64) string {
 }
 
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+// checkTCPDrain: in a soft handoff each end asked for a drain of its sockets of the other
+// before its datapath switched (the MN with the move's start, waiting for the CN's ACKs; the CN
+// when it applied the LU). Whether a socket had data in flight to hold back then depends on the
+// moment (the flow is paced, on LAN paths), but no drain may end by its deadline: the old path
+// works, so what was in flight on it is acknowledged.
+func checkTCPDrain(t *testing.T, n *testNet, r *moveResult) {
+	for _, c := range []struct {
+		name string
+		evs  []timeline.Event
+		want string
+	}{{"mn", r.mnEvents, " moving"}, {"cn", r.cnEvents, " drain="}} {
+		found := false
+		for _, e := range c.evs {
+			if e.Kind == "tcp_aware" && e.MonoNS >= r.enterMono && strings.Contains(e.Detail, " drain=") &&
+				strings.Contains(e.Detail, c.want) && !strings.Contains(e.Detail, "sockets=0") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no tcp_aware event with a drain matching a socket after entering L3:\n%s", c.name,
+				formatEvents(c.evs, r.enterMono))
+		}
+	}
+	stats, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats["tcpaware_drain_expired"] != 0 {
+		t.Errorf("CN: %d of %d drains ended by their deadline, want them acknowledged", stats["tcpaware_drain_expired"], stats["tcpaware_drains"])
+	}
+}
 
 // checkTCPAware: the MN signalled the move's start and end (LU-ACK) to its sockets of the CN,
 // the CN the move's end (LU) to its sockets of the MN; each run matched at least one socket

@@ -540,6 +540,8 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 	// The datapath can send from an IPv6 active locator to an IPv4 peer (it encapsulates from
 	// its IPv4 locator) but not from an IPv4 one to an IPv6 peer: when the active locator
 	// becomes IPv4, the correspondents' new (IPv4) locators go in first (xfamily.go).
+	// A soft switch holds the TCP sockets' new data back before the datapath moves them.
+	n.tcpBeforeSwitch(eff)
 	bindingsFirst := eff.LocalChanged && n.activeIsIPv4()
 	if eff.LocalChanged && !bindingsFirst {
 		n.syncLocals()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ilnp/internal/ilcc"
 	"ilnp/internal/lu"
 	"ilnp/internal/tcpaware"
 	"ilnp/internal/timeline"
@@ -23,6 +24,9 @@ type tcpAware struct {
 	it         *tcpaware.Loaded // loaded when first on; nil while off or unavailable
 	loadErr    error
 	lastActive wire.L64
+	// remotes is each correspondent's active remote locator as last programmed (for telling
+	// a soft switch of the CN's sending from a hard one).
+	remotes map[wire.NID]wire.L64
 	// live is it for ilnpctl show stats (read off the loop).
 	live atomic.Pointer[tcpaware.Loaded]
 }
@@ -89,6 +93,54 @@ func (n *Node) tcpActiveChanged() {
 			n.tcpApply([]tcpaware.Update{u})
 		}
 	}
+}
+
+// tcpBeforeSwitch runs before the datapath carries out eff (Node.apply): when eff switches a
+// path while the old one still works (make-before-break, soft handoff), the TCP sockets that
+// will send over the new path get a drain first (tcpaware.Policy.Switching), so that nothing
+// they send there overtakes what is still in flight on the old path. The MN: its active
+// locator changes and the old one is still usable (every correspondent; the correspondent
+// switches later; the move's start goes in the same run, so tcpActiveChanged finds it
+// begun). The CN: a correspondent's active remote locator changes and the old one is still in
+// its usable set (the correspondent switched first). A hard switch (the old locator gone)
+// drains nothing: its segments are lost, not overtaken.
+func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
+	t := n.tcp()
+	if t.remotes == nil {
+		t.remotes = map[wire.NID]wire.L64{}
+	}
+	var us []tcpaware.Update
+	if eff.LocalChanged && t.lastActive != 0 && t.policy.Enabled() {
+		if a, ok := n.cache.Active(); ok && a.Locator != t.lastActive && n.localUsable(t.lastActive) {
+			for _, b := range n.cache.Bindings() {
+				if u, ok := t.policy.SoftMoveStarted(b.SessionRemote.Addr()); ok {
+					us = append(us, u)
+				}
+			}
+		}
+	}
+	for _, b := range eff.Bindings {
+		prev, known := t.remotes[b.Peer]
+		t.remotes[b.Peer] = b.RemoteLocator
+		if known && prev != b.RemoteLocator && b.RemoteUsable(prev) {
+			if u, ok := t.policy.Switching(b.SessionRemote.Addr(), true); ok {
+				us = append(us, u)
+			}
+		}
+	}
+	for _, peer := range eff.Removed {
+		delete(t.remotes, peer)
+	}
+	n.tcpApply(us)
+}
+
+func (n *Node) localUsable(loc wire.L64) bool {
+	for _, l := range n.cache.Locals() {
+		if l.Locator == loc {
+			return l.State.Usable()
+		}
+	}
+	return false
 }
 
 // tcpMoveEnded: the path to peer works again (the LU-ACK on the MN with the exchange's RTT,

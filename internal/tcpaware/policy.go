@@ -52,6 +52,7 @@ type Policy struct {
 type peerState struct {
 	epoch  uint32
 	moving bool
+	drains uint32 // soft switches signalled (the drain number: the iterator applies each once)
 }
 
 // Update is one entry to write and whether the sockets' retransmission timers are to be
@@ -132,6 +133,45 @@ func (p *Policy) MoveEnded(peer netip.Addr, rtt time.Duration) (Update, bool) {
 	return Update{Peer: peer, Entry: e, Revert: true}, true
 }
 
+// Switching: a soft switch (make-before-break: the old locator still works) is about to move
+// peer's packets to another path, and the datapath has not yet switched. Its sockets' new
+// data waits until what is in flight on the old path cannot be overtaken on the new one (the
+// receiver would otherwise SACK the newer data first and the sender retransmit the older in
+// vain); see bpf/tcpaware.c ta_start_drain. peerSwitched: the correspondent already sends
+// over the new path (we are the CN applying its LU), so its ACKs show the new path's RTT;
+// otherwise (the MN switching first) the drain waits for an ACK that shows it. Nothing else in
+// the sockets' entry is set: the move's own start and end follow as before.
+func (p *Policy) Switching(peer netip.Addr, peerSwitched bool) (Update, bool) {
+	if !p.enabled || !peer.IsValid() {
+		return Update{}, false
+	}
+	s := p.state(peer)
+	s.drains++
+	if s.drains == 0 { // wrapped: 0 means no drain
+		s.drains = 1
+	}
+	e := Peer{Epoch: s.epoch, Drain: s.drains}
+	if !peerSwitched {
+		e.DrainWait = 1
+	}
+	return Update{Peer: peer, Entry: e}, true
+}
+
+// SoftMoveStarted: MoveStarted for a soft switch (the old locator still works): the same
+// entry with a drain (Switching, the correspondent not yet switched), in one iterator run
+// before the datapath switches.
+func (p *Policy) SoftMoveStarted(peer netip.Addr) (Update, bool) {
+	d, ok := p.Switching(peer, false)
+	if !ok {
+		return Update{}, false
+	}
+	if m, ok := p.MoveStarted(peer); ok {
+		m.Entry.Drain, m.Entry.DrainWait = d.Entry.Drain, d.Entry.DrainWait
+		return m, true
+	}
+	return d, true
+}
+
 // Forget drops a correspondent whose session ended.
 func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }
 
@@ -149,6 +189,12 @@ func Describe(u Update, socks []Socket, reverts int) string {
 	}
 	if u.Entry.LossWindowMs != 0 {
 		fmt.Fprintf(&b, " loss_window=%dms", u.Entry.LossWindowMs)
+	}
+	if u.Entry.Drain != 0 {
+		fmt.Fprintf(&b, " drain=%d", u.Entry.Drain)
+		if u.Entry.DrainWait != 0 {
+			b.WriteString(" (wait)")
+		}
 	}
 	n := 0
 	for _, s := range socks {

@@ -10,7 +10,7 @@ import (
 func TestPolicy(t *testing.T) {
 	a := netip.MustParseAddr("fd00:aa::1")
 	type step struct {
-		op     string // start, end, off
+		op     string // start, end, off, switch (the MN switching first), switched (the CN after the MN)
 		rtt    time.Duration
 		want   []Update
 		wantOK bool
@@ -37,6 +37,17 @@ func TestPolicy(t *testing.T) {
 			{op: "end", rtt: time.Hour, wantOK: true,
 				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 5000}, Revert: true}}},
 		}},
+		{"soft switch: a new drain number each time, wait until the correspondent's ACKs show the path", true, []step{
+			{op: "switch", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Drain: 1, DrainWait: 1}}}},
+			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
+			{op: "switched", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Drain: 2}}}},
+		}},
+		{"soft move: the move's start and the drain in one entry", true, []step{
+			{op: "softstart", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000, Drain: 1, DrainWait: 1}}}},
+			{op: "start"}, // already moving
+			{op: "softstart", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Drain: 2, DrainWait: 1}}}},
+		}},
+		{"no drain while off", false, []step{{op: "switch"}, {op: "switched"}, {op: "softstart"}}},
 		{"switching off undoes a cap", true, []step{
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "off", want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000}}}},
@@ -62,10 +73,22 @@ func TestPolicy(t *testing.T) {
 					if ok {
 						got = []Update{u}
 					}
+				case "softstart":
+					var u Update
+					u, ok = p.SoftMoveStarted(a)
+					if ok {
+						got = []Update{u}
+					}
+				case "switch", "switched":
+					var u Update
+					u, ok = p.Switching(a, s.op == "switched")
+					if ok {
+						got = []Update{u}
+					}
 				case "off":
 					got = p.SetEnabled(false)
 				}
-				if (s.op == "start" || s.op == "end") && ok != s.wantOK {
+				if s.op != "off" && ok != s.wantOK {
 					t.Fatalf("step %d %s: ok %v, want %v", i, s.op, ok, s.wantOK)
 				}
 				if len(got) != len(s.want) {

@@ -28,7 +28,8 @@ import (
 // are lost) and delivering it again.
 type wanPair struct {
 	pair
-	wire *delayLine
+	wire  *delayLine
+	every time.Duration // > 0: bulk flows write a chunk (pair.chunk, else 64 KB) per this, not back to back
 }
 
 func newWANPair(t *testing.T, views ...string) *wanPair {
@@ -165,7 +166,14 @@ func (p *wanPair) bulk(ctx context.Context, view string) *flow {
 	}
 	f.conn = c.(*net.TCPConn)
 	t.Cleanup(func() { f.conn.Close() })
-	go func() { _ = nstest.WritePattern(ctx, f.conn, 64<<10, time.Microsecond) }()
+	chunk, every := 64<<10, time.Microsecond
+	if p.every > 0 {
+		every = p.every
+	}
+	if p.chunk > 0 {
+		chunk = p.chunk
+	}
+	go func() { _ = nstest.WritePattern(ctx, f.conn, chunk, every) }()
 	return f
 }
 

@@ -38,6 +38,9 @@ const (
 	CounterWrapperInit
 	CounterHolds
 	CounterHoldAborted
+	CounterDrains
+	CounterDrainNotFaster
+	CounterDrainExpired
 	numCounters
 )
 
@@ -45,13 +48,14 @@ const (
 var CounterNames = [numCounters]string{"tcpaware_sockets_seen", "tcpaware_sockets_matched",
 	"tcpaware_rto_max_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock",
 	"tcpaware_cc_switched", "tcpaware_not_cubic", "tcpaware_ssthresh_kept", "tcpaware_cwnd_restored", "tcpaware_wrapper_init",
-	"tcpaware_holds", "tcpaware_hold_aborted"}
+	"tcpaware_holds", "tcpaware_hold_aborted", "tcpaware_drains", "tcpaware_drain_not_faster", "tcpaware_drain_expired"}
 
 // Applied/failed bits in Socket.
 const (
 	AppliedRTOMax  = 1 << 0
 	AppliedWrapper = 1 << 2 // the socket was moved from cubic to the wrapper
 	AppliedWindow  = 1 << 3 // its loss window was opened
+	AppliedDrain   = 1 << 4 // new data waits for the old path's to arrive (a soft switch)
 )
 
 // Socket is one matched socket as the iterator saw it (struct tcpaware_sock), after any

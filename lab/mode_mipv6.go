@@ -22,7 +22,10 @@ import (
 // tunnel through the HA) and mipv6-ro (plus route optimisation with the CN). R2 is the home
 // agent on its MN-side link, so L2 is the home network and the MN's L2 address is its home
 // address; iperf3 on the CN reaches the MN at that address. mip6d (lab/mipv6/cmd/mip6d) runs
-// in R2, the MN and (mipv6-ro) the CN; nothing of it runs in the other modes.
+// in R2, the MN and (mipv6-ro) the CN; nothing of it runs in the other modes. With
+// --double-jump the CN is a mobile node too: L4 its home network, R4 its home agent, its L4
+// address its home address (iperf3 runs from it); with RO each node route-optimises with the
+// other and answers the other as its correspondent (mip6d -correspondent).
 
 // MIPv6HAProcessing is T_HA, an explicit extra delay at the home agent between a Binding
 // Update and its binding + BAck, on top of the home agent's own work (default 0). The second

@@ -190,7 +190,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		}
 		return err
 	})
-	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
+	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP and MIPv6 modes; in MIPv6 the CN is a mobile node with R4 its home agent)")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {

@@ -17,6 +17,7 @@ package lab
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -280,11 +281,84 @@ func movesApart(moves []Move) *float64 {
 	return &ms
 }
 
-// DoubleJumpModes are the modes `run --double-jump` takes: the ILNP ones. The MIPv6
-// baselines are not among them: a mobile CN would need a home agent of its own, which
-// lab/mode_mipv6.go does not build. Plain IPv6 is left out until a run has shown what its
-// CN does with two RA-configured interfaces.
-var DoubleJumpModes = map[string]bool{"ilnp-soft": true, "ilnp-hard": true}
+// DoubleJumpModes are the modes `run --double-jump` takes: the ILNP ones and the MIPv6
+// baselines, whose CN is then a mobile node with L4 its home network and R4 its home agent
+// (lab/mode_mipv6.go). Plain IPv6 is left out until a run has shown what its CN does with two
+// RA-configured interfaces.
+var DoubleJumpModes = map[string]bool{"ilnp-soft": true, "ilnp-hard": true, "mipv6": true, "mipv6-ro": true}
+
+// CareOfRecovery is recovery_ms of a MIPv6 double jump, where the nodes move when their home
+// links go (--leave: RFC 6275 s.11.5.5, at home while the home prefix is advertised): from
+// the later of the two moves to the first flow packet (TCP or UDP) from the peer that arrived
+// on each node's new care-of address, the MN's in mnNew and the CN's in cnNew, whichever way
+// it came (through the home agent's tunnel or route-optimised). wire and flow are a node's
+// capture as taken and with tunnelled packets shown as their inner packets
+// (DecapsulatePcap): record for record the same packets, wire giving where a packet arrived,
+// flow whose it is. Nothing checks the sender's new care-of address as Recovery checks the
+// new locator: once both home links are down, whatever either node sends leaves from its
+// care-of address, and a packet sent from the home link before the move cannot arrive on a
+// care-of address (nothing is bound to it then). nil when either never came; an error when
+// wire and flow do not pair up.
+func CareOfRecovery(mnWire, mnFlow, cnWire, cnFlow []pcap.Packet, mnNID, cnNID uint64, mnNew, cnNew netip.Prefix, laterMove time.Time) (*float64, error) {
+	first := func(node string, wire, flow []pcap.Packet, srcNID, dstNID uint64, dst netip.Prefix) (at time.Time, ok bool, err error) {
+		if len(wire) != len(flow) {
+			return at, false, fmt.Errorf("%s: %d packets as captured, %d decapsulated", node, len(wire), len(flow))
+		}
+		for i := range wire {
+			w, f := &wire[i], &flow[i]
+			if !w.Time.Equal(f.Time) {
+				return at, false, fmt.Errorf("%s: packet %d stamped %v as captured, %v decapsulated", node, i, w.Time, f.Time)
+			}
+			if w.Dir == pcap.DirOutgoing || w.Time.Before(laterMove) ||
+				(f.Proto != pcap.ProtoTCP && f.Proto != pcap.ProtoUDP) ||
+				f.SrcNID() != srcNID || f.DstNID() != dstNID || !dst.Contains(netip.AddrFrom16(w.Dst)) {
+				continue
+			}
+			if !ok || w.Time.Before(at) {
+				at, ok = w.Time, true
+			}
+		}
+		return at, ok, nil
+	}
+	toMN, ok1, err := first("mn", mnWire, mnFlow, cnNID, mnNID, mnNew)
+	if err != nil {
+		return nil, err
+	}
+	toCN, ok2, err := first("cn", cnWire, cnFlow, mnNID, cnNID, cnNew)
+	if err != nil || !ok1 || !ok2 {
+		return nil, err
+	}
+	ms := float64(max(toMN.Sub(laterMove), toCN.Sub(laterMove))) / float64(time.Millisecond)
+	return &ms, nil
+}
+
+// doubleJumpRecovery is a run's recovery_ms, with a note when there is none: ILNP nodes move
+// at --enter (Recovery), the MIPv6 baselines at --leave (CareOfRecovery on the wire captures
+// mipv6Mode.Collect kept). It also returns the moves measured from.
+func doubleJumpRecovery(mode Mode, dir string, mn, cn []pcap.Packet, mnNID, cnNID uint64, enter, leave []Move) (*float64, []Move, string) {
+	if _, ok := mode.(*mipv6Mode); !ok {
+		if r := Recovery(mn, cn, mnNID, cnNID, L3, L5, laterMove(enter)); r != nil {
+			return r, enter, ""
+		}
+		return nil, enter, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions"
+	}
+	var wire [2][]pcap.Packet
+	for i, node := range []string{"mn", "cn"} {
+		pkts, err := readPcap(filepath.Join(dir, node+"-wire.pcap"))
+		if err != nil {
+			return nil, leave, "double jump: " + err.Error()
+		}
+		wire[i] = pkts
+	}
+	r, err := CareOfRecovery(wire[0], mn, wire[1], cn, mnNID, cnNID, L3, L5, laterMove(leave))
+	switch {
+	case err != nil:
+		return nil, leave, "double jump: " + err.Error()
+	case r == nil:
+		return nil, leave, "double jump: no flow packet from the peer on the new care-of addresses (L3, L5) in both directions after the moves at --leave"
+	}
+	return r, leave, ""
+}
 
 func doubleJumpModeNames() []string {
 	names := make([]string, 0, len(DoubleJumpModes))

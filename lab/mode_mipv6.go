@@ -22,7 +22,10 @@ import (
 // tunnel through the HA) and mipv6-ro (plus route optimisation with the CN). R2 is the home
 // agent on its MN-side link, so L2 is the home network and the MN's L2 address is its home
 // address; iperf3 on the CN reaches the MN at that address. mip6d (lab/mipv6/cmd/mip6d) runs
-// in R2, the MN and (mipv6-ro) the CN; nothing of it runs in the other modes.
+// in R2, the MN and (mipv6-ro) the CN; nothing of it runs in the other modes. With
+// --double-jump the CN is a mobile node too: L4 its home network, R4 its home agent, its L4
+// address its home address (iperf3 runs from it); with RO each node route-optimises with the
+// other and answers the other as its correspondent (mip6d -correspondent).
 
 // MIPv6HAProcessing is T_HA, an explicit extra delay at the home agent between a Binding
 // Update and its binding + BAck, on top of the home agent's own work (default 0). The second
@@ -33,6 +36,10 @@ var MIPv6HAProcessing time.Duration
 
 // HomeAgentAddr is R2's address on the home link L2.
 const HomeAgentAddr = "2001:db8:2::1"
+
+// CNHomeAgentAddr is R4's address on the CN's home link L4: in a double jump (lab/doublejump.go)
+// the CN is a mobile node too, L4 its home network and R4 its home agent.
+const CNHomeAgentAddr = "2001:db8:4::1"
 
 func init() {
 	Modes["mipv6"] = func(o ModeOptions) Mode { return &mipv6Mode{opt: o, tha: MIPv6HAProcessing} }
@@ -46,7 +53,8 @@ type mipv6Mode struct {
 	dir                string
 	mnEv, cnEv, haEv   string
 	measured           string
-	r1cap              *Proc
+	r1caps             []*Proc
+	doubleJump         bool
 	collected, stopped bool
 }
 
@@ -77,6 +85,9 @@ func (m *mipv6Mode) Describe() string {
 
 // HomeAddress is the MN's home address (its SLAAC address in L2).
 func HomeAddress() netip.Addr { return Addr(L2, MNNID) }
+
+// CNHomeAddress is the CN's home address in a double jump (its SLAAC address in L4).
+func CNHomeAddress() netip.Addr { return Addr(L4, CNNID) }
 
 func (m *mipv6Mode) Target(*Topology) string { return HomeAddress().String() }
 
@@ -128,23 +139,36 @@ func (m *mipv6Mode) Setup(ctx context.Context, t *Topology) error {
 		return err
 	}
 	m.dir = dir
+	m.doubleJump = t.Cfg.DoubleJump
 	bin, err := m.mip6d()
 	if err != nil {
 		return err
 	}
 	hoa, cn := HomeAddress().String(), Addr(L1, CNNID).String()
-	steps := []struct {
-		ns   *netns.NS
-		args []string
-	}{
+	if m.doubleJump {
+		cn = CNHomeAddress().String()
+	}
+	steps := []nsCmd{
 		// Sockets bound to the home address survive the home link going down (package doc of
 		// lab/mipv6/datapath).
 		{t.MN, []string{"ip", "addr", "add", hoa + "/128", "dev", "lo", "nodad"}},
 		// At home the home link's router is the default; R3's takes over when it goes.
 		{t.MN, []string{"sysctl", "-qw", "net.ipv6.conf." + IfMNR3 + ".ra_defrtr_metric=2048"}},
+	}
+	if m.doubleJump {
+		// The CN is a mobile node too (home link L4, R4 its home agent): the same for it.
+		// Room for the tunnel's 40 bytes (or with RO the HAO's and RH2's 24 each) in its IPv6
+		// MTU, which its routes from the RAs take; the device MTU stays 1500 for the grown
+		// packets.
+		steps = append(steps,
+			nsCmd{t.CN, []string{"ip", "addr", "add", cn + "/128", "dev", "lo", "nodad"}},
+			nsCmd{t.CN, []string{"sysctl", "-qw", "net.ipv6.conf." + IfCNR5 + ".ra_defrtr_metric=2048"}},
+			nsCmd{t.CN, []string{"sysctl", "-qw", "net.ipv6.conf." + IfCNR4 + ".mtu=1452"}},
+			nsCmd{t.CN, []string{"sysctl", "-qw", "net.ipv6.conf." + IfCNR5 + ".mtu=1452"}})
+	} else {
 		// Room for the tunnel's 40 bytes (or the RH2's 24) on 1500-byte links: the CN sends
 		// at most 1460, TCP segments both ways stay below it (advmss).
-		{t.CN, []string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:1::1", "dev", IfCN, "mtu", "1460", "advmss", "1400"}},
+		steps = append(steps, nsCmd{t.CN, []string{"ip", "-6", "route", "replace", "default", "via", "2001:db8:1::1", "dev", IfCN, "mtu", "1460", "advmss", "1400"}})
 	}
 	for _, s := range steps {
 		if _, err := s.ns.Run(s.args...); err != nil {
@@ -166,26 +190,55 @@ func (m *mipv6Mode) Setup(ctx context.Context, t *Topology) error {
 	}
 	mnArgs := []string{"-role", "mn", "-node", "mn", "-hoa", hoa, "-ha", HomeAgentAddr, "-home-prefix", L2.String(),
 		"-ifaces", IfMNR2 + "," + IfMNR3, "-events", m.mnEv}
-	if m.ro {
-		m.cnEv = filepath.Join(dir, "cn-events.jsonl")
+	m.cnEv = filepath.Join(dir, "cn-events.jsonl")
+	switch {
+	case m.doubleJump:
+		if err := start(t.R4, "mip6d-ha-cn", "-role", "ha", "-node", "ha-cn", "-addr", CNHomeAgentAddr,
+			"-home-prefix", L4.String(), "-home-link", "r4-cn", "-ifaces", "r4-r1,r4-cn",
+			"-t-ha", m.tha.String(), "-events", filepath.Join(dir, "ha-cn-events.jsonl")); err != nil {
+			return err
+		}
+		cnArgs := []string{"-role", "mn", "-node", "cn", "-hoa", cn, "-ha", CNHomeAgentAddr, "-home-prefix", L4.String(),
+			"-ifaces", IfCNR4 + "," + IfCNR5, "-events", m.cnEv}
+		if m.ro {
+			// Each is the other's correspondent: return routability and BUs to the other's
+			// home address, through the other's home agent.
+			cnArgs = append(cnArgs, "-cn", hoa, "-correspondent")
+			mnArgs = append(mnArgs, "-cn", cn, "-correspondent")
+		}
+		if err := start(t.CN, "mip6d-cn", cnArgs...); err != nil {
+			return err
+		}
+	case m.ro:
 		if err := start(t.CN, "mip6d-cn", "-role", "cn", "-node", "cn", "-addr", cn, "-ifaces", IfCN,
 			"-events", m.cnEv); err != nil {
 			return err
 		}
 		mnArgs = append(mnArgs, "-cn", cn)
+	default:
+		m.cnEv = ""
 	}
 	if err := start(t.MN, "mip6d-mn", mnArgs...); err != nil {
 		return err
 	}
 	// The R1-R3 link shows what the thesis argues about: the tunnel from the HA, or the
-	// route-optimised packets.
-	p, err := t.Start(t.R1, "tcpdump-r1r3", "tcpdump", "-i", "r1-r3", "-n", "-U", "--immediate-mode", "-s", "200",
-		"-Z", "root", "-w", filepath.Join(dir, "r1-r3.pcap"), "ip6")
-	if err != nil {
-		return err
+	// route-optimised packets; in a double jump R1-R5 shows the CN's side.
+	links := []struct{ name, ifname string }{{"tcpdump-r1r3", "r1-r3"}}
+	if m.doubleJump {
+		links = append(links, struct{ name, ifname string }{"tcpdump-r1r5", "r1-r5"})
 	}
-	m.r1cap = p
-	return waitLog(ctx, p, "listening on", 5*time.Second)
+	for _, l := range links {
+		p, err := t.Start(t.R1, l.name, "tcpdump", "-i", l.ifname, "-n", "-U", "--immediate-mode", "-s", "200",
+			"-Z", "root", "-w", filepath.Join(dir, l.ifname+".pcap"), "ip6")
+		if err != nil {
+			return err
+		}
+		m.r1caps = append(m.r1caps, p)
+		if err := waitLog(ctx, p, "listening on", 5*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Collect stops the R1-R3 capture, rewrites the MN's capture so that tunnelled packets count
@@ -193,18 +246,24 @@ func (m *mipv6Mode) Setup(ctx context.Context, t *Topology) error {
 // the same), and for mipv6-ro hands the measurement a timeline where the handoff ends with
 // the CN's BAck.
 func (m *mipv6Mode) Collect(t *Topology, dir string) {
-	if m.r1cap != nil {
-		m.r1cap.Stop(3 * time.Second)
+	for _, p := range m.r1caps {
+		p.Stop(3 * time.Second)
 	}
 	var notes []string
-	mn, wire := filepath.Join(dir, "mn.pcap"), filepath.Join(dir, "mn-wire.pcap")
-	if err := os.Rename(mn, wire); err == nil {
-		n, err := DecapsulatePcapFile(wire, mn)
-		if err != nil {
-			notes = append(notes, "mn.pcap: "+err.Error())
-			_ = os.Rename(wire, mn)
-		} else {
-			notes = append(notes, fmt.Sprintf("mn.pcap: %d tunnelled packets shown as their inner packets (mn-wire.pcap as captured)", n))
+	nodes := []string{"mn"}
+	if m.doubleJump {
+		nodes = append(nodes, "cn") // the CN tunnels too
+	}
+	for _, node := range nodes {
+		capture, wire := filepath.Join(dir, node+".pcap"), filepath.Join(dir, node+"-wire.pcap")
+		if err := os.Rename(capture, wire); err == nil {
+			n, err := DecapsulatePcapFile(wire, capture)
+			if err != nil {
+				notes = append(notes, node+".pcap: "+err.Error())
+				_ = os.Rename(wire, capture)
+			} else {
+				notes = append(notes, fmt.Sprintf("%s.pcap: %d tunnelled packets shown as their inner packets (%s-wire.pcap as captured)", node, n, node))
+			}
 		}
 	}
 	if m.ro && m.mnEv != "" {
@@ -218,13 +277,28 @@ func (m *mipv6Mode) Collect(t *Topology, dir string) {
 		"mode": m.Name(), "route_optimisation": m.ro, "t_ha_ms": float64(m.tha) / 1e6, "t_ha": THADescription(m.tha),
 		"dad_timeout_ms": float64(binding.DefaultDADTimeout) / 1e6,
 		"home_agent":     HomeAgentAddr, "home_address": HomeAddress().String(), "notes": notes,
+		"double_jump": m.doubleJump, "cn_home_agent": cnHomeAgent(m.doubleJump), "cn_home_address": cnHomeAddress(m.doubleJump),
 	})
 	m.collected = true
 }
 
+func cnHomeAgent(doubleJump bool) string {
+	if doubleJump {
+		return CNHomeAgentAddr
+	}
+	return ""
+}
+
+func cnHomeAddress(doubleJump bool) string {
+	if doubleJump {
+		return CNHomeAddress().String()
+	}
+	return ""
+}
+
 func (m *mipv6Mode) Teardown(t *Topology) error {
-	if m.r1cap != nil {
-		m.r1cap.Stop(2 * time.Second)
+	for _, p := range m.r1caps {
+		p.Stop(2 * time.Second)
 	}
 	for _, p := range t.procsNamed("mip6d-") {
 		p.Stop(3 * time.Second)

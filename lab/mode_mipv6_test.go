@@ -13,6 +13,8 @@ import (
 
 	"ilnp/internal/nstest"
 	"ilnp/internal/timeline"
+	"ilnp/lab/mipv6/binding"
+	"ilnp/lab/mipv6/daemon"
 	"ilnp/lab/summary"
 )
 
@@ -25,6 +27,13 @@ type mipv6Run struct {
 
 func runMIPv6(t *testing.T, mode, traffic string, tha time.Duration) mipv6Run {
 	t.Helper()
+	return runMIPv6Config(t, RunConfig{Scenario: "lan-lan", Mode: mode, Traffic: traffic}, tha)
+}
+
+// runMIPv6Config is runMIPv6 for any lan-lan RunConfig (Profile, Reps, Out, BinDir set here).
+func runMIPv6Config(t *testing.T, cfg RunConfig, tha time.Duration) mipv6Run {
+	t.Helper()
+	mode, traffic := cfg.Mode, cfg.Traffic
 	requireLab(t)
 	nstest.RequireTool(t, "tshark")
 	root, err := ModuleRoot()
@@ -44,14 +53,15 @@ func runMIPv6(t *testing.T, mode, traffic string, tha time.Duration) mipv6Run {
 		if !t.Failed() {
 			return
 		}
-		for _, f := range []string{"mn-events.jsonl", "ha-events.jsonl", "cn-events.jsonl", "lab-events.jsonl", "mip6d-mn.log", "mip6d-ha.log", "mip6d-cn.log", "mipv6.json"} {
+		for _, f := range []string{"mn-events.jsonl", "ha-events.jsonl", "cn-events.jsonl", "ha-cn-events.jsonl", "lab-events.jsonl",
+			"mip6d-mn.log", "mip6d-ha.log", "mip6d-cn.log", "mip6d-ha-cn.log", "mipv6.json", "run.json"} {
 			if b, err := os.ReadFile(filepath.Join(rep, f)); err == nil {
 				t.Logf("%s:\n%s", f, b)
 			}
 		}
 	})
-	s, err := Run(context.Background(), RunConfig{Scenario: "lan-lan", Mode: mode, Traffic: traffic,
-		Profile: testProfile, Reps: 1, Out: out, BinDir: bin})
+	cfg.Profile, cfg.Reps, cfg.Out, cfg.BinDir = testProfile, 1, out, bin
+	s, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +271,59 @@ func TestE2EMIPv6CancelTearsDown(t *testing.T) {
 	ps, _ := exec.Command("ps", "-eo", "args").Output()
 	if strings.Contains(string(ps), filepath.Join(out, "rep-1")) {
 		t.Errorf("processes of the run still alive:\n%s", ps)
+	}
+}
+
+// The double jump with route optimisation (issue 13): the CN is a mobile node too (home link
+// L4 behind its home agent R4) and both leave their home links at once. Each home
+// registration waits its home agent's DAD, in parallel, so the first packets between the new
+// care-of addresses come through both tunnels after about one DAD: recovery_ms lies between
+// the DAD and the later of the two BAcks plus a path RTT. Then each route-optimises with the
+// other through the other's home agent, and in the end every data packet carries both the type
+// 2 RH and the Home Address option, care-of address to care-of address.
+func TestE2EMIPv6DoubleJumpRouteOptimised(t *testing.T) {
+	r := runMIPv6Config(t, RunConfig{Scenario: "lan-lan", Mode: "mipv6-ro", Traffic: "udp-hd", DoubleJump: true}, 0)
+	if r.run.RecoveryMs == nil {
+		t.Fatalf("no recovery_ms: no flow packet from the peer on the new care-of addresses both ways: %s", describe(r.run))
+	}
+	if len(r.meta.Moves) != 4 || r.meta.MovesApartMs == nil {
+		t.Fatalf("run.json does not record the double jump: %+v", r.meta)
+	}
+	var leave int64 // the later move at --leave, on the timeline's clock
+	for _, m := range r.meta.Moves {
+		if m.State == "down" {
+			leave = max(leave, r.meta.T0MonoNS+int64(m.AtS*1e9))
+		}
+	}
+	ms := func(ns int64) float64 { return float64(ns-leave) / 1e6 }
+	backMN := ms(r.event(t, "mn-events.jsonl", timeline.BAckReceived, "home registration: accepted").MonoNS)
+	backCN := ms(r.event(t, "cn-events.jsonl", timeline.BAckReceived, "home registration: accepted").MonoNS)
+	rec, dad := *r.run.RecoveryMs, float64(binding.DefaultDADTimeout)/1e6
+	upper := max(backMN, backCN) + r.meta.RTTL3ms + 25
+	t.Logf("MEASURED moves at --leave %.3f ms apart; home BAcks after %.1f (MN) and %.1f (CN) ms; recovery %.1f ms (theory: [%.0f, %.1f])",
+		*r.meta.MovesApartMs, backMN, backCN, rec, dad, upper)
+	if rec < dad || rec > upper {
+		t.Errorf("recovery %.1f ms outside [DAD %.0f ms, later home BAck %.1f ms + RTT %.2f ms + 25 ms]", rec, dad, max(backMN, backCN), r.meta.RTTL3ms)
+	}
+	roMN := r.wallOf(r.event(t, "mn-events.jsonl", daemon.KindBinding, "route optimisation on").MonoNS)
+	roCN := r.wallOf(r.event(t, "cn-events.jsonl", daemon.KindBinding, "route optimisation on").MonoNS)
+	coaMN, coaCN := Addr(L3, MNNID).String(), Addr(L5, CNNID).String()
+	var up, down, tunnelled int
+	for _, p := range r.r1r3(t) {
+		if p.t < max(roMN, roCN)+0.1 || !p.data {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(p.nxt, "41"):
+			tunnelled++
+		case p.src == coaMN && p.dst == coaCN && p.rh2 == "2" && p.hao == hoaText:
+			up++
+		case p.src == coaCN && p.dst == coaMN && p.rh2 == "2" && p.hao == CNHomeAddress().String():
+			down++
+		}
+	}
+	t.Logf("R1-R3 after both route optimisations: %d MN -> CN and %d CN -> MN data packets with RH2 and HAO, %d tunnelled", up, down, tunnelled)
+	if up < 20 || down < 20 || tunnelled != 0 {
+		t.Errorf("after both ROs: %d MN -> CN and %d CN -> MN data packets with both headers (want > 20 each), %d tunnelled (want 0)", up, down, tunnelled)
 	}
 }

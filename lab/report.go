@@ -56,7 +56,8 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 		cfg.Profile.Name, cfg.Profile.Enter, cfg.Profile.Leave, cfg.Profile.Duration, cfg.Profile.RAMin, cfg.Profile.RAMax)
 	if cfg.DoubleJump {
 		fmt.Fprintf(&b, "- Double jump: the CN moves too, entering L5 at %v and leaving L4 at %v, each beside the MN's move; "+
-			"recovery = the later of the two moves at --enter to the first flow packet between the new locators in both directions\n",
+			"recovery = the later of the two moves at --enter (MIPv6: at --leave, when the home links go) to the first flow packet "+
+			"between the new locators (MIPv6: from the peer on the new care-of addresses) in both directions\n",
 			cfg.Profile.Enter, cfg.Profile.Leave)
 	}
 	if cfg.Families != "" {

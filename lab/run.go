@@ -131,7 +131,7 @@ func (c *RunConfig) Validate() error {
 		return err
 	}
 	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
-		return fmt.Errorf("--double-jump: mode %s cannot move the CN (MIPv6: the CN would need a home agent of its own, which the lab does not build; double-jump modes: %s)",
+		return fmt.Errorf("--double-jump: mode %s cannot move the CN (not tried with two RA-configured CN interfaces; double-jump modes: %s)",
 			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
 	}
 	return nil
@@ -162,7 +162,8 @@ type RunMeta struct {
 	Congestion string      `json:"congestion,omitempty"` // TCP congestion control (iperf3 -C)
 	TCPAware   bool        `json:"tcp_aware"`            // ilnpd ran with tcp-aware on
 	// DoubleJump: the CN moved too (L4 -> L5); Moves are the lab's link changes (seconds
-	// since the flow started), MovesApartMs how far apart the two at --enter were done.
+	// since the flow started), MovesApartMs how far apart the two recovery_ms runs from were
+	// done (at --enter; MIPv6, which moves when the home link goes: at --leave).
 	DoubleJump   bool       `json:"double_jump,omitempty"`
 	Moves        []MoveMeta `json:"moves,omitempty"`
 	MovesApartMs *float64   `json:"moves_apart_ms,omitempty"`
@@ -394,7 +395,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 
 	entered, left, ticks := false, false, 0
 	var enterCmdNS, leaveCmdNS int64 // just before the lab's `ip link set` (DNS figures)
-	var enterMoves []Move
+	var enterMoves, leaveMoves []Move
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	hardStop := prof.Duration + 4*time.Second
@@ -449,6 +450,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			for _, m := range moves {
 				events.Emit(timeline.Event{Kind: "lab_leave", Node: "lab", Iface: m.Iface})
 			}
+			leaveMoves = moves
 			meta.recordMoves(moves, t0Wall)
 			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
 		}
@@ -573,10 +575,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	if cfg.DoubleJump {
-		meta.MovesApartMs = movesApart(enterMoves)
-		res.Run.RecoveryMs = Recovery(in.MN, in.CN, in.MNNID, in.CNNID, L3, L5, laterMove(enterMoves))
-		if res.Run.RecoveryMs == nil {
-			res.Notes = append(res.Notes, "double jump: no flow packet between the new locators (L5 <-> L3) in both directions")
+		var from []Move
+		var note string
+		res.Run.RecoveryMs, from, note = doubleJumpRecovery(mode, dir, in.MN, in.CN, in.MNNID, in.CNNID, enterMoves, leaveMoves)
+		meta.MovesApartMs = movesApart(from)
+		if note != "" {
+			res.Notes = append(res.Notes, note)
 		}
 	}
 	if NeedsILNP(cfg.Mode) && !cfg.Multihome && !cfg.DoubleJump && len(enterMoves) > 0 {

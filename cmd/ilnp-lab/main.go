@@ -197,7 +197,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		}
 		return err
 	})
-	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP modes only)")
+	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP and MIPv6 modes; in MIPv6 the CN is a mobile node with R4 its home agent)")
 	families := fs.String("families", "", "issue 14: the MN's access networks' address families, L2-L3: ipv6-ipv6 (default, today's testbed), ipv6-ipv4nat, ipv4nat-ipv6 or ipv4nat-ipv4nat (IPv4 only behind a NAT in R2/R3; ilnp-soft and ilnp-hard only); runs gain handover_ms and report.md the table beside HIP's")
 	_ = fs.Parse(args)
 	prof, err := c.timing()

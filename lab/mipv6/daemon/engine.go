@@ -72,6 +72,10 @@ type Config struct {
 	// Correspondents the MN route-optimises with once its home registration is done (empty:
 	// no route optimisation).
 	Correspondents []netip.Addr
+	// Correspondent (MN): the mobile node also answers return routability and Binding Updates
+	// at its home address as a correspondent (RFC 6275 s.9), for a peer that is mobile too
+	// (the double jump). Its bindings go into the same datapath.
+	Correspondent bool
 	// Lifetime the MN asks for (0: the machines' defaults).
 	Lifetime time.Duration
 	// Events is the timeline file.
@@ -104,6 +108,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("unknown role %v", c.Role)
+	}
+	if c.Correspondent && c.Role != datapath.RoleMobileNode {
+		return fmt.Errorf("%v: only a mobile node answers as a correspondent beside its role", c.Role)
 	}
 	if c.ProcessingDelay < 0 || c.DADTimeout < 0 {
 		return fmt.Errorf("negative processing delay %v or DAD timeout %v", c.ProcessingDelay, c.DADTimeout)
@@ -155,6 +162,8 @@ type Engine struct {
 	log   *slog.Logger
 	slots []*slot
 	mn    *slot
+	// cn: the correspondent machine (role cn, or a mobile node with Config.Correspondent).
+	cn    *slot
 	det   *movement.Detector
 	loc   movement.Decision
 	away  bool
@@ -199,7 +208,8 @@ func NewEngine(cfg Config, plane Plane, send func([]byte, netip.Addr) error, emi
 		if err != nil {
 			return nil, err
 		}
-		e.slots = append(e.slots, &slot{name: "correspondent", m: cn})
+		e.cn = &slot{name: "correspondent", m: cn}
+		e.slots = append(e.slots, e.cn)
 	case datapath.RoleMobileNode:
 		mn, err := binding.NewMobileNode(binding.MNConfig{HomeAddress: cfg.HomeAddress, HomeAgent: cfg.HomeAgent,
 			Lifetime: cfg.Lifetime, Node: cfg.Node})
@@ -215,6 +225,16 @@ func NewEngine(cfg Config, plane Plane, send func([]byte, netip.Addr) error, emi
 				return nil, err
 			}
 			e.slots = append(e.slots, &slot{name: "route-optimisation " + cn.String(), m: ro, peer: cn, ro: true})
+		}
+		if cfg.Correspondent {
+			// Answers at the home address: HoTs go back through the reverse tunnel, CoTs and
+			// BAcks too while away (the datapath tunnels what leaves from the home address).
+			cn, err := binding.NewCorrespondent(binding.CNConfig{Addr: cfg.HomeAddress, Rand: rand, Node: cfg.Node})
+			if err != nil {
+				return nil, err
+			}
+			e.cn = &slot{name: "correspondent", m: cn}
+			e.slots = append(e.slots, e.cn)
 		}
 		var iid uint64
 		a := cfg.HomeAddress.As16()
@@ -275,7 +295,7 @@ func (e *Engine) Signal(pkt []byte, arrivalNs int64, now time.Time) {
 		}
 		return
 	}
-	if bu, ok := r.Msg.(*mh.BindingUpdate); ok && e.cfg.Role != datapath.RoleMobileNode {
+	if bu, ok := r.Msg.(*mh.BindingUpdate); ok && (e.cfg.Role == datapath.RoleHomeAgent || e.cn != nil) {
 		e.emit(timeline.Event{MonoNS: arrivalNs, Kind: KindBUReceived, Node: e.cfg.Node, Peer: r.Packet.PseudoSrc().String(),
 			Locator: r.Packet.Src.String(), Seq: uint32(bu.Seq), Detail: fmt.Sprintf("home=%v lifetime=%ds", bu.Home,
 				int(mh.LifetimeDuration(bu.Lifetime).Seconds()))})

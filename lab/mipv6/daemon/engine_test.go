@@ -59,6 +59,7 @@ type simNet struct {
 	all     []*Engine
 	queue   []inflight
 	drop    func(dst netip.Addr) bool
+	dropSrc func(src netip.Addr) bool // by the packet's IPv6 source
 	events  map[string][]timeline.Event
 }
 
@@ -79,6 +80,9 @@ func (n *simNet) add(cfg Config, addrs ...netip.Addr) (*Engine, *fakePlane) {
 	p := &fakePlane{node: cfg.Node}
 	send := func(pkt []byte, dst netip.Addr) error {
 		if n.drop != nil && n.drop(dst) {
+			return nil
+		}
+		if src := netip.AddrFrom16([16]byte(pkt[8:24])); n.dropSrc != nil && n.dropSrc(src) {
 			return nil
 		}
 		n.queue = append(n.queue, inflight{at: n.now.Add(n.delay), pkt: append([]byte(nil), pkt...), dst: dst})
@@ -362,13 +366,17 @@ func TestConfigValidate(t *testing.T) {
 		{Role: datapath.RoleMobileNode, Interfaces: []string{"a"}, HomePrefix: homePrefix, HomeAddress: hoa},
 		{Role: datapath.RoleCorrespondent, Interfaces: []string{"a"}},
 		{Role: datapath.RoleCorrespondent, Interfaces: []string{"a"}, Addr: cnAddr, ProcessingDelay: -1},
+		{Role: datapath.RoleCorrespondent, Interfaces: []string{"a"}, Addr: cnAddr, Correspondent: true},
+		{Role: datapath.RoleHomeAgent, Interfaces: []string{"a"}, Addr: haAddr, HomePrefix: homePrefix, HomeLink: "a", Correspondent: true},
 	}
 	for i, c := range bad {
 		if err := c.Validate(); err == nil {
 			t.Errorf("config %d accepted: %+v", i, c)
 		}
 	}
-	for _, c := range []Config{haConfig(time.Second), mnConfig(true)} {
+	peer := mnConfig(true)
+	peer.Correspondent = true
+	for _, c := range []Config{haConfig(time.Second), mnConfig(true), peer} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)
 		}

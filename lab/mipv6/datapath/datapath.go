@@ -20,6 +20,14 @@
 //     the CoA with a type 2 Routing header; packets with a Home Address option from the bound
 //     CoA get the HoA as source, the option removed. Without a binding they are dropped
 //     (RFC 6275 s.9.3.1).
+//   - A mobile node whose peer is mobile too (the double jump) is also its correspondent: the
+//     MN programs do the correspondent's part with the peer's binding in the same map
+//     (SetBinding(peer HoA, peer CoA)). Between two route-optimised mobile nodes a packet
+//     carries the type 2 RH for the peer's home address and then the Home Address option for
+//     its own (s.6.3: the option follows the routing header), CoA to CoA; on arrival the RH
+//     and then the HAO come off, and a HAO also comes off a packet that came through the
+//     tunnel. What the reverse tunnel carries keeps the peer's home address (the peer's home
+//     agent tunnels it on), and Mobility Header packets leave as the signalling built them.
 //
 // Transport checksums are never touched: sockets compute them over the home address and both
 // RFC 6275 headers keep the home address as the pseudo-header's address (s.6.3, s.6.4).
@@ -35,8 +43,8 @@
 // itself.
 //
 // What the lab must set up around it:
-//   - MTU: the tunnel adds 40 bytes, the type 2 RH or the HAO 24 each (never both on one
-//     packet); the programs keep gso_size (FIXED_GSO), and veth would drop a grown frame
+//   - MTU: the tunnel adds 40 bytes, the type 2 RH or the HAO 24 each (both, 48, only between
+//     two mobile nodes); the programs keep gso_size (FIXED_GSO), and veth would drop a grown frame
 //     silently. So whatever would not fit the egress device (a GSO packet judged by its
 //     segments) is answered with an ICMPv6 Packet Too Big announcing the room left, as a
 //     tunnel device would (RFC 2473 s.7.1): the HA sends it to the CN, the MN's and CN's

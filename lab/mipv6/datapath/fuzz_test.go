@@ -36,6 +36,9 @@ func FuzzPrograms(f *testing.F) {
 	f.Add(frame(ipv6Packet(hoa, cn, wire.ProtoHopByHop, 64, []byte{wire.ProtoUDP, 0, 1, 4, 0, 0, 0, 0}, wire.AppendUDP(nil, hoa, cn, 1, 2, payload))))
 	f.Add(frame(ipv6Packet(cn, hoa, wire.ProtoUDP, 64, wire.AppendUDP(nil, cn, hoa, 1, 2, make([]byte, 1452)))))
 	f.Add(frame(ipv6Packet(hoa, cn, wire.ProtoUDP, 64, wire.AppendUDP(nil, hoa, cn, 1, 2, make([]byte, 1430)))))
+	f.Add(frame(ipv6Packet(hoa, peerHoA, wire.ProtoUDP, 64, wire.AppendUDP(nil, hoa, peerHoA, 1, 2, payload))))
+	f.Add(frame(envelope(f, mh.Envelope{Src: peerCoA, Dst: coa, RoutingHome: hoa, HomeAddress: peerHoA}, wire.ProtoUDP, wire.AppendUDP(nil, peerHoA, hoa, 1, 2, payload))))
+	f.Add(frame(tunnelled(ha, coa, envelope(f, mh.Envelope{Src: peerCoA, Dst: hoa, HomeAddress: peerHoA}, wire.ProtoUDP, wire.AppendUDP(nil, peerHoA, hoa, 1, 2, payload)))))
 
 	ns := newAnonNS(f)
 	hagent, mn, corr := newDatapath(f), newDatapath(f), newDatapath(f)
@@ -44,6 +47,9 @@ func FuzzPrograms(f *testing.F) {
 		must(f, d.SetBinding(hoa, coa))
 	}
 	must(f, mn.SetRO(cn, true))
+	// The MN is also a mobile peer's correspondent (the double jump), route-optimised both ways.
+	must(f, mn.SetBinding(peerHoA, peerCoA))
+	must(f, mn.SetRO(peerHoA, true))
 	must(f, corr.SetSignallingTap(true))
 	progs := []struct {
 		name   string
@@ -51,8 +57,8 @@ func FuzzPrograms(f *testing.F) {
 		deltas []int
 	}{
 		{"ha", hagent.objs.Mip6HaIngress, []int{40, -40}},
-		{"mn egress", mn.objs.Mip6MnEgress, []int{40, 24}},
-		{"mn ingress", mn.objs.Mip6MnIngress, []int{-40, -24}},
+		{"mn egress", mn.objs.Mip6MnEgress, []int{40, 24, 48}},
+		{"mn ingress", mn.objs.Mip6MnIngress, mnIngressDeltas()},
 		{"cn egress", corr.objs.Mip6CnEgress, []int{24}},
 		{"cn ingress", corr.objs.Mip6CnIngress, []int{0, -8, -16, -24, -32, -40, -48, -56, -64}},
 	}
@@ -100,6 +106,19 @@ func FuzzPrograms(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mnIngressDeltas: the MN's ingress removes the tunnel (40) or a type 2 RH (24), and then, as a
+// mobile peer's correspondent, a Home Address option: its whole Destination Options header (8n
+// bytes) or nothing (the option turned into PadN in place).
+func mnIngressDeltas() []int {
+	var out []int
+	for _, first := range []int{0, -40, -24} {
+		for do := 0; do <= 64; do += 8 {
+			out = append(out, first-do)
+		}
+	}
+	return out
 }
 
 func isPacketTooBig(in, out []byte) bool {

@@ -5,11 +5,12 @@
 //	mip6d -role ha -addr 2001:db8:2::1 -home-prefix 2001:db8:2::/64 -home-link r2-mn \
 //	      -ifaces r2-r1,r2-mn [-dad-timeout 1s] [-t-ha 0] -events ha.jsonl
 //	mip6d -role mn -hoa HOA -ha 2001:db8:2::1 -home-prefix 2001:db8:2::/64 -ifaces mn-r2,mn-r3 \
-//	      [-cn CN[,CN...]] -events mn.jsonl
+//	      [-cn CN[,CN...]] [-correspondent] -events mn.jsonl
 //	mip6d -role cn -addr CN -ifaces cn-r1 [-t-cn 0] -events cn.jsonl
 //
 // -cn on the MN turns route optimisation on with those correspondents (they need a mip6d -role
-// cn). SIGINT/SIGTERM detach everything and exit 0.
+// cn, or a mobile node's -correspondent when the correspondent is mobile too: the double
+// jump). SIGINT/SIGTERM detach everything and exit 0.
 package main
 
 import (
@@ -48,6 +49,7 @@ func run(args []string) error {
 	hoa := fs.String("hoa", "", "mn: home address")
 	ha := fs.String("ha", "", "mn: home agent address")
 	cns := fs.String("cn", "", "mn: comma-separated correspondents to route-optimise with (empty: no RO)")
+	asCN := fs.Bool("correspondent", false, "mn: also answer return routability and BUs at the home address (a mobile peer's RO)")
 	lifetime := fs.Duration("lifetime", 0, "mn: binding lifetime asked for (0: 420 s)")
 	events := fs.String("events", "", "timeline file (JSON lines)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -104,7 +106,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.HomeLink, cfg.Lifetime, cfg.Events = *homeLink, *lifetime, *events
+	cfg.HomeLink, cfg.Lifetime, cfg.Events, cfg.Correspondent = *homeLink, *lifetime, *events, *asCN
 	if cfg.Lifetime < 0 || *tha < 0 || *tcn < 0 || *dad < 0 {
 		return fmt.Errorf("negative duration")
 	}

@@ -263,6 +263,79 @@ int mip6_ha_ingress(struct __sk_buff *skb)
 	return bpf_redirect_neigh(ifindex, &nh, sizeof(nh), 0);
 }
 
+/* Correspondent part of egress (s.9.3.2): a packet to a home address with a binding goes to the
+ * care-of address with a type 2 Routing header. Mobility Header messages leave as the
+ * signalling built them: a Home Test goes to the home address, since return routability tests
+ * the home path (s.5.2.5), and a mobile node's BU to a mobile peer's home address goes through
+ * the peer's home agent. `none` is the verdict when there is nothing to do. */
+static __always_inline int mip6_peer_rh2(struct __sk_buff *skb, struct mip6_ip6 *ip6, int none)
+{
+	struct mip6_binding *b;
+	struct mip6_addr coa;
+	__u32 mtu = 0;
+
+	b = bpf_map_lookup_elem(&bindings, &ip6->dst);
+	if (!b)
+		return none;
+	if (ip6->nexthdr == MIP6_NH_HOPOPTS) {
+		mip6_count(MIP6_C_UNSUPPORTED);
+		return none; /* goes the unoptimised way, through the HA */
+	}
+	if (mip6_is_mh(skb, ip6->nexthdr, MIP6_EXT_OFF))
+		return none;
+	if (!mip6_fits(skb, 0, mip6_wire_len(skb, ip6), MIP6_RH2_LEN, &mtu))
+		return mip6_local_too_big(skb, ip6, &ip6->src, mtu - MIP6_RH2_LEN, MIP6_C_CN_TOO_BIG);
+	__builtin_memcpy(&coa, b->coa, 16);
+	if (mip6_insert_rh2(skb, ip6, &coa) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_CN_RH2_INSERTED);
+	return TCX_PASS;
+}
+
+/* Correspondent part of ingress (s.9.3.1): a packet with a Home Address option is accepted when
+ * a binding for the home address names the packet's source as care-of address; the home
+ * address becomes the source and the option goes. A Binding Update carries the option before
+ * any binding exists: Mobility Header packets are left to the signalling. `none` is the
+ * verdict for a packet without the option. */
+static __always_inline int mip6_accept_hao(struct __sk_buff *skb, struct mip6_ip6 *ip6, int none)
+{
+	struct mip6_binding *b;
+	struct mip6_do d = {};
+	__u8 proto = 0;
+	__u32 l4 = 0;
+
+	if (ip6->nexthdr != MIP6_NH_DSTOPTS)
+		return none;
+	if (mip6_scan_dstopts(skb, MIP6_EXT_OFF, &d) < 0) {
+		mip6_count(MIP6_C_MALFORMED);
+		return none;
+	}
+	if (!d.hao_off)
+		return none;
+	if (mip6_upper(skb, d.nexthdr, MIP6_EXT_OFF + d.len, &proto, &l4) == 0 &&
+	    proto == MIP6_NH_MOBILITY) {
+		/* A Binding Update (the one message allowed a HAO, s.6.1.7) is the signalling's. */
+		mip6_count(MIP6_C_CN_HAO_SIGNALLING);
+		return none;
+	}
+	b = bpf_map_lookup_elem(&bindings, &d.home);
+	if (!b || !mip6_addr_eq((const struct mip6_addr *)b->coa, &ip6->src)) {
+		/* s.9.3.1: discard (the Binding Error is the signalling's). */
+		mip6_count(MIP6_C_CN_HAO_NO_BINDING);
+		return TCX_DROP;
+	}
+	if (mip6_strip_hao(skb, ip6, &d) < 0) {
+		mip6_count(MIP6_C_ERRORS);
+		return TCX_DROP;
+	}
+	mip6_binding_used(b);
+	mip6_count(MIP6_C_CN_HAO_SWAPPED);
+	return TCX_PASS;
+}
+
 /* MN: where a packet it rewrote leaves. */
 static __always_inline int mip6_mn_send(struct __sk_buff *skb, const struct mip6_config *cfg)
 {
@@ -280,7 +353,12 @@ static __always_inline int mip6_mn_send(struct __sk_buff *skb, const struct mip6
  * from the home address go through the reverse tunnel to the HA (s.11.3.1), or, to a
  * correspondent with route optimisation, straight from the care-of address with a Home
  * Address option. Mobility Header messages from the home address (HoTI) always take the
- * tunnel: the return routability test needs the home path (s.5.2.5). */
+ * tunnel: the return routability test needs the home path (s.5.2.5).
+ * A mobile node is also the correspondent of a mobile peer that route-optimised with it (the
+ * double jump): packets to the peer's home address with a binding get the type 2 Routing
+ * header, after the Home Address option when both apply (s.6.3: the option follows the
+ * routing header). What goes through the reverse tunnel keeps the peer's home address: the
+ * peer's home agent tunnels it on. */
 SEC("tcx/egress")
 int mip6_mn_egress(struct __sk_buff *skb)
 {
@@ -298,7 +376,7 @@ int mip6_mn_egress(struct __sk_buff *skb)
 		return TCX_NEXT;
 	b = bpf_map_lookup_elem(&bindings, &ip6.src);
 	if (!b)
-		return TCX_NEXT; /* at home, or not from a home address */
+		return mip6_peer_rh2(skb, &ip6, TCX_NEXT); /* at home, or not from a home address */
 	__builtin_memcpy(&coa, b->coa, 16);
 	wire_len = mip6_wire_len(skb, &ip6);
 	out_ifindex = cfg->flags & MIP6_CFG_MN_REDIRECT ? cfg->egress_ifindex : 0;
@@ -311,15 +389,25 @@ int mip6_mn_egress(struct __sk_buff *skb)
 			 * fixed header: the tunnel takes such a packet. */
 			mip6_count(MIP6_C_UNSUPPORTED);
 		} else {
-			if (!mip6_fits(skb, out_ifindex, wire_len, MIP6_HAO_HDR_LEN, &mtu))
-				return mip6_local_too_big(skb, &ip6, &coa, mtu - MIP6_HAO_HDR_LEN,
-							  MIP6_C_MN_TOO_BIG);
-			if (mip6_insert_hao(skb, &ip6, &coa) < 0) {
+			struct mip6_binding *peer = bpf_map_lookup_elem(&bindings, &ip6.dst);
+			__u32 room = MIP6_HAO_HDR_LEN + (peer ? MIP6_RH2_LEN : 0);
+			struct mip6_addr peer_coa;
+
+			if (!mip6_fits(skb, out_ifindex, wire_len, room, &mtu))
+				return mip6_local_too_big(skb, &ip6, &coa, mtu - room, MIP6_C_MN_TOO_BIG);
+			if (peer)
+				__builtin_memcpy(&peer_coa, peer->coa, 16);
+			if (mip6_insert_hao(skb, &ip6, &coa) < 0 ||
+			    (peer && mip6_insert_rh2(skb, &ip6, &peer_coa) < 0)) {
 				mip6_count(MIP6_C_ERRORS);
 				return TCX_DROP;
 			}
 			mip6_binding_used(b);
 			mip6_count(MIP6_C_MN_HAO_INSERTED);
+			if (peer) {
+				mip6_binding_used(peer);
+				mip6_count(MIP6_C_CN_RH2_INSERTED);
+			}
 			return mip6_mn_send(skb, cfg);
 		}
 	}
@@ -340,13 +428,16 @@ int mip6_mn_egress(struct __sk_buff *skb)
 }
 
 /* Mobile node, ingress: packets tunnelled by the HA to the care-of address are decapsulated
- * (s.11.3.3); a type 2 Routing header carrying our home address turns into that destination. */
+ * (s.11.3.3); a type 2 Routing header carrying our home address turns into that destination.
+ * As a mobile peer's correspondent, a Home Address option from the peer's bound care-of
+ * address is then accepted as at a correspondent (the double jump). */
 SEC("tcx/ingress")
 int mip6_mn_ingress(struct __sk_buff *skb)
 {
 	struct mip6_config *cfg = mip6_get_config();
 	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
+	int none = TCX_NEXT; /* the verdict when nothing here changes the packet */
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
@@ -374,12 +465,13 @@ int mip6_mn_ingress(struct __sk_buff *skb)
 		}
 		mip6_binding_used(b);
 		mip6_count(MIP6_C_MN_DETUNNELLED);
-		/* A Home Test comes through the tunnel (s.5.2.5). */
-		rc = mip6_tap(skb, cfg, &inner);
-		return rc == 1 ? TCX_PASS : rc;
+		ip6 = inner;
+		none = TCX_PASS;
 	}
 
-	/* Care-of Test, BAck or Binding Refresh Request, a BAck with its type 2 RH in place. */
+	/* A Home Test comes through the tunnel (s.5.2.5), and so does a mobile peer's BU to the
+	 * home address; a Care-of Test, BAck or Binding Refresh Request straight, a BAck with its
+	 * type 2 RH in place. */
 	rc = mip6_tap(skb, cfg, &ip6);
 	if (rc != 1)
 		return rc;
@@ -413,59 +505,31 @@ int mip6_mn_ingress(struct __sk_buff *skb)
 		}
 		mip6_binding_used(b);
 		mip6_count(MIP6_C_MN_RH2_STRIPPED);
-		return TCX_PASS;
+		none = TCX_PASS;
 	}
-	return TCX_NEXT;
+	/* One place for the correspondent part, whichever way the packet came (verifier). */
+	return mip6_accept_hao(skb, &ip6, none);
 }
 
 /* Correspondent, egress: packets to a home address with a binding go to the care-of address
- * with a type 2 Routing header (s.9.3.2). A Home Test is sent to the home address as it is:
- * return routability tests the home path (s.5.2.5). */
+ * with a type 2 Routing header (s.9.3.2). */
 SEC("tcx/egress")
 int mip6_cn_egress(struct __sk_buff *skb)
 {
-	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
-	struct mip6_addr coa;
-	__u32 mtu = 0;
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
 		return rc;
-	b = bpf_map_lookup_elem(&bindings, &ip6.dst);
-	if (!b)
-		return TCX_NEXT;
-	if (ip6.nexthdr == MIP6_NH_HOPOPTS) {
-		mip6_count(MIP6_C_UNSUPPORTED);
-		return TCX_NEXT; /* goes the unoptimised way, through the HA */
-	}
-	if (mip6_is_mh_type(skb, ip6.nexthdr, MIP6_EXT_OFF, MIP6_MH_HOME_TEST))
-		return TCX_NEXT;
-	if (!mip6_fits(skb, 0, mip6_wire_len(skb, &ip6), MIP6_RH2_LEN, &mtu))
-		return mip6_local_too_big(skb, &ip6, &ip6.src, mtu - MIP6_RH2_LEN, MIP6_C_CN_TOO_BIG);
-	__builtin_memcpy(&coa, b->coa, 16);
-	if (mip6_insert_rh2(skb, &ip6, &coa) < 0) {
-		mip6_count(MIP6_C_ERRORS);
-		return TCX_DROP;
-	}
-	mip6_binding_used(b);
-	mip6_count(MIP6_C_CN_RH2_INSERTED);
-	return TCX_PASS;
+	return mip6_peer_rh2(skb, &ip6, TCX_NEXT);
 }
 
-/* Correspondent, ingress: a packet with a Home Address option is accepted when a binding for the
- * home address names the packet's source as care-of address (s.9.3.1); the home address becomes
- * the source and the option goes. A Binding Update carries the option before any binding
- * exists: Mobility Header packets are left to the signalling. */
+/* Correspondent, ingress: signalling to the tap, then the Home Address option (s.9.3.1). */
 SEC("tcx/ingress")
 int mip6_cn_ingress(struct __sk_buff *skb)
 {
 	struct mip6_config *cfg = mip6_get_config();
-	struct mip6_binding *b;
 	struct mip6_ip6 ip6;
-	struct mip6_do d = {};
-	__u8 proto = 0;
-	__u32 l4 = 0;
 	int rc = mip6_begin(skb, &ip6);
 
 	if (rc != 1)
@@ -476,31 +540,5 @@ int mip6_cn_ingress(struct __sk_buff *skb)
 		if (rc != 1)
 			return rc;
 	}
-	if (ip6.nexthdr != MIP6_NH_DSTOPTS)
-		return TCX_NEXT;
-	if (mip6_scan_dstopts(skb, MIP6_EXT_OFF, &d) < 0) {
-		mip6_count(MIP6_C_MALFORMED);
-		return TCX_NEXT;
-	}
-	if (!d.hao_off)
-		return TCX_NEXT;
-	if (mip6_upper(skb, d.nexthdr, MIP6_EXT_OFF + d.len, &proto, &l4) == 0 &&
-	    proto == MIP6_NH_MOBILITY) {
-		/* A Binding Update (the one message allowed a HAO, s.6.1.7) is the signalling's. */
-		mip6_count(MIP6_C_CN_HAO_SIGNALLING);
-		return TCX_NEXT;
-	}
-	b = bpf_map_lookup_elem(&bindings, &d.home);
-	if (!b || !mip6_addr_eq((const struct mip6_addr *)b->coa, &ip6.src)) {
-		/* s.9.3.1: discard (the Binding Error is the signalling's). */
-		mip6_count(MIP6_C_CN_HAO_NO_BINDING);
-		return TCX_DROP;
-	}
-	if (mip6_strip_hao(skb, &ip6, &d) < 0) {
-		mip6_count(MIP6_C_ERRORS);
-		return TCX_DROP;
-	}
-	mip6_binding_used(b);
-	mip6_count(MIP6_C_CN_HAO_SWAPPED);
-	return TCX_PASS;
+	return mip6_accept_hao(skb, &ip6, TCX_NEXT);
 }

@@ -465,6 +465,13 @@ func (d *discovery) form(ctx context.Context, ra RASeen, p Prefix) {
 		return
 	}
 	d.formed[addr] = ra.IfIndex
+	// Before the event: the node's Locator Update follows it, and the router must know the
+	// address's link-layer address by the time the answers come (announce.go).
+	if err := d.announce(ra.IfIndex, ra.Iface, addr, flags == unix.IFA_F_OPTIMISTIC); err != nil {
+		d.log.Debug("unsolicited neighbour advertisement not sent", "err", err)
+	} else {
+		d.log.Debug("unsolicited neighbour advertisement sent", "iface", ra.Iface, "addr", addr)
+	}
 	d.emit(ctx, AddressFormed{
 		MonoNS: now, Iface: ra.Iface, IfIndex: ra.IfIndex, Addr: addr, Router: ra.Router,
 		Valid: p.Valid, Elapsed: time.Duration(now - ra.MonoNS),

@@ -37,7 +37,7 @@ func TestGenerateStaysInItsDirectory(t *testing.T) {
 			t.Errorf("config names %s, outside %s", m[1], dir)
 		}
 	}
-	if !strings.Contains(string(conf), "grant mn-key.example.test. name mn.example.test. NID L64;") {
+	if !strings.Contains(string(conf), "grant mn-key.example.test. name mn.example.test. NID L64 L32;") {
 		t.Errorf("update-policy missing:\n%s", conf)
 	}
 	if _, err := Generate("relative", Options{}); err == nil {

@@ -17,6 +17,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
+	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/state"
 	"ilnp/internal/timeline"
@@ -200,11 +201,15 @@ func (n *Node) adoptLocals(st state.File, now time.Time) int {
 		formed[a.Addr] = true
 	}
 	adopted := 0
+	// Applied once, when all are in: applied one by one, the worst would be active for a
+	// moment (routes and the datapath's active locator flipping to it and back, and packets
+	// of a session over IPv4 dropped while an IPv6 locator was).
+	var all ilcc.Effects
 	// Worst first, each a microsecond "newer" than the last: the policy ranks them as before.
 	for i := len(dpLocals) - 1; i >= 0; i-- {
 		l := dpLocals[i]
 		addr := wire.ILV{Locator: l.Locator, NID: n.nid}.Addr()
-		valid, preferred, ok := n.host.addressLifetimes(l.Ifindex, addr)
+		router, valid, preferred, ok := n.adoptedLocal(l, addr)
 		if !ok {
 			n.log.Info("locator gone while ilnpd was down", "locator", l.Locator, "ifindex", l.Ifindex)
 			if err := n.dp.DeleteLocalLocator(l.Locator); err != nil && !errors.Is(err, datapath.ErrNotFound) {
@@ -213,22 +218,36 @@ func (n *Node) adoptLocals(st state.File, now time.Time) int {
 			continue
 		}
 		at := now.Add(-time.Duration(i) * time.Microsecond)
-		eff, err := n.cache.UpdateLocal(ilcc.LocalUpdate{Locator: l.Locator, IfIndex: l.Ifindex, Router: l.NextHop,
+		eff, err := n.cache.UpdateLocal(ilcc.LocalUpdate{Locator: l.Locator, IfIndex: l.Ifindex, Router: router,
 			ValidLifetime: valid, PreferredLifetime: preferred}, at)
 		if err != nil {
 			n.log.Warn("pinned locator not adopted", "locator", l.Locator, "err", err)
 			continue
 		}
 		adopted++
-		if formed[addr] || valid != ilcc.Infinite {
+		if (formed[addr] || valid != ilcc.Infinite) && !encap.IsL32(l.Locator) {
 			n.formed[addr] = l.Ifindex
 		}
-		if err := n.host.addIdentity(addr); err != nil {
+		if encap.IsL32(l.Locator) {
+			n.prepareIPv4Locator(l.Locator, l.Ifindex)
+		} else if err := n.host.addIdentity(addr); err != nil {
 			n.log.Warn("identity address", "err", err)
 		}
-		n.apply(eff, now)
+		all = mergeEffects(all, eff)
 	}
+	n.apply(all, now)
 	return adopted
+}
+
+// mergeEffects is a then b, as one ILCC operation's effects.
+func mergeEffects(a, b ilcc.Effects) ilcc.Effects {
+	a.LocalChanged = a.LocalChanged || b.LocalChanged
+	a.Updates = append(a.Updates, b.Updates...)
+	a.Acks = append(a.Acks, b.Acks...)
+	a.Bindings = append(a.Bindings, b.Bindings...)
+	a.Removed = append(a.Removed, b.Removed...)
+	a.Events = append(a.Events, b.Events...)
+	return a
 }
 
 // addressLifetimes reports whether addr is on interface ifindex and the interface is running,

@@ -82,7 +82,7 @@ func (n *Node) startPublisher(ctx context.Context, wg *sync.WaitGroup) error {
 		pub.Run(ctx)
 	}()
 	n.log.Info("publishing NID/L64 records", "name", n.cfg.DNSPublishName, "zone", n.cfg.DNSPublishZone,
-		"server", n.cfg.DNSPublishServer, "signed", key != nil, "ttl", n.cfg.DNSPublishTTL)
+		"server", n.cfg.DNSPublishServer, "signed", key != nil, "ttl", n.cfg.DNSPublishTTL, "l32", n.publishesL32())
 	return nil
 }
 
@@ -94,9 +94,8 @@ func (n *Node) publishLocators() {
 	}
 	var locs []rendezvous.LocatorEntry
 	for _, e := range n.cache.Advertisement(time.Now()) {
-		// IPv4 locators are not published: an L64 record cannot carry them (0000::/16 is no
-		// IPv6 locator to anyone else) and the publisher writes no L32 records yet.
-		if encap.IsL32(e.Locator) {
+		// IPv4 locators become L32 records (xfamily.go, publishableL32).
+		if encap.IsL32(e.Locator) && !n.publishableL32(e.Locator) {
 			continue
 		}
 		locs = append(locs, rendezvous.LocatorEntry{Locator: e.Locator, Preference: e.Preference})

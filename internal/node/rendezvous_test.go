@@ -15,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"ilnp/internal/encap"
 	"ilnp/internal/namedtest"
 	"ilnp/internal/nstest"
 	"ilnp/internal/timeline"
@@ -63,6 +64,7 @@ type rdvOptions struct {
 	cnHosts  string // the CN's hosts file; none when empty
 	cnLookup string // the CN's dns-lookup-server; none (dns-upstream is used) when empty
 	withCR   bool   // add the second correspondent CR (DNS only, like the CN)
+	mnIPv4   bool   // ipv4-locators on at the MN (issue 14)
 }
 
 // newRdvNet builds the topology, named and the daemons.
@@ -112,13 +114,17 @@ func newRdvNet(t *testing.T, opt rdvOptions) *rdvNet {
 		writeFile(t, keyFile, keyText)
 	}
 	server := netip.AddrPortFrom(rdvServer, 53).String()
-	n.mn = n.startRdvDaemon("mn", n.MN, mnNIDText, fmt.Sprintf(`dns-listen [::1]:53
+	mnConf := fmt.Sprintf(`dns-listen [::1]:53
 dns-publish-name %s
 dns-publish-zone %s
 dns-publish-server %s
 dns-publish-key %s
 dns-publish-ttl 0s
-`, rdvName, rdvZone, server, keyFile), "mn1", "mn2")
+`, rdvName, rdvZone, server, keyFile)
+	if opt.mnIPv4 {
+		mnConf += "ipv4-locators on\n"
+	}
+	n.mn = n.startRdvDaemon("mn", n.MN, mnNIDText, mnConf, "mn1", "mn2")
 	cnConf := fmt.Sprintf("dns-listen [::1]:53\ndns-upstream %s\n", server)
 	if opt.cnLookup != "" {
 		cnConf += "dns-lookup-server " + opt.cnLookup + "\n"
@@ -193,6 +199,29 @@ func (n *rdvNet) l64s() ([]wire.L64, error) {
 	return out, err
 }
 
+// l32s asks named (from inside D) for the MN's L32 RRset, as "PREF ADDRESS" strings.
+func (n *rdvNet) l32s() ([]string, error) {
+	var out []string
+	err := n.D.Do(func() error {
+		m := new(dns.Msg)
+		m.SetQuestion(rdvName, dns.TypeL32)
+		m.RecursionDesired = false
+		c := &dns.Client{Timeout: time.Second}
+		r, _, err := c.Exchange(m, netip.AddrPortFrom(rdvServer, 53).String())
+		if err != nil {
+			return err
+		}
+		for _, rr := range r.Answer {
+			if l, ok := rr.(*dns.L32); ok {
+				out = append(out, fmt.Sprintf("%d %s", l.Preference, l.Locator32))
+			}
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out, err
+}
+
 // waitL64s polls named until the L64 set is exactly want and returns when it first was.
 func (n *rdvNet) waitL64s(limit time.Duration, want ...wire.L64) (time.Time, error) {
 	slices.Sort(want)
@@ -222,8 +251,11 @@ func (n *rdvNet) dig(args ...string) string {
 // connection by name after the move and reaches the MN on its new locator over ILNP; a session
 // CR opened by name before the move keeps working through it (Locator Updates); a name without
 // NID records is plain IPv6.
+//
+// With ipv4-locators on at the MN (issue 14), an IPv4 address it gets is published as an L32
+// record and removed with the address.
 func TestDNSRendezvous(t *testing.T) {
-	n := newRdvNet(t, rdvOptions{withCR: true})
+	n := newRdvNet(t, rdvOptions{withCR: true, mnIPv4: true})
 
 	// Records on start.
 	if _, err := n.waitL64s(10*time.Second, l2); err != nil {
@@ -429,6 +461,42 @@ func TestDNSRendezvous(t *testing.T) {
 		if !found {
 			t.Errorf("no dns_update_result %q event:\n%s", final, formatEvents(evs, 0))
 		}
+	})
+
+	t.Run("IPv4 locator published as an L32 record", func(t *testing.T) {
+		if got, err := n.l32s(); err != nil || len(got) != 0 {
+			t.Fatalf("L32 records before the MN had an IPv4 address: %v (%v)", got, err)
+		}
+		// A private address first (a DHCP client's work: address and router at once; ilnpd
+		// waits for the route): a locator, but not published (behind a NAT, it would send
+		// correspondents elsewhere to another host). Then a public one beside it: published,
+		// alone, though the private one was in the locator set first.
+		n.MN.Run("sh", "-c", "ip addr add 10.9.0.2/24 dev mn2 && ip route add default via 10.9.0.1 dev mn2")
+		private, err := encap.L32(netip.MustParseAddrPort("10.9.0.2:49191"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.waitFor(5*time.Second, "the private IPv4 address a locator of the MN", func() (bool, string) {
+			rows, err := n.mn.locators()
+			st := stateOf(rows, private)
+			return err == nil && (st == "active" || st == "valid"), fmt.Sprint(rows, err)
+		})
+		n.MN.Run("ip", "addr", "add", "192.0.2.2/24", "dev", "mn2")
+		var got []string
+		n.waitFor(5*time.Second, "an L32 record for 192.0.2.2, none for 10.9.0.2", func() (bool, string) {
+			got, err = n.l32s()
+			return err == nil && len(got) == 1 && strings.HasSuffix(got[0], " 192.0.2.2"), fmt.Sprint(got, err)
+		})
+		t.Logf("L32 RRset with the IPv4 locator: %v; dig:\n%s", got, n.dig("+noall", "+answer", rdvName, "L32"))
+		n.MN.Run("ip", "addr", "del", "192.0.2.2/24", "dev", "mn2")
+		n.waitFor(5*time.Second, "the L32 record gone with the address", func() (bool, string) {
+			got, err = n.l32s()
+			return err == nil && len(got) == 0, fmt.Sprint(got, err)
+		})
+		if _, err := n.waitL64s(5*time.Second, l3); err != nil {
+			t.Error(err)
+		}
+		n.MN.Run("sh", "-c", "ip route del default via 10.9.0.1 dev mn2 && ip addr del 10.9.0.2/24 dev mn2")
 	})
 
 	// Shutdown keeps the records: a restarting MN stays reachable by name.

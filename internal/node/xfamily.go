@@ -228,6 +228,67 @@ func (n *Node) prepareIPv4Locator(loc wire.L64, ifindex int) {
 	}
 }
 
+// publishesL32 reports whether the DNS rendezvous publishes this node's IPv4 locators as L32
+// records (RFC 6742 s.2.2): with ipv4-locators on and the default encapsulation port, since an
+// L32 record has no port and a correspondent reads it as encap.DefaultPort.
+func (n *Node) publishesL32() bool {
+	return n.cfg.IPv4Locators && n.cfg.EncapPort == encap.DefaultPort
+}
+
+// publishableL32 reports whether the IPv4 locator l goes into DNS (publishesL32, l32InDNS).
+func (n *Node) publishableL32(l wire.L64) bool {
+	return n.publishesL32() && l32InDNS(l)
+}
+
+// l32InDNS reports whether an IPv4 locator may be published: on encap.DefaultPort, and an
+// address others can reach. A private (RFC 1918), shared (RFC 6598, carrier-grade NAT),
+// link-local or loopback address is this side of a NAT or of no use beyond its link: in a
+// zone anyone may query it would send correspondents elsewhere to some other host, or
+// nowhere (a node behind a NAT is reached through the sessions it has, not by name).
+func l32InDNS(l wire.L64) bool {
+	ep, ok := encap.Endpoint(l)
+	if !ok || ep.Port() != encap.DefaultPort {
+		return false
+	}
+	a := ep.Addr()
+	return a.IsGlobalUnicast() && !a.IsPrivate() && !sharedAddressSpace.Contains(a)
+}
+
+// sharedAddressSpace is RFC 6598's 100.64.0.0/10, the addresses between a carrier-grade NAT
+// and its customers.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+// adoptedLocal checks a local locator a previous ilnpd left in the datapath (adoptLocals):
+// whether it is still there, its lifetimes and its next hop. An IPv6 one by its [L64:NID]
+// address on the interface. An IPv4 one is adopted, keeping its place in the policy's order,
+// when IPv4 locators are still on with the same port and its address is still on the running
+// interface; its lifetimes are the address's, its next hop encapNextHop as when it was
+// learned. Relearning it instead made it the newest locator, which the policy may switch to: a
+// move, and an LU to every correspondent, caused by nothing but the restart.
+func (n *Node) adoptedLocal(l datapath.LocalLocator, addr netip.Addr) (router netip.Addr, valid, preferred time.Duration, ok bool) {
+	ep, isIPv4 := encap.Endpoint(l.Locator)
+	if !isIPv4 {
+		valid, preferred, ok = n.host.addressLifetimes(l.Ifindex, addr)
+		return l.NextHop, valid, preferred, ok
+	}
+	if !n.cfg.IPv4Locators || ep.Port() != n.cfg.EncapPort {
+		return netip.Addr{}, 0, 0, false
+	}
+	if ifc, err := net.InterfaceByIndex(l.Ifindex); err != nil || ifc.Flags&net.FlagRunning == 0 {
+		return netip.Addr{}, 0, 0, false
+	}
+	addrs, err := n.host.ipv4Addresses(l.Ifindex)
+	if err != nil {
+		return netip.Addr{}, 0, 0, false
+	}
+	for _, a := range addrs {
+		if a.addr == ep.Addr() {
+			return encapNextHop, a.valid, a.preferred, a.valid > 0
+		}
+	}
+	return netip.Addr{}, 0, 0, false
+}
+
 // putEncapLocal writes an IPv4 local locator into the datapath (syncLocals).
 func (n *Node) putEncapLocal(l ilcc.Local) error {
 	ep, ok := encap.Endpoint(l.Locator)

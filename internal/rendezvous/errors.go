@@ -53,7 +53,7 @@ func (c Cause) hint() string {
 	case CauseBadTime:
 		return "the server says our clock is off by more than the TSIG fudge (300 s)"
 	case CauseRefused:
-		return "the server refused the update: check update-policy/allow-update for this key, name and types NID L64"
+		return "the server refused the update: check update-policy/allow-update for this key, name and types NID L64 L32"
 	case CauseNotAuth:
 		return "the server is not authoritative for the zone (or rejected the TSIG): check zone and server"
 	case CauseNotZone:

@@ -15,11 +15,15 @@ import (
 
 	"github.com/miekg/dns"
 
+	"ilnp/internal/encap"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
 
-// LocatorEntry is one valid local locator to publish.
+// LocatorEntry is one valid local locator to publish: an IPv6 locator (an L64 record) or an
+// IPv4 one in the encap mapping (an L32 record, RFC 6742 s.2.2), which must be on
+// encap.DefaultPort: an L32 record has no port, and a correspondent reads it as that port
+// (wire.ILVsFromRRs).
 type LocatorEntry struct {
 	Locator    wire.L64
 	Preference uint16 // lower is more preferred (RFC 6742 s.2.3)
@@ -75,8 +79,8 @@ type Status struct {
 	Stats     Stats
 }
 
-// Publisher keeps a node's NID and L64 records on its DNS server equal to its current valid
-// locators. Publish never blocks; a single background goroutine (Run) sends the updates.
+// Publisher keeps a node's NID, L64 and L32 records on its DNS server equal to its current
+// valid locators. Publish never blocks; a single background goroutine (Run) sends the updates.
 type Publisher struct {
 	cfg  PublisherConfig
 	name string
@@ -158,7 +162,7 @@ func serverAddr(s string) (string, error) {
 }
 
 // Publish asks for the name's records to become: the NID record for nid and one L64 record
-// per entry. It validates and returns at once; Run sends the update. A later Publish
+// per IPv6 entry, one L32 record per IPv4 entry. It validates and returns at once; Run sends the update. A later Publish
 // supersedes an earlier one that is not yet on the server. An empty set is not published (a
 // node without locators cannot reach the server anyway, and the last published set is the
 // best hint correspondents can have); Publish returns nil and keeps the previous state.
@@ -167,6 +171,11 @@ func (p *Publisher) Publish(ctx context.Context, nid wire.NID, locs []LocatorEnt
 	if len(locs) == 0 {
 		p.log.DebugContext(ctx, "empty locator set not published; keeping the previous records")
 		return nil
+	}
+	for _, l := range locs {
+		if ep, ok := encap.Endpoint(l.Locator); ok && ep.Port() != encap.DefaultPort {
+			return fmt.Errorf("rendezvous: IPv4 locator %v: an L32 record has no port, only %d can be published", ep, encap.DefaultPort)
+		}
 	}
 	clean := slices.Clone(locs)
 	slices.SortFunc(clean, func(a, b LocatorEntry) int {
@@ -329,10 +338,27 @@ func (p *Publisher) backoff(attempt int) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// rrsets is the NID and L64 content of the name on the server, TTLs ignored.
+// rrsets is the NID, L64 and L32 content of the name on the server, TTLs ignored.
 type rrsets struct {
 	nids []dns.RR
 	l64s []dns.RR
+	l32s []dns.RR
+}
+
+// sets is s's RRsets with their types, in the order updates list them.
+func (s *rrsets) sets() []struct {
+	rrs []dns.RR
+	typ uint16
+} {
+	return []struct {
+		rrs []dns.RR
+		typ uint16
+	}{{s.nids, dns.TypeNID}, {s.l64s, dns.TypeL64}, {s.l32s, dns.TypeL32}}
+}
+
+// all is every record of s.
+func (s *rrsets) all() []dns.RR {
+	return slices.Concat(s.nids, s.l64s, s.l32s)
 }
 
 // sync makes the server hold w. Why one UPDATE per change, and why prerequisites:
@@ -381,36 +407,10 @@ func (p *Publisher) syncOnce(ctx context.Context, w *desired, server **rrsets) (
 	have := *server
 	ttl := uint32(p.cfg.TTL / time.Second)
 	want := p.wantRRs(w)
-	wantNID, wantL64 := want.nids, want.l64s
-	if sameRdata(have.nids, wantNID) && sameRdata(have.l64s, wantL64) && sameTTL(have, ttl) {
+	if sameRdata(have.nids, want.nids) && sameRdata(have.l64s, want.l64s) && sameRdata(have.l32s, want.l32s) && sameTTL(have, ttl) {
 		return CauseOK, nil
 	}
-
-	m := new(dns.Msg)
-	m.SetUpdate(p.zone)
-	for _, set := range []struct {
-		rrs []dns.RR
-		typ uint16
-	}{{have.nids, dns.TypeNID}, {have.l64s, dns.TypeL64}} {
-		if len(set.rrs) == 0 {
-			m.RRsetNotUsed([]dns.RR{&dns.ANY{Hdr: dns.RR_Header{Name: p.name, Rrtype: set.typ}}})
-			continue
-		}
-		m.Used(copyRRs(set.rrs))
-	}
-	m.Insert(copyRRs(append(slices.Clone(wantNID), wantL64...)))
-	var gone []dns.RR
-	for _, rr := range have.nids {
-		if !containsRdata(wantNID, rr) {
-			gone = append(gone, rr)
-		}
-	}
-	for _, rr := range have.l64s {
-		if !containsRdata(wantL64, rr) {
-			gone = append(gone, rr)
-		}
-	}
-	m.Remove(copyRRs(gone))
+	m := updateMsg(p.zone, p.name, have, want)
 
 	p.mu.Lock()
 	p.stats.UpdatesSent++
@@ -436,25 +436,59 @@ func (p *Publisher) syncOnce(ctx context.Context, w *desired, server **rrsets) (
 	return CauseOK, nil
 }
 
-// wantRRs is the NID and L64 records that publish w.
+// updateMsg is the one UPDATE that turns have into want (see sync): per type, a prerequisite
+// that the RRset is exactly have's (RFC 2136 s.2.4.2) or, when have has none, that it does
+// not exist (s.2.4.3); then every wanted record added (s.2.5.1), then each of have's records
+// that is no longer wanted deleted (s.2.5.4). Types in the order NID, L64, L32. No I/O: the
+// exchanger signs and sends it.
+func updateMsg(zone, name string, have, want *rrsets) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetUpdate(zone)
+	for _, set := range have.sets() {
+		if len(set.rrs) == 0 {
+			m.RRsetNotUsed([]dns.RR{&dns.ANY{Hdr: dns.RR_Header{Name: name, Rrtype: set.typ}}})
+			continue
+		}
+		m.Used(copyRRs(set.rrs))
+	}
+	m.Insert(copyRRs(want.all()))
+	var gone []dns.RR
+	wanted := want.sets()
+	for i, set := range have.sets() {
+		for _, rr := range set.rrs {
+			if !containsRdata(wanted[i].rrs, rr) {
+				gone = append(gone, rr)
+			}
+		}
+	}
+	m.Remove(copyRRs(gone))
+	return m
+}
+
+// wantRRs is the NID, L64 and L32 records that publish w.
 func (p *Publisher) wantRRs(w *desired) *rrsets {
 	hdr := func(t uint16) dns.RR_Header {
 		return dns.RR_Header{Name: p.name, Rrtype: t, Class: dns.ClassINET, Ttl: uint32(p.cfg.TTL / time.Second)}
 	}
 	s := &rrsets{nids: []dns.RR{&dns.NID{Hdr: hdr(dns.TypeNID), Preference: p.cfg.NIDPreference, NodeID: uint64(w.nid)}}}
 	for _, l := range w.locs {
+		if ep, ok := encap.Endpoint(l.Locator); ok {
+			s.l32s = append(s.l32s, &dns.L32{Hdr: hdr(dns.TypeL32), Preference: l.Preference, Locator32: ep.Addr().AsSlice()})
+			continue
+		}
 		s.l64s = append(s.l64s, &dns.L64{Hdr: hdr(dns.TypeL64), Preference: l.Preference, Locator64: uint64(l.Locator)})
 	}
 	return s
 }
 
-// readState queries the server for the name's current NID and L64 RRsets.
+// readState queries the server for the name's current NID, L64 and L32 RRsets (L32 always,
+// also for a node without IPv4 locators: an earlier run may have left some).
 func (p *Publisher) readState(ctx context.Context) (*rrsets, Cause, error) {
 	p.mu.Lock()
 	p.stats.StateReads++
 	p.mu.Unlock()
 	cur := &rrsets{}
-	for _, t := range []uint16{dns.TypeNID, dns.TypeL64} {
+	for _, t := range []uint16{dns.TypeNID, dns.TypeL64, dns.TypeL32} {
 		q := new(dns.Msg)
 		q.SetQuestion(p.name, t)
 		q.RecursionDesired = false
@@ -479,10 +513,13 @@ func (p *Publisher) readState(ctx context.Context) (*rrsets, Cause, error) {
 			if h.Rrtype != t || h.Class != dns.ClassINET || dns.CanonicalName(h.Name) != p.name {
 				continue
 			}
-			if t == dns.TypeNID {
+			switch t {
+			case dns.TypeNID:
 				cur.nids = append(cur.nids, rr)
-			} else {
+			case dns.TypeL64:
 				cur.l64s = append(cur.l64s, rr)
+			default:
+				cur.l32s = append(cur.l32s, rr)
 			}
 		}
 	}
@@ -497,14 +534,26 @@ func (p *Publisher) emit(e timeline.Event) {
 	p.cfg.Emit(e)
 }
 
+// describe is "nid=N l64=LOC/PREF,..." and, when there are IPv4 locators, " l32=ADDR/PREF,..."
+// (the lab reads the l64 list: lab/dns.go).
 func describe(w *desired) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "nid=%s l64=", w.nid)
-	for i, l := range w.locs {
-		if i > 0 {
+	var l32 []string
+	n := 0
+	for _, l := range w.locs {
+		if ep, ok := encap.Endpoint(l.Locator); ok {
+			l32 = append(l32, fmt.Sprintf("%s/%d", ep.Addr(), l.Preference))
+			continue
+		}
+		if n > 0 {
 			b.WriteByte(',')
 		}
+		n++
 		fmt.Fprintf(&b, "%s/%d", l.Locator, l.Preference)
+	}
+	if len(l32) > 0 {
+		b.WriteString(" l32=" + strings.Join(l32, ","))
 	}
 	return b.String()
 }
@@ -535,7 +584,7 @@ func sameRdata(a, b []dns.RR) bool {
 }
 
 func sameTTL(s *rrsets, ttl uint32) bool {
-	for _, rr := range append(slices.Clone(s.nids), s.l64s...) {
+	for _, rr := range s.all() {
 		if rr.Header().Ttl != ttl {
 			return false
 		}

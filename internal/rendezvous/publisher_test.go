@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"ilnp/internal/encap"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
@@ -100,12 +102,36 @@ func TestPublishThenMoveVisibleWithDig(t *testing.T) {
 	if got := digSet(t, e, "NID"); len(got) != 1 {
 		t.Fatalf("NID RRset changed by moves: %v", got)
 	}
+
+	// An IPv4 locator (issue 14) beside l2: an L32 record (RFC 6742 s.2.2) with its
+	// preference, and gone again with the locator; the L64 RRset stays as it was.
+	v4, err := encap.L32(netip.MustParseAddrPort("198.51.100.7:49191"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		locs []LocatorEntry
+		want string
+	}{{[]LocatorEntry{{l2, 10}, {v4, 20}}, "20 198.51.100.7"}, {[]LocatorEntry{{l2, 10}}, ""}} {
+		if err := p.Publish(context.Background(), testNID, c.locs); err != nil {
+			t.Fatal(err)
+		}
+		waitPublished(t, p, 5*time.Second)
+		out, err := e.srv.Dig(e.mn, "+short", mnName, "L32")
+		if err != nil || strings.TrimSpace(out) != c.want {
+			t.Fatalf("dig %s L32 after publishing %v: %q (%v), want %q", mnName, c.locs, out, err, c.want)
+		}
+		if got := digSet(t, e, "L64"); !maps.Equal(got, map[uint64]uint16{uint64(l2): 10}) {
+			t.Fatalf("L64 with the IPv4 locator %v: %v, want only %v", c.locs, got, l2)
+		}
+	}
+
 	k := rec.kinds()
-	if k[timeline.DNSUpdateSent] < 6 || k[timeline.DNSUpdateResult] != k[timeline.DNSUpdateSent] {
-		t.Errorf("timeline events %v: want >= 6 sent, one result per sent", k)
+	if k[timeline.DNSUpdateSent] < 8 || k[timeline.DNSUpdateResult] != k[timeline.DNSUpdateSent] {
+		t.Errorf("timeline events %v: want >= 8 sent, one result per sent", k)
 	}
 	st := p.Status()
-	if st.Stats.UpdatesOK < 6 || len(st.Stats.Errors) != 0 {
+	if st.Stats.UpdatesOK < 8 || len(st.Stats.Errors) != 0 {
 		t.Errorf("stats %+v", st.Stats)
 	}
 }

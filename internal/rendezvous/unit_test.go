@@ -48,7 +48,8 @@ func TestPublishCoalescesLatestWins(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := range 3 {
-		if err := p.Publish(ctx, testNID, []LocatorEntry{{wire.L64(i + 1), 10}, {wire.L64(i + 1), 5}}); err != nil {
+		l := wire.L64(i+1) << 48 // outside 0000::/16, which holds IPv4 locators
+		if err := p.Publish(ctx, testNID, []LocatorEntry{{l, 10}, {l, 5}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +58,7 @@ func TestPublishCoalescesLatestWins(t *testing.T) {
 	if st.Wanted != 3 || st.Published != 0 || st.Stats.Superseded != 2 || st.Stats.Publishes != 3 {
 		t.Fatalf("status %+v", st)
 	}
-	if w := p.want; len(w.locs) != 1 || w.locs[0] != (LocatorEntry{3, 5}) {
+	if w := p.want; len(w.locs) != 1 || w.locs[0] != (LocatorEntry{3 << 48, 5}) {
 		t.Fatalf("latest state %+v, want only locator 3 at preference 5", w.locs)
 	}
 }

@@ -141,16 +141,32 @@ func (t *Topology) multihomeAfter(ctx context.Context) error {
 // first CN -> MN data packet (UDP or TCP: not a liveness probe) that arrived at the MN's
 // capture addressed to its L3 locator, the path that did not fail; nil when none arrived.
 // t0 is the flow's start on the capture's clock.
+//
+// failAt is stamped just before the nft command that makes the failure, which takes effect
+// some milliseconds later (the command's start-up: 10-25 ms measured); a CN -> MN data packet
+// that still arrived via L2 after failAt proves that the failure had not taken effect when
+// it was forwarded. So the failure is taken at the later of failAt and the last such
+// delivery before the first via L3: still a lower bound of the failure's instant (failover_ms
+// stays an upper bound), and then exactly the issue's "after the last delivery on the failed
+// path".
 func FailoverMs(mn []pcap.Packet, t0 time.Time, cnNID, mnNID uint64, failAt float64) *float64 {
-	l3 := L3.Addr().As16()
+	l2, l3 := L2.Addr().As16(), L3.Addr().As16()
+	failed := failAt
 	for i := range mn {
 		p := &mn[i]
 		if p.Dir == pcap.DirOutgoing || p.SrcNID() != cnNID || p.DstNID() != mnNID ||
-			(p.Proto != pcap.ProtoUDP && p.Proto != pcap.ProtoTCP) || [8]byte(p.Dst[:8]) != [8]byte(l3[:8]) {
+			(p.Proto != pcap.ProtoUDP && p.Proto != pcap.ProtoTCP) {
 			continue
 		}
-		if at := p.Time.Sub(t0).Seconds(); at >= failAt {
-			ms := (at - failAt) * 1000
+		at := p.Time.Sub(t0).Seconds()
+		if at < failAt {
+			continue
+		}
+		switch [8]byte(p.Dst[:8]) {
+		case [8]byte(l2[:8]):
+			failed = max(failed, at)
+		case [8]byte(l3[:8]):
+			ms := (at - failed) * 1000
 			return &ms
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,8 @@ func TestParseFail(t *testing.T) {
 }
 
 // FailoverMs takes the first CN -> MN data packet addressed to L3 at or after the failure:
-// not one before it, not a probe, not one the MN sent.
+// not one before it, not a probe, not one the MN sent; from the last delivery via L2 when
+// that came after the failure's stamp.
 func TestFailoverMs(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	cn, mn := nid64(CNNID), nid64(MNNID)
@@ -79,6 +81,12 @@ func TestFailoverMs(t *testing.T) {
 	}
 	if got := FailoverMs(pkts[:4], t0, cn, mn, 2.0); got != nil {
 		t.Fatalf("no data via L3 after the failure: %v, want nil", *got)
+	}
+	// A delivery via L2 after the stamp (the nft command had not taken effect yet): the
+	// failure came after it.
+	late := slices.Insert(slices.Clone(pkts), 2, pkt(2050, L2, pcap.ProtoUDP, pcap.DirIncoming))
+	if got := FailoverMs(late, t0, cn, mn, 2.0); got == nil || *got < 129.9 || *got > 130.1 {
+		t.Fatalf("failover with a late delivery via L2 %v, want 130 ms", got)
 	}
 }
 

@@ -361,7 +361,19 @@ func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding
 	on := n.cache.Policy().Name() == (ilcc.Multipath{}).Name()
 	byPeer := map[wire.NID][]datapath.MultipathPair{}
 	if on {
-		for _, k := range cands { // sorted: the same pairs in the same order every time
+		// The pairs in an order both ends agree on (by their two locators, whichever is
+		// ours): the datapath's flow hash is the same at both ends, so a flow's two
+		// directions then take the same pair.
+		cands = slices.Clone(cands)
+		canon := func(k paths.Key) (wire.L64, wire.L64) {
+			return min(k.Local, k.Remote), max(k.Local, k.Remote)
+		}
+		slices.SortStableFunc(cands, func(a, b paths.Key) int {
+			a1, a2 := canon(a)
+			b1, b2 := canon(b)
+			return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a1, b1), cmp.Compare(a2, b2))
+		})
+		for _, k := range cands { // the same pairs in the same order every time
 			if m.tracker.State(k) == paths.Dead || len(byPeer[k.Peer]) == datapath.MaxMultipathPairs {
 				continue
 			}

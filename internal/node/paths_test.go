@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -410,12 +411,15 @@ func TestSilentPathFailover(t *testing.T) {
 		}
 	})
 	t.Run("multipath spreads flows", func(t *testing.T) {
-		if out, err := n.mn.ctl("set", "policy", "multipath"); err != nil {
-			t.Fatalf("set policy multipath: %v %s", err, out)
+		for _, d := range []*daemon{n.mn, n.cn} { // both ends, as a flow's two directions
+			if out, err := d.ctl("set", "policy", "multipath"); err != nil {
+				t.Fatalf("%s: set policy multipath: %v %s", d.name, err, out)
+			}
 		}
 		// The next poll writes the spread; flows already running may move to their pair once
 		// (a one-time reordering), so retransmissions are counted from after that.
 		time.Sleep(500 * time.Millisecond)
+		rxOf := map[string]uint64{}
 		tx := func() map[string]uint64 {
 			var rows []paths.View
 			if err := n.mn.showJSON("paths", &rows); err != nil {
@@ -424,10 +428,12 @@ func TestSilentPathFailover(t *testing.T) {
 			out := map[string]uint64{}
 			for _, r := range rows {
 				out[r.Local] = r.TxBytes
+				rxOf[r.Local] = r.RxBytes
 			}
 			return out
 		}
 		before := tx()
+		rxBefore := maps.Clone(rxOf)
 		mctx, mcancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		var retrans, reord atomic.Uint64
@@ -456,6 +462,12 @@ func TestSilentPathFailover(t *testing.T) {
 		mcancel()
 		wg.Wait()
 		for _, loc := range []string{l2.String(), l3.String()} {
+			// The flow hash is the same at both ends: every flow's ACKs come back on the
+			// pair its data left on (ACKs are about 2-4 % of the data's bytes; a pair whose
+			// flows were answered on the other one would get only probes, under 0.1 %).
+			if sent, got := after[loc]-before[loc], rxOf[loc]-rxBefore[loc]; got < sent/200 {
+				t.Errorf("multipath: %d bytes sent from %s, only %d received on its pair: the flows' two directions took different pairs", sent, loc, got)
+			}
 			if got := after[loc] - before[loc]; got < 1<<20 {
 				t.Errorf("multipath: %d bytes sent from %s in 1.5 s of 8 flows, want over 1 MiB on each pair", got, loc)
 			}

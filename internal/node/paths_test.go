@@ -217,8 +217,17 @@ func TestSilentPathFailover(t *testing.T) {
 	go flow.run(ctx, udp)
 
 	n.waitFor(10*time.Second, "both flows on L3", func() (bool, string) {
-		s := n.cn.session(t, mnNID)
-		return flow.count() > 100 && received.Load() > 1<<20 && s.ActiveRemote == l3.String(), fmt.Sprintf("%+v echoes=%d bytes=%d", s, flow.count(), received.Load())
+		// The CN's daemon learns of the session from its datapath's event a moment after the
+		// first packets: until then there is none to look at.
+		rows, err := n.cn.sessions()
+		var s sessionRow
+		for _, r := range rows {
+			if r.PeerNID == mnNID.String() {
+				s = r
+			}
+		}
+		return err == nil && flow.count() > 100 && received.Load() > 1<<20 && s.ActiveRemote == l3.String(),
+			fmt.Sprintf("%+v %v echoes=%d bytes=%d", s, err, flow.count(), received.Load())
 	})
 	time.Sleep(500 * time.Millisecond)
 	tcpBefore := tcpInfo(t, tcp)

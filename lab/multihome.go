@@ -138,20 +138,48 @@ func (t *Topology) multihomeAfter(ctx context.Context) error {
 }
 
 // FailoverMs is the time from a failure at failAt (seconds since the flow started) to the
-// first CN -> MN data packet (UDP or TCP: not a liveness probe) that arrived at the MN's
-// capture addressed to its L3 locator, the path that did not fail; nil when none arrived.
-// t0 is the flow's start on the capture's clock.
+// first CN -> MN data packet (UDP or TCP: not a liveness probe) of a flow that had come via
+// L2 that arrived at the MN's capture addressed to its L3 locator, the path that did not fail;
+// nil when none arrived. A flow is its protocol and ports; only the flows that came via L2 in
+// the second before the failure count (under multipath other flows were on L3 all along, and
+// their packets there say nothing about the failover). t0 is the flow's start on the
+// capture's clock.
+//
+// failAt is stamped just before the nft command that makes the failure, which takes effect
+// some milliseconds later (the command's start-up: 10-25 ms measured); a packet of those flows
+// that still arrived via L2 after failAt proves that the failure had not taken effect when it
+// was forwarded. So the failure is taken at the later of failAt and the last such delivery
+// before the first via L3: still a lower bound of the failure's instant (failover_ms stays an
+// upper bound), and then exactly the "after the last delivery on the failed path".
 func FailoverMs(mn []pcap.Packet, t0 time.Time, cnNID, mnNID uint64, failAt float64) *float64 {
-	l3 := L3.Addr().As16()
+	type flow struct {
+		proto      uint8
+		sport, dpt uint16
+	}
+	l2, l3 := L2.Addr().As16(), L3.Addr().As16()
+	onL2 := map[flow]bool{}
+	failed := failAt
 	for i := range mn {
 		p := &mn[i]
 		if p.Dir == pcap.DirOutgoing || p.SrcNID() != cnNID || p.DstNID() != mnNID ||
-			(p.Proto != pcap.ProtoUDP && p.Proto != pcap.ProtoTCP) || [8]byte(p.Dst[:8]) != [8]byte(l3[:8]) {
+			(p.Proto != pcap.ProtoUDP && p.Proto != pcap.ProtoTCP) {
 			continue
 		}
-		if at := p.Time.Sub(t0).Seconds(); at >= failAt {
-			ms := (at - failAt) * 1000
-			return &ms
+		at, f := p.Time.Sub(t0).Seconds(), flow{p.Proto, p.SrcPort, p.DstPort}
+		if at < failAt-1 {
+			continue
+		}
+		switch [8]byte(p.Dst[:8]) {
+		case [8]byte(l2[:8]):
+			onL2[f] = true
+			if at >= failAt {
+				failed = max(failed, at)
+			}
+		case [8]byte(l3[:8]):
+			if at >= failAt && onL2[f] {
+				ms := (at - failed) * 1000
+				return &ms
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,8 @@ func TestParseFail(t *testing.T) {
 }
 
 // FailoverMs takes the first CN -> MN data packet addressed to L3 at or after the failure:
-// not one before it, not a probe, not one the MN sent.
+// not one before it, not a probe, not one the MN sent, not one of a flow that was not on L2;
+// from the last delivery via L2 when that came after the failure's stamp.
 func TestFailoverMs(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	cn, mn := nid64(CNNID), nid64(MNNID)
@@ -65,10 +67,15 @@ func TestFailoverMs(t *testing.T) {
 		return pcap.Packet{Time: t0.Add(time.Duration(ms) * time.Millisecond), Dir: dir,
 			Src: Addr(L1, CNNID).As16(), Dst: Addr(dst, MNNID).As16(), Proto: proto}
 	}
+	other := pkt(2120, L3, pcap.ProtoUDP, pcap.DirIncoming) // a flow that was on L3 all along
+	other.SrcPort = 7
 	pkts := []pcap.Packet{
 		pkt(1000, L3, pcap.ProtoUDP, pcap.DirIncoming), // before the failure
+		pkt(1900, L3, pcap.ProtoTCP, pcap.DirIncoming), // before the failure
+		pkt(1950, L2, pcap.ProtoTCP, pcap.DirIncoming),
 		pkt(2000, L2, pcap.ProtoUDP, pcap.DirIncoming), // the failed path
-		pkt(2100, L3, 58, pcap.DirIncoming),            // a probe
+		other,
+		pkt(2100, L3, 58, pcap.DirIncoming), // a probe
 		pkt(2150, L3, pcap.ProtoUDP, pcap.DirOutgoing), // not received
 		pkt(2180, L3, pcap.ProtoTCP, pcap.DirIncoming),
 		pkt(2300, L3, pcap.ProtoUDP, pcap.DirIncoming),
@@ -77,8 +84,14 @@ func TestFailoverMs(t *testing.T) {
 	if got == nil || *got < 179.9 || *got > 180.1 {
 		t.Fatalf("failover %v, want 180 ms", got)
 	}
-	if got := FailoverMs(pkts[:4], t0, cn, mn, 2.0); got != nil {
+	if got := FailoverMs(pkts[:7], t0, cn, mn, 2.0); got != nil {
 		t.Fatalf("no data via L3 after the failure: %v, want nil", *got)
+	}
+	// A delivery via L2 after the stamp (the nft command had not taken effect yet): the
+	// failure came after it.
+	late := slices.Insert(slices.Clone(pkts), 5, pkt(2050, L2, pcap.ProtoUDP, pcap.DirIncoming))
+	if got := FailoverMs(late, t0, cn, mn, 2.0); got == nil || *got < 129.9 || *got > 130.1 {
+		t.Fatalf("failover with a late delivery via L2 %v, want 130 ms", got)
 	}
 }
 

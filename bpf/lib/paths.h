@@ -104,18 +104,20 @@ static __always_inline void ilnp_path_probe_pair(const struct __sk_buff *skb,
 	*remote = pk->remote_l64;
 }
 
-/* A flow's hash over the session-view addresses, the protocol and the ports: the same for
- * every packet of the flow. */
+/* A flow's hash over the identifiers, the protocol and the ports: the same for every packet of
+ * the flow, and the same at both ends (each end's side hashed alone and the two added), so that
+ * with the pairs listed in the same order at both ends (internal/node/paths.go) a flow's two
+ * directions take the same locator pair and the pair's liveness sees its answers. */
 static __always_inline __u64 ilnp_flow_hash(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
 {
-	__u32 ports = 0;
+	__be16 ports[2] = {};
 	__u64 h;
 
 	if (pkt->l4_off)
-		bpf_skb_load_bytes(skb, pkt->l4_off, &ports, sizeof(ports));
-	h = pkt->ip6.src_l64 ^ (pkt->ip6.src_nid * 0x9e3779b97f4a7c15ULL) ^
-	    (pkt->ip6.dst_l64 * 0xc2b2ae3d27d4eb4fULL) ^ (pkt->ip6.dst_nid * 0x165667b19e3779f9ULL) ^
-	    ((__u64)ports << 8 | pkt->l4_proto);
+		bpf_skb_load_bytes(skb, pkt->l4_off, ports, sizeof(ports));
+	h = ((pkt->ip6.src_nid * 0x9e3779b97f4a7c15ULL) ^ ((__u64)ports[0] * 0xc2b2ae3d27d4eb4fULL)) +
+	    ((pkt->ip6.dst_nid * 0x9e3779b97f4a7c15ULL) ^ ((__u64)ports[1] * 0xc2b2ae3d27d4eb4fULL));
+	h ^= pkt->l4_proto;
 	/* murmur3's 64-bit finaliser */
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;

@@ -24,8 +24,10 @@ import (
 	"ilnp/internal/wire"
 )
 
-// pathPollInterval is how often the loop reads the datapath's per-pair counters: well inside
-// the 100 ms margin of the liveness bound.
+// pathPollInterval is how often the loop reads the datapath's per-pair counters: it must see
+// a quiet episode begin well before its suspect probe is due (RTT + 15 ms). Between polls the
+// loop also wakes when the tracker's next decision is due (paths.Tracker.Next: a suspect
+// probe, a probe's answer overdue), so a verdict is not late by up to a poll.
 const pathPollInterval = 20 * time.Millisecond
 
 // pathMonitor is path liveness without link-down (issue 16): the loop feeds the datapath's
@@ -42,6 +44,9 @@ type pathMonitor struct {
 	down    map[healthKey]bool
 	flowsAt time.Time                             // when the sockets were last counted
 	spread  map[wire.NID][]datapath.MultipathPair // what the multipath policy last wrote
+	// wallBase and monoBase are one instant on our clock and on CLOCK_MONOTONIC (ns).
+	wallBase time.Time
+	monoBase uint64
 
 	mu    sync.Mutex
 	views []paths.View
@@ -76,18 +81,38 @@ func (n *Node) runPaths(ctx context.Context) {
 	n.pathmon.Store(m)
 	answers := make(chan echoAnswer, 64)
 	go ps.read(ctx, answers)
-	tick := time.NewTicker(pathPollInterval)
-	defer tick.Stop()
+	// One timer: the next poll, or the tracker's next decision if that comes first.
+	wake := time.NewTimer(pathPollInterval)
+	defer wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case a := <-answers:
 			_ = n.do(ctx, func() error { m.answered(a); return nil })
-		case <-tick.C:
-			if err := n.do(ctx, func() error { n.pollPaths(m); return nil }); err != nil {
+		case <-wake.C:
+			var next time.Time
+			if err := n.do(ctx, func() error {
+				// Answers already read go in first: a verdict must not miss one that is
+				// only waiting for the loop.
+				for drained := false; !drained; {
+					select {
+					case a := <-answers:
+						m.answered(a)
+					default:
+						drained = true
+					}
+				}
+				now := n.pollPaths(m)
+				next = m.tracker.Next(now)
+				if next.IsZero() || next.After(now.Add(pathPollInterval)) {
+					next = now.Add(pathPollInterval)
+				}
+				return nil
+			}); err != nil {
 				return
 			}
+			wake.Reset(max(time.Until(next), time.Millisecond))
 		}
 	}
 }
@@ -101,15 +126,15 @@ func (m *pathMonitor) answered(a echoAnswer) {
 	m.tracker.Answered(s.key, s.at, a.at)
 }
 
-// pollPaths is one step of the monitor on the loop.
-func (n *Node) pollPaths(m *pathMonitor) {
+// pollPaths is one step of the monitor on the loop; it returns the step's time.
+func (n *Node) pollPaths(m *pathMonitor) time.Time {
 	now := time.Now()
-	mono := datapath.MonotonicCoarseNow()
+	mono := datapath.MonotonicNs()
 	locals := n.cache.Locals()
 	stats, err := n.dp.Paths()
 	if err != nil {
 		n.log.Warn("path counters", "err", err)
-		return
+		return now
 	}
 	// The datapath counts pairs only for sessions that proved two-way traffic (bpf/lib/paths.h:
 	// ours once the peer answered, a responder's once its correspondent sent again after our
@@ -172,14 +197,22 @@ func (n *Node) pollPaths(m *pathMonitor) {
 	slices.SortFunc(cands, func(a, b paths.Key) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
 	})
+	// The datapath's times (CLOCK_MONOTONIC_COARSE: CLOCK_MONOTONIC at the last tick) map to
+	// ours through one fixed base, so that one packet's time is the same instant at every step
+	// (a quiet episode is known by its start; mapping through each step's own pair of clock
+	// readings made it jitter by the coarse clock's tick and start afresh every step).
+	if m.monoBase == 0 {
+		m.wallBase, m.monoBase = now, mono
+	}
 	at := func(ns uint64) time.Time {
 		if ns == 0 {
 			return time.Time{}
 		}
-		if ns > mono {
+		t := m.wallBase.Add(time.Duration(int64(ns) - int64(m.monoBase)))
+		if t.After(now) {
 			return now
 		}
-		return now.Add(-time.Duration(mono - ns))
+		return t
 	}
 	samples := make([]paths.Sample, 0, len(stats))
 	for _, st := range stats {
@@ -215,6 +248,7 @@ func (n *Node) pollPaths(m *pathMonitor) {
 	m.mu.Lock()
 	m.views = views
 	m.mu.Unlock()
+	return now
 }
 
 // applyPathHealth: a local locator is down when some pair through it is dead and none is
@@ -327,7 +361,19 @@ func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding
 	on := n.cache.Policy().Name() == (ilcc.Multipath{}).Name()
 	byPeer := map[wire.NID][]datapath.MultipathPair{}
 	if on {
-		for _, k := range cands { // sorted: the same pairs in the same order every time
+		// The pairs in an order both ends agree on (by their two locators, whichever is
+		// ours): the datapath's flow hash is the same at both ends, so a flow's two
+		// directions then take the same pair.
+		cands = slices.Clone(cands)
+		canon := func(k paths.Key) (wire.L64, wire.L64) {
+			return min(k.Local, k.Remote), max(k.Local, k.Remote)
+		}
+		slices.SortStableFunc(cands, func(a, b paths.Key) int {
+			a1, a2 := canon(a)
+			b1, b2 := canon(b)
+			return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a1, b1), cmp.Compare(a2, b2))
+		})
+		for _, k := range cands { // the same pairs in the same order every time
 			if m.tracker.State(k) == paths.Dead || len(byPeer[k.Peer]) == datapath.MaxMultipathPairs {
 				continue
 			}
@@ -360,10 +406,19 @@ const lossGiveUp = time.Second
 
 func (n *Node) setHealth(h healthKey, down bool, now time.Time) {
 	if h.peer == 0 {
+		// A local locator's death moves the sessions with an LU: mobility-aware TCP
+		// (tcpaware.go) reacts to the move and to its LU-ACK as to any handoff.
 		n.apply(n.cache.SetLocalDown(h.loc, down, now), now)
 		return
 	}
+	before, _ := n.cache.Binding(h.peer)
 	n.apply(n.cache.SetRemoteDown(h.peer, h.loc, down, now), now)
+	// The peer's locator died and its sessions now send to another one of its locators: for
+	// TCP that is the end of a move (as when the peer's LU is applied), so mobility-aware TCP
+	// undoes the backoff its sockets took on the dead pair and resends at once.
+	if after, ok := n.cache.Binding(h.peer); ok && down && after.RemoteLocator != before.RemoteLocator {
+		n.tcpMoveEnded(h.peer, 0)
+	}
 }
 
 // sendProbe sends one ICMPv6 echo request between the session-view addresses with the probe

@@ -1,19 +1,28 @@
 // Package paths decides, per locator pair of each ILNP session, whether the pair delivers:
 // path liveness without link-down (issue 16). The datapath counts, per pair, the packets sent
 // and received with the session's nonce and how many were sent since the last one arrived; a
-// received packet is the pair's proof of life. A pair that keeps sending without hearing
-// anything for one RTT plus a margin is dead; a pair that carries data and has gone quiet for
-// a little less is suspect and gets a probe at once (an ICMPv6 echo carrying the nonce, forced
-// onto the pair), so that a merely one-way flow is not taken for a failure. Every pair gets at
-// most one periodic probe per ProbeInterval, which keeps idle pairs proven (both ends probe,
-// and each end's probes are the other's proof of life on that pair) and brings a dead pair
-// back when it delivers again. Probes never wait for an answer in the datapath's count (their
-// answers come back on the peer's choice of pair), so only unanswered data makes a pair
-// suspect or dead: an idle pair is never declared dead, there being nothing to move.
-// All probes together stay within MaxProbesPerSecond.
+// received packet is the pair's proof of life.
+//
+// A pair goes quiet in one of two ways: data leaves on it and nothing comes back (a quiet
+// episode starting at its first unanswered packet), or a steady stream arriving on it stops
+// (starting at its last receipt; the receiver of a one-way flow has nothing of its own to go
+// unanswered). RTT + SuspectAfter into an episode the pair is suspect and gets one probe at once
+// (an ICMPv6 echo carrying the nonce, forced onto the pair). The probe decides: answered, the
+// pair is alive (the quiet was the application's); unanswered after the probe's own RTT plus
+// max(Margin - SuspectAfter, 4 RTT variations), it is dead. When the peer was sending steadily
+// and has gone silent on every pair too, the probe gets only Margin - SuspectAfter (or its RTT
+// and 10 ms, if longer), so a failure under a two-way flow is declared RTT + Margin after the
+// first unanswered packet however long the probe's RTT. A bursty peer is never taken for a
+// failure without an unanswered probe.
+//
+// Every pair gets at most one periodic probe per ProbeInterval, which keeps idle pairs proven
+// (both ends probe, and each end's probes are the other's proof of life on that pair) and brings
+// a dead pair back when it delivers again. All probes together stay within MaxProbesPerSecond.
 //
 // The Tracker is a pure state machine: Step takes the datapath's counters and the time and
-// returns the state changes and the probes to send. It does no I/O.
+// returns the state changes and the probes to send, Next when the verdicts may change next
+// without new counters (the daemon wakes then instead of waiting for its next poll). It does
+// no I/O.
 package paths
 
 import (
@@ -84,11 +93,13 @@ func (s State) Usable() bool { return s != Dead }
 
 // Config parameterises a Tracker. Zero fields take the defaults.
 type Config struct {
-	// Margin is added to the RTT before a pair that sends without hearing back is dead; the
-	// issue's bound is 1 RTT + 100 ms.
+	// Margin is the verdict's budget beyond the RTT: a pair under a two-way flow is dead RTT +
+	// Margin after its first unanswered packet. The issue's bound is 1 RTT + 100 ms from the
+	// last delivery to the first delivery on the other pair, and the switch (an LU's one-way
+	// trip, the peer's daemon) and the next packet after it need their share of the 100 ms.
 	Margin time.Duration
-	// SuspectAfter is how long after its first unanswered packet, beyond the RTT, a pair that
-	// carries data gets a probe; it must leave the probe time to come back within Margin.
+	// SuspectAfter is how long, beyond the RTT, a pair may be quiet before it is probed; the
+	// probe then has Margin - SuspectAfter to come back (or longer on a slow path).
 	SuspectAfter time.Duration
 	// ProbeInterval is the least time between two periodic probes of one pair.
 	ProbeInterval time.Duration
@@ -105,8 +116,12 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultMargin        = 100 * time.Millisecond
-	DefaultSuspectAfter  = 30 * time.Millisecond
+	// DefaultMargin: 70 ms for the verdict leaves 30 ms of the issue's 100 for the switch,
+	// the next packet on the new pair and a loaded machine's scheduling.
+	DefaultMargin = 70 * time.Millisecond
+	// DefaultSuspectAfter: a quiet pair is probed RTT + 15 ms into its silence (a stream of
+	// a few hundred packets a second has gaps of a few ms), leaving the probe 55 ms.
+	DefaultSuspectAfter  = 15 * time.Millisecond
 	DefaultProbeInterval = time.Second
 	DefaultMinUnanswered = 2
 	DefaultInitialRTT    = 100 * time.Millisecond
@@ -142,47 +157,98 @@ type Result struct {
 }
 
 type pair struct {
-	key        Key
-	state      State
-	suspect    bool // the probe wanted now is a suspect probe (judge)
-	s          Sample
-	srtt       time.Duration
-	hasRTT     bool
-	lastProbe  time.Time
-	probeEpoch time.Time // FirstUnanswered the last suspect probe was sent for
-	txAtProbe  uint64    // packets sent on the pair when the last probe went out
-	suspectAt  time.Time // when the suspect probe for probeEpoch went out
-	probes     []probe   // recent probes, for loss
-	flows      int
+	key     Key
+	state   State
+	suspect bool // the probe wanted now is a suspect probe
+	s       Sample
+	rx      activity // the pair's receipts over the last seconds
+	srtt    time.Duration
+	rttvar  time.Duration
+	hasRTT  bool
+	// The current quiet episode: when it started (zero: none), its suspect probe (zero: not
+	// sent yet) and whether that probe was answered.
+	episode         time.Time
+	suspectAt       time.Time
+	suspectAnswered bool
+	lastSuspect     time.Time // the last suspect probe of any episode
+	suspectOK       bool      // the last suspect probe of any episode was answered
+	deadRx          time.Time // LastRx when it was declared dead
+	provenAt        time.Time // when the latest probe that was answered left
+	lastProbe       time.Time
+	probes          []probe // recent probes, for loss
+	flows           int
+	next            time.Time // when judge may decide differently without new counters
 }
 
-// heardAt is how many packets had come from a peer (all pairs) at a time.
+// activity is a cumulative packet count at successive Steps, oldest first.
+type activity []heardAt
+
+// heardAt is how many packets had come at a time.
 type heardAt struct {
 	at time.Time
 	n  uint64
 }
 
-// heardHistory is how long the per-peer counts are kept (beyond any RTT + margin).
+// heardHistory is how long the counts are kept (beyond any RTT + margin, and the second
+// steadiness is judged over).
 const heardHistory = 3 * time.Second
 
-// heardSince is how many packets came from peer on any pair after since (as far as the
-// history and the polling granularity tell).
-func (t *Tracker) heardSince(peer wire.NID, since time.Time) uint64 {
-	h := t.heard[peer]
-	if len(h) == 0 {
-		return 0
+func (a activity) add(now time.Time, n uint64) activity {
+	if len(a) > 0 && n < a[len(a)-1].n {
+		a = a[:0] // the counter restarted (the datapath's entry was evicted)
 	}
-	base := h[0].n
-	for _, x := range h {
-		if x.at.After(since) {
-			break
+	a = append(a, heardAt{at: now, n: n})
+	for len(a) > 1 && now.Sub(a[0].at) > heardHistory {
+		a = a[1:]
+	}
+	return a
+}
+
+// since is how many packets were counted at Steps after t. A Step's count covers the packets
+// since the Step before, which may have come before t: they are not counted (undercounting
+// keeps "the peer was heard elsewhere" from blocking a verdict on packets from before the
+// silence).
+func (a activity) since(t time.Time) uint64 {
+	for i, x := range a {
+		if x.at.After(t) {
+			if i == 0 {
+				return 0
+			}
+			return a[len(a)-1].n - x.n
 		}
-		base = x.n
-	}
-	if last := h[len(h)-1].n; last > base {
-		return last - base
 	}
 	return 0
+}
+
+// steadyBefore reports whether the packets counted in the second before t came steadily: at
+// least busyRx of them and no Step-to-Step stretch without one longer than steadyGap. The
+// history must reach back the whole second.
+func (a activity) steadyBefore(t time.Time) bool {
+	from := t.Add(-time.Second)
+	if len(a) == 0 || a[0].at.After(from) {
+		return false
+	}
+	var prev *heardAt
+	lastRise := time.Time{}
+	count := uint64(0)
+	for i := range a {
+		x := &a[i]
+		if x.at.After(t) {
+			break
+		}
+		if prev != nil && !x.at.Before(from) && x.n > prev.n {
+			count += x.n - prev.n
+			if lastRise.IsZero() {
+				lastRise = prev.at
+			}
+			if x.at.Sub(lastRise) > steadyGap {
+				return false
+			}
+			lastRise = x.at
+		}
+		prev = x
+	}
+	return count >= busyRx && !lastRise.IsZero() && t.Sub(lastRise) <= steadyGap
 }
 
 type probe struct {
@@ -190,13 +256,21 @@ type probe struct {
 	answered bool
 }
 
-// busyRx is how many packets a second from a peer make it a steady sender: when they stop, a
-// failure is declared without waiting for a probe's answer.
+// busyRx is how many packets a second make a stream steady (with steadyGap).
 const busyRx = 10
 
-// answeredElsewhereMin is how many packets from the peer on other pairs answer a data pair:
-// more than the probes (one a second per pair) and their echoes in an RTT + 100 ms.
+// steadyGap is the longest stretch without a packet a steady stream has (the daemon's 20 ms
+// polls see every poll's packets of a few hundred a second; two missed polls are allowed).
+const steadyGap = 50 * time.Millisecond
+
+// answeredElsewhereMin is how many packets from the peer on other pairs since a quiet
+// episode began mean that it still hears us (more than the probes, one a second per pair,
+// and their echoes could make): then only the probe decides.
 const answeredElsewhereMin = 4
+
+// reprobeAfter is how long a quiet episode whose suspect probe was answered (the peer answers
+// on another pair) waits before the next one.
+const reprobeAfter = 250 * time.Millisecond
 
 // probeWindow is how many recent probes the loss figure is taken over.
 const probeWindow = 10
@@ -205,7 +279,7 @@ const probeWindow = 10
 type Tracker struct {
 	cfg    Config
 	pairs  map[Key]*pair
-	heard  map[wire.NID][]heardAt
+	heard  map[wire.NID]activity  // packets from each peer, all pairs together
 	held   map[wire.NID]time.Time // Hold: the peer's last unsettled moment
 	tokens float64                // probe budget (MaxProbesPerSecond)
 	filled time.Time              // when tokens was last topped up
@@ -250,7 +324,7 @@ func New(cfg Config) (*Tracker, error) {
 	case cfg.MaxProbesPerSecond < 0:
 		return nil, fmt.Errorf("paths config: max probes per second %d: want at least 1", cfg.MaxProbesPerSecond)
 	}
-	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, heard: map[wire.NID][]heardAt{}, held: map[wire.NID]time.Time{},
+	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, heard: map[wire.NID]activity{}, held: map[wire.NID]time.Time{},
 		tokens: float64(cfg.MaxProbesPerSecond)}, nil
 }
 
@@ -279,22 +353,18 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 	}
 	for _, s := range samples {
 		if p := t.pairs[s.Key]; p != nil {
-			p.observe(s)
+			p.observe(s, now)
 		}
 	}
 	// Packets from each peer on any pair (also pairs not among the candidates): a pair
 	// carrying data whose packets are answered on another pair (the peer has not switched yet,
-	// or chose otherwise) is delivering.
+	// or chose otherwise) may well be delivering, and only its probe can tell.
 	heard := map[wire.NID]uint64{}
 	for _, s := range samples {
 		heard[s.Key.Peer] += s.RxPackets
 	}
 	for peer, n := range heard {
-		h := append(t.heard[peer], heardAt{at: now, n: n})
-		for len(h) > 1 && now.Sub(h[0].at) > heardHistory {
-			h = h[1:]
-		}
-		t.heard[peer] = h
+		t.heard[peer] = t.heard[peer].add(now, n)
 	}
 	for peer := range t.heard {
 		if _, ok := heard[peer]; !ok {
@@ -312,15 +382,13 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 	)
 	for _, p := range t.sorted() {
 		from := p.state
-		since := now.Add(-(p.rtt(t.cfg) + t.cfg.Margin))
-		if p.s.FirstUnanswered.After(since) {
-			since = p.s.FirstUnanswered
-		}
-		busy := t.heardSince(p.key.Peer, now.Add(-time.Second)) >= busyRx
 		held, isHeld := t.held[p.key.Peer]
-		to, probeNow := p.judge(t.cfg, now, t.heardSince(p.key.Peer, since), busy, held)
+		to, probeNow := p.judge(t.cfg, now, t.heard[p.key.Peer], held)
 		if isHeld && held.Equal(now) {
 			probeNow = false
+			if p.suspect {
+				p.suspectAt, p.suspect = time.Time{}, false
+			}
 		}
 		if to != from {
 			p.state = to
@@ -336,13 +404,29 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 	}
 	for _, p := range t.budget(wanted, now) {
 		res.Probes = append(res.Probes, p.key)
-		p.lastProbe, p.txAtProbe = now, p.s.TxPackets
+		p.lastProbe = now
+		if p.suspect {
+			p.lastSuspect = now
+		}
 		p.probes = append(p.probes, probe{at: now})
 		if len(p.probes) > probeWindow {
 			p.probes = p.probes[len(p.probes)-probeWindow:]
 		}
 	}
 	return res
+}
+
+// Next is the earliest time after now at which a Step could decide differently although
+// nothing new arrived (a suspect probe due, a probe's answer overdue); zero: none is pending
+// beyond the periodic probes. A daemon that polls the counters wakes then too.
+func (t *Tracker) Next(now time.Time) time.Time {
+	var next time.Time
+	for _, p := range t.pairs {
+		if p.next.After(now) && (next.IsZero() || p.next.Before(next)) {
+			next = p.next
+		}
+	}
+	return next
 }
 
 // budget keeps the probes the rate cap allows now: suspect probes first, then the pairs
@@ -369,7 +453,7 @@ func (t *Tracker) budget(wanted []*pair, now time.Time) []*pair {
 	n := min(len(wanted), int(t.tokens))
 	for _, p := range wanted[n:] {
 		if p.suspect {
-			p.probeEpoch, p.suspectAt = time.Time{}, time.Time{}
+			p.suspectAt, p.suspect = time.Time{}, false
 		}
 	}
 	t.tokens -= float64(n)
@@ -377,73 +461,132 @@ func (t *Tracker) budget(wanted []*pair, now time.Time) []*pair {
 }
 
 // observe takes the new counters; a packet received since the last sample proves the pair.
-func (p *pair) observe(s Sample) {
+func (p *pair) observe(s Sample, now time.Time) {
 	if s.RxPackets < p.s.RxPackets || s.TxPackets < p.s.TxPackets {
 		// The datapath's entry was evicted and recreated: start from the new counters.
 		p.s = Sample{}
 	}
 	p.s = s
+	p.rx = p.rx.add(now, s.RxPackets)
 }
 
-// judge returns the pair's new state and whether to probe it now.
+// judge returns the pair's new state and whether to probe it now; it sets p.next.
 //
-// A pair that carries data is answered by a steady stream from the peer since its first
-// unanswered packet (heardSince packets on whichever pairs the peer sends; more than probes and
-// their answers could make); an idle pair only by a packet on itself (the peer's probes), since
-// the peer's answers to our probes come back on the peer's choice of pair.
-//
-// Going quiet means a failure at once (RTT + margin) only when the peer was sending steadily
-// (busy: a two-way flow's answers stop); a one-way sender's pair is dead only when its suspect
-// probe, too, went unanswered for RTT + margin, since its silence proves nothing.
-//
-// held is the peer's last Hold (zero: none): silence counts from it at the earliest.
-func (p *pair) judge(cfg Config, now time.Time, heardSince uint64, busy bool, held time.Time) (State, bool) {
+// heard is the peer's packets on all pairs; held its last Hold (zero: none): silence counts
+// from it at the earliest.
+func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) (State, bool) {
 	s := p.s
 	state := p.state
-	p.suspect = false
-	quietFor := time.Duration(0)
-	if !s.FirstUnanswered.IsZero() && s.Unanswered > 0 {
-		start := s.FirstUnanswered
-		if held.After(start) {
-			start = held
-		}
-		quietFor = max(now.Sub(start), 0)
-	}
-	data := s.TxPackets > p.txAtProbe+1 // more went out than the last probe
-	answeredElsewhere := data && quietFor > 0 && heardSince >= answeredElsewhereMin
+	p.suspect, p.next = false, time.Time{}
 	rtt := p.rtt(cfg)
+
+	// The quiet episode: data unanswered since its first packet, or a steady stream of
+	// receipts stopped (from the last one).
+	// (A steady stream's episode starts at every receipt; it matters once the next one is
+	// overdue.)
+	var start time.Time
+	dataQuiet := s.Unanswered >= cfg.MinUnanswered && !s.FirstUnanswered.IsZero()
+	rxStall := !s.LastRx.IsZero() && p.rx.steadyBefore(s.LastRx)
 	switch {
-	case s.Unanswered == 0 && !s.LastRx.IsZero():
-		state = Alive
-	case answeredElsewhere:
-		if state == Suspect {
+	case rxStall:
+		start = s.LastRx
+	case dataQuiet:
+		start = s.FirstUnanswered
+	}
+	if state == Dead && s.LastRx.After(p.deadRx) {
+		state = Alive // it delivered again
+	}
+	if start.IsZero() {
+		p.episode, p.suspectAt, p.suspectAnswered = time.Time{}, time.Time{}, false
+		if state != Dead && !s.LastRx.IsZero() && (s.Unanswered == 0 || state == Suspect) {
 			state = Alive
 		}
-	case s.Unanswered >= cfg.MinUnanswered && quietFor >= rtt+cfg.Margin && data &&
-		(busy || (!p.suspectAt.IsZero() && p.probeEpoch.Equal(s.FirstUnanswered) && now.Sub(p.suspectAt) >= rtt+cfg.Margin)):
-		state = Dead
-	case s.Unanswered >= cfg.MinUnanswered && quietFor >= cfg.ProbeInterval+rtt+cfg.Margin:
-		// Idle: the peer's probe (one per interval) did not come either.
-		state = Dead
-	case state != Dead && quietFor >= rtt+cfg.SuspectAfter && data:
-		// Data (not only the last probe) went out and nothing came back: ask now.
-		state = Suspect
+		return state, p.periodic(cfg, now)
 	}
-	if state == Suspect && s.Unanswered == 0 {
+	if !p.episode.Equal(start) {
+		p.episode, p.suspectAt, p.suspectAnswered = start, time.Time{}, false
+	}
+	if held.After(start) {
+		start = held
+	}
+	quiet := now.Sub(start)
+
+	// How long the suspect probe may take: its RTT and four variations (RFC 6298), at least
+	// Margin - SuspectAfter; only that (or its RTT and 10 ms) when the peer was sending
+	// steadily and has gone silent on every pair (a two-way flow's answers stopped).
+	wait := rtt + max(cfg.Margin-cfg.SuspectAfter, 4*p.rttvar)
+	steady := heard.steadyBefore(p.episode)
+	if dataQuiet && steady && heard.since(p.episode.Add(rtt)) < answeredElsewhereMin {
+		wait = max(cfg.Margin-cfg.SuspectAfter, rtt+10*time.Millisecond)
+	}
+	probeNow := p.periodic(cfg, now)
+	switch {
+	case state == Dead:
+		// Dead until it delivers again.
+	case !p.suspectAt.IsZero() && !p.suspectAnswered && now.Sub(p.suspectAt) >= wait:
+		state, p.deadRx = Dead, s.LastRx
+	case dataQuiet && now.Sub(later(start, p.provenAt)) >= cfg.ProbeInterval+rtt+cfg.Margin:
+		// Idle: not even the peer's periodic probe came, nor an answer to ours.
+		state, p.deadRx = Dead, s.LastRx
+	case p.suspectAnswered && !dataQuiet:
+		state = Alive // a stream stopped, and the pair still carries our probe
+	case p.suspectAnswered:
+		// Our data is answered on another pair only (or the peer's sending paused): probe
+		// again now and then.
 		state = Alive
+		if now.Sub(p.suspectAt) >= reprobeAfter && now.Sub(p.lastSuspect) >= cfg.Margin {
+			p.suspectAt, p.suspectAnswered = now, false
+			p.suspect, probeNow = true, true
+		} else {
+			p.next = later(p.suspectAt.Add(reprobeAfter), p.lastSuspect.Add(cfg.Margin))
+		}
+	case p.suspectAt.IsZero() && quiet >= rtt+cfg.SuspectAfter:
+		state = Suspect
+		// At most one suspect probe per Margin; once one was answered, one per
+		// reprobeAfter unless the peer was steady (a bursty flow goes quiet often).
+		spacing := cfg.Margin
+		if p.suspectOK && !steady {
+			spacing = reprobeAfter
+		}
+		if p.lastSuspect.IsZero() || now.Sub(p.lastSuspect) >= spacing {
+			p.suspectAt, p.suspectOK = now, false
+			p.suspect, probeNow = true, true
+		} else {
+			p.next = p.lastSuspect.Add(spacing)
+		}
+	case p.suspectAt.IsZero():
+		p.next = start.Add(rtt + cfg.SuspectAfter)
 	}
-	probeNow := p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.ProbeInterval
-	// At most one suspect probe per quiet episode, and none within Margin of the last probe
-	// (a bursty flow goes quiet often).
-	if state == Suspect && !p.probeEpoch.Equal(s.FirstUnanswered) && (p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.Margin) {
-		p.probeEpoch, p.suspectAt = s.FirstUnanswered, now
-		p.suspect, probeNow = true, true
+	if state != Dead && !p.suspectAt.IsZero() && !p.suspectAnswered {
+		state = Suspect
+		if p.next.IsZero() {
+			p.next = p.suspectAt.Add(wait)
+		}
+	}
+	if dataQuiet && state != Dead {
+		if idle := later(start, p.provenAt).Add(cfg.ProbeInterval + rtt + cfg.Margin); p.next.IsZero() || idle.Before(p.next) {
+			p.next = idle
+		}
 	}
 	return state, probeNow
 }
 
+// periodic reports whether the pair is due its periodic probe.
+func (p *pair) periodic(cfg Config, now time.Time) bool {
+	return p.lastProbe.IsZero() || now.Sub(p.lastProbe) >= cfg.ProbeInterval
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Answered records the echo reply to a probe of k sent at sent: an RTT sample (out on the
-// pair, back on whichever pair the peer uses) and, for the loss figure, an answered probe.
+// pair, back on whichever pair the peer uses), for the loss figure an answered probe, and,
+// when it was the suspect probe of the pair's quiet episode, the pair's proof that it still
+// carries our packets.
 func (t *Tracker) Answered(k Key, sent, now time.Time) {
 	p := t.pairs[k]
 	if p == nil || now.Before(sent) {
@@ -454,12 +597,24 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 			p.probes[i].answered = true
 		}
 	}
+	if sent.After(p.provenAt) {
+		p.provenAt = sent
+	}
+	if !p.suspectAt.IsZero() && p.suspectAt.Equal(sent) {
+		p.suspectAnswered, p.suspectOK = true, true
+	}
 	r := now.Sub(sent)
 	if !p.hasRTT {
-		p.srtt, p.hasRTT = r, true
+		p.srtt, p.rttvar, p.hasRTT = r, r/2, true
 		return
 	}
-	p.srtt += (r - p.srtt) / 8 // RFC 6298 s.2.3's alpha
+	// RFC 6298 s.2.3: beta 1/4, alpha 1/8.
+	d := p.srtt - r
+	if d < 0 {
+		d = -d
+	}
+	p.rttvar += (d - p.rttvar) / 4
+	p.srtt += (r - p.srtt) / 8
 }
 
 // SetFlows records how many flows (sockets) use the pair, for the view.

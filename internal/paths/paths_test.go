@@ -1,7 +1,6 @@
 package paths
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -32,6 +31,12 @@ func (l *link) send(now time.Time) {
 	l.s.Unanswered++
 }
 
+// probe: a probe leaves on the pair (the datapath counts it sent, not unanswered).
+func (l *link) probe(now time.Time) {
+	l.s.TxPackets++
+	l.s.LastTx = now
+}
+
 func (l *link) recv(now time.Time) {
 	l.s.RxPackets++
 	l.s.RxBytes += 100
@@ -49,197 +54,236 @@ func newTracker(t *testing.T) *Tracker {
 	return tr
 }
 
-// step is one tick of the scenario: what happened on the pair since the last tick (at tick's
-// time), and what the tracker must decide.
-type step struct {
-	ms         int
-	send, recv int // packets sent / received on the pair in this tick
-	answer     bool
-	want       State
-	probe      bool
+// sim drives a Tracker over one pair (kA) with a fake clock, 1 ms at a time: our packets and
+// the peer's at given times, a path that fails silently (both ways) at failAt, probes answered
+// one RTT after they leave while the path is up (the echo reply is a packet on the pair), and a
+// daemon that steps every 20 ms and when the tracker's Next says.
+type sim struct {
+	tr      *Tracker
+	l       link
+	rtt     time.Duration
+	failAt  int // ms; <0: never
+	pending []time.Time
+	next    time.Time
+	lastRx  int // ms of the last delivery
+	changes []timedChange
+	probes  []int // ms of every probe
+	steps   int
 }
 
+type timedChange struct {
+	ms int
+	c  Change
+}
+
+func newSim(t *testing.T, rtt time.Duration) *sim {
+	s := &sim{tr: newTracker(t), rtt: rtt, failAt: -1, lastRx: -1}
+	// A first probe measures the RTT.
+	s.tr.Step([]Key{kA}, nil, at(0))
+	s.l.probe(at(0))
+	s.tr.Answered(kA, at(0), at(0).Add(rtt))
+	s.l.recv(at(0).Add(rtt))
+	return s
+}
+
+func (s *sim) up(ms int) bool { return s.failAt < 0 || ms < s.failAt }
+
+// run advances to the end ms: we send when ours(ms), the peer's packets arrive when peers(ms).
+func (s *sim) run(from, end int, ours, peers func(ms int) bool) {
+	for ms := from; ms <= end; ms++ {
+		now := at(ms)
+		if ours != nil && ours(ms) {
+			s.l.send(now)
+		}
+		if peers != nil && peers(ms) && s.up(ms) {
+			s.l.recv(now)
+			s.lastRx = ms
+		}
+		var still []time.Time
+		for _, sent := range s.pending {
+			switch {
+			case now.Before(sent.Add(s.rtt)):
+				still = append(still, sent)
+			case s.up(int(sent.Sub(t0)/time.Millisecond)) && s.up(ms):
+				s.tr.Answered(kA, sent, now)
+				s.l.recv(now)
+				s.lastRx = ms
+			}
+		}
+		s.pending = still
+		if ms%20 != 0 && (s.next.IsZero() || now.Before(s.next)) {
+			continue
+		}
+		s.steps++
+		res := s.tr.Step([]Key{kA}, []Sample{withKey(s.l.s, kA)}, now)
+		for _, c := range res.Changes {
+			s.changes = append(s.changes, timedChange{ms, c})
+		}
+		for range res.Probes {
+			s.l.probe(now)
+			s.pending = append(s.pending, now)
+			s.probes = append(s.probes, ms)
+		}
+		s.next = s.tr.Next(now)
+	}
+}
+
+// deadAt is the first dead verdict at or after from (ms; -1: none).
+func (s *sim) deadAt(from int) int {
+	for _, c := range s.changes {
+		if c.ms >= from && c.c.To == Dead {
+			return c.ms
+		}
+	}
+	return -1
+}
+
+func every(n int) func(int) bool { return func(ms int) bool { return ms%n == 0 } }
+
+// A silent failure under traffic is declared within the bound after the last delivery: RTT +
+// Margin from the first unanswered packet (or the overdue receipt) plus the probe's RTT when
+// the peer's silence alone does not decide; a healthy pair is never declared dead, however its
+// peer's traffic comes (bursts, pauses, a stream that ends, answers on another pair).
 func TestLiveness(t *testing.T) {
+	const failAt = 2000
 	cases := []struct {
-		name  string
-		rtt   time.Duration // measured by a first probe answered at once; 0: none
-		steps []step
+		name        string
+		rtt         time.Duration
+		ours, peers func(int) bool
+		fail        bool
+		// within: the dead verdict's bound after the last delivery; 0: never dead.
+		within time.Duration
 	}{
 		{
-			// A flow both ways: alive; the path fails silently after 500 ms (the last
-			// receipt); data keeps going out unanswered from 520 ms; suspect (and probed)
-			// RTT + 30 ms later, dead RTT + 100 ms later.
-			name: "flowing then silent failure", rtt: 10 * time.Millisecond,
-			steps: []step{
-				{ms: 480, send: 5, recv: 5, want: Alive},
-				{ms: 500, send: 5, recv: 20, want: Alive}, // a two-way flow
-				{ms: 520, send: 5, want: Alive},
-				{ms: 540, send: 5, want: Alive},
-				{ms: 560, send: 5, want: Suspect, probe: true},
-				{ms: 580, send: 5, want: Suspect},
-				{ms: 620, send: 5, want: Suspect},
-				{ms: 630, send: 5, want: Dead},
-				{ms: 900, want: Dead},
-				{ms: 1500, want: Dead},
-				{ms: 1560, want: Dead, probe: true}, // a second after the suspect probe
-				// The path is back: the peer's probe arrives.
-				{ms: 1700, recv: 1, want: Alive},
-			},
+			// udp-hd both ways (a packet every 4-5 ms each way): the peer was steady and
+			// falls silent: RTT + Margin after our first unanswered packet (one of ours later).
+			name: "two-way stream fails", rtt: time.Millisecond, ours: every(4), peers: every(5), fail: true,
+			within: time.Millisecond + DefaultMargin + 4*time.Millisecond + time.Millisecond,
 		},
 		{
-			// Without a measured RTT the initial one (100 ms) stands in.
-			name: "no RTT sample",
-			steps: []step{
-				{ms: 0, send: 5, recv: 5, want: Alive, probe: true},
-				{ms: 20, send: 5, recv: 20, want: Alive},
-				{ms: 40, send: 5, want: Alive},
-				{ms: 170, send: 5, want: Suspect, probe: true},
-				{ms: 230, send: 5, want: Suspect},
-				{ms: 240, send: 5, want: Dead},
-			},
+			// The same over a slow, queued path (probe RTT 90 ms): the suspect probe gets its
+			// RTT and 10 ms.
+			name: "two-way stream fails, probe RTT 90 ms", rtt: 90 * time.Millisecond, ours: every(1), peers: every(1), fail: true,
+			within: 90*time.Millisecond + DefaultSuspectAfter + 100*time.Millisecond + 2*time.Millisecond,
 		},
 		{
-			// One-way data with the probe answered on the pair (the peer's reply takes it):
-			// suspect, never dead.
-			name: "one-way flow answered by the probe", rtt: 10 * time.Millisecond,
-			steps: []step{
-				{ms: 500, send: 5, recv: 5, want: Alive},
-				{ms: 520, send: 5, want: Alive},
-				{ms: 560, send: 5, want: Suspect, probe: true},
-				{ms: 580, send: 5, recv: 1, want: Alive},
-				{ms: 600, send: 5, want: Alive},
-				{ms: 640, send: 5, want: Suspect}, // within 100 ms of the last probe
-				{ms: 660, want: Suspect, probe: true},
-				{ms: 670, recv: 1, want: Alive},
-			},
+			// A bulk receiver (sends nothing of its own): its steady stream stops; the probe
+			// it sends then goes unanswered.
+			name: "receiver's stream stops (failure)", rtt: time.Millisecond, peers: every(2), fail: true,
+			within: 2*time.Millisecond + DefaultMargin + 2*time.Millisecond,
 		},
 		{
-			// A one-way sender over a long path (RTT 200 ms): the peer is silent, so going
-			// quiet proves nothing; the suspect probe's answer (an RTT later, after the
-			// RTT + 100 ms a two-way flow would get) keeps the pair alive.
-			name: "one-way sender, long RTT", rtt: 200 * time.Millisecond,
-			steps: []step{
-				{ms: 500, send: 5, recv: 1, want: Alive},
-				{ms: 520, send: 5, want: Alive},
-				{ms: 760, send: 5, want: Suspect, probe: true},
-				{ms: 880, send: 5, want: Suspect},
-				{ms: 960, send: 5, recv: 1, want: Alive},
-			},
+			// The same stream just ends: the probe is answered, alive.
+			name: "receiver's stream ends", rtt: time.Millisecond, peers: func(ms int) bool { return ms < failAt && ms%2 == 0 },
 		},
 		{
-			// The same sender whose path fails: dead once the suspect probe went unanswered
-			// for RTT + 100 ms.
-			name: "one-way sender, long RTT, failure", rtt: 200 * time.Millisecond,
-			steps: []step{
-				{ms: 500, send: 5, recv: 1, want: Alive},
-				{ms: 520, send: 5, want: Alive},
-				{ms: 760, send: 5, want: Suspect, probe: true},
-				{ms: 880, send: 5, want: Suspect},
-				{ms: 1050, send: 5, want: Suspect},
-				{ms: 1060, send: 5, want: Dead},
-			},
+			// A one-way sender (the peer sends nothing but its periodic probes): only its
+			// suspect probes, at most one per reprobeAfter once they were answered, can tell;
+			// the failure is found by the first one that goes unanswered. (The receiver finds
+			// it sooner: its stream stopped.)
+			name: "one-way sender fails", rtt: time.Millisecond, ours: every(4), fail: true,
+			within: reprobeAfter + time.Millisecond + DefaultMargin - DefaultSuspectAfter + 20*time.Millisecond,
 		},
 		{
-			// A final ACK alone is not a failure: suspect, probe answered.
-			name: "last packet is ours", rtt: 10 * time.Millisecond,
-			steps: []step{
-				{ms: 500, send: 1, recv: 1, want: Alive},
-				{ms: 510, send: 1, want: Alive},
-				{ms: 560, want: Suspect, probe: true},
-				{ms: 570, recv: 1, want: Alive},
-				{ms: 900, want: Alive},
-			},
+			name: "one-way sender, healthy", rtt: time.Millisecond, ours: every(4),
 		},
 		{
-			// An idle pair: one probe per second, kept alive by the peer's probes; it dies
-			// when they stop and two of ours went unanswered, and is probed no more than
-			// once a second all along.
-			name: "idle pair", rtt: 10 * time.Millisecond,
-			steps: []step{
-				{ms: 1000, recv: 1, want: Alive, probe: true},
-				{ms: 1500, recv: 1, want: Alive},
-				{ms: 1999, want: Alive},
-				{ms: 2000, want: Alive, probe: true},
-				{ms: 2500, recv: 1, want: Alive},
-				{ms: 3000, want: Alive, probe: true},
-				{ms: 3500, want: Alive},
-				{ms: 4000, want: Alive, probe: true},
-				{ms: 4200, want: Dead},
-				{ms: 5000, want: Dead, probe: true},
-			},
+			// A bursty peer (10 packets in 10 ms every 300 ms) while we stream: its silences
+			// are not failures (the probes are answered).
+			name: "bursty peer", rtt: 2 * time.Millisecond, ours: every(3), peers: func(ms int) bool { return ms%300 < 10 },
+		},
+		{
+			// A steady peer that pauses for 400 ms (silence suppression) while we stream.
+			name: "steady peer pauses", rtt: 5 * time.Millisecond, ours: every(5),
+			peers: func(ms int) bool { return ms%20 == 0 && (ms < failAt || ms > failAt+400) },
+		},
+		{
+			// A queued path: probes take 90 ms, the peer pauses 300 ms.
+			name: "steady peer pauses, probe RTT 90 ms", rtt: 90 * time.Millisecond, ours: every(2),
+			peers: func(ms int) bool { return ms%10 == 0 && (ms < failAt || ms > failAt+300) },
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTracker(t)
-			var l link
-			probes := 0
-			if tc.rtt > 0 {
-				res := tr.Step([]Key{kA}, nil, at(0))
-				if !slices.Equal(res.Probes, []Key{kA}) {
-					t.Fatalf("first step probes %v, want the new pair", res.Probes)
-				}
-				l.send(at(0))
-				tr.Answered(kA, at(0), at(0).Add(tc.rtt))
-				l.recv(at(0).Add(tc.rtt))
+			s := newSim(t, tc.rtt)
+			if tc.fail {
+				s.failAt = failAt
 			}
-			for _, st := range tc.steps {
-				now := at(st.ms)
-				for range st.send {
-					l.send(now)
+			s.run(1, failAt-1, tc.ours, tc.peers)
+			if d := s.deadAt(0); d >= 0 {
+				t.Fatalf("dead at %d ms before any failure: %+v", d, s.changes)
+			}
+			probesBefore := len(s.probes)
+			s.run(failAt, failAt+3000, tc.ours, tc.peers)
+			dead := s.deadAt(failAt)
+			if tc.within == 0 {
+				if dead >= 0 {
+					t.Fatalf("healthy pair declared dead at %d ms: %+v", dead, s.changes)
 				}
-				for range st.recv {
-					l.recv(now)
+			} else {
+				if dead < 0 {
+					t.Fatalf("never declared dead (last delivery %d ms): %+v", s.lastRx, s.changes)
 				}
-				res := tr.Step([]Key{kA}, []Sample{withKey(l.s, kA)}, now)
-				if got := tr.State(kA); got != st.want {
-					t.Fatalf("at %d ms: state %v, want %v (counters %+v)", st.ms, got, st.want, l.s)
-				}
-				probed := len(res.Probes) == 1
-				if probed != st.probe {
-					t.Fatalf("at %d ms: probed %v, want %v", st.ms, probed, st.probe)
-				}
-				if probed {
-					probes++
-					l.send(now) // the probe goes out on the pair
+				if after := time.Duration(dead-s.lastRx) * time.Millisecond; after > tc.within {
+					t.Fatalf("dead %v after the last delivery (%d ms), want within %v", after, s.lastRx, tc.within)
 				}
 			}
+			// Probing while data flows stays bounded: at most one suspect probe per Margin
+			// and one periodic probe a second.
+			if n, limit := len(s.probes)-probesBefore, 3000/int(DefaultMargin/time.Millisecond)+4; n > limit {
+				t.Fatalf("%d probes in 3 s, want at most %d", n, limit)
+			}
+			t.Logf("dead at %d ms (last delivery %d ms), %d probes in 3 s after %d ms, %d steps", dead, s.lastRx, len(s.probes)-probesBefore, failAt, s.steps)
 		})
 	}
 }
 
 func withKey(s Sample, k Key) Sample { s.Key = k; return s }
 
-// The dead change reports how long before it the pair last delivered: within RTT + 100 ms
-// (plus one tick) of it.
-func TestDeadWithinBound(t *testing.T) {
-	tr := newTracker(t)
-	var l link
-	tr.Step([]Key{kA}, nil, at(0))
-	l.send(at(0))
-	tr.Answered(kA, at(0), at(2))
-	l.recv(at(2))
-	var dead *Change
-	for ms := 10; ms < 2000 && dead == nil; ms += 10 {
-		now := at(ms)
-		l.send(now)
-		if ms <= 500 {
-			l.recv(now)
-		}
-		res := tr.Step([]Key{kA}, []Sample{withKey(l.s, kA)}, now)
-		for _, c := range res.Changes {
-			if c.To == Dead {
-				dead = &c
-			}
-		}
+// An idle pair is probed once a second and never declared dead by its probes' silence alone
+// (there is nothing to move); a dead pair comes back when it delivers again.
+func TestIdleAndRecovery(t *testing.T) {
+	s := newSim(t, time.Millisecond)
+	peerProbes := func(ms int) bool { return ms%1000 == 500 } // the peer's periodic probes
+	s.run(1, 5000, nil, peerProbes)
+	if len(s.changes) > 0 && s.changes[len(s.changes)-1].c.To != Alive {
+		t.Fatalf("idle pair: %+v", s.changes)
 	}
-	if dead == nil {
-		t.Fatal("never declared dead")
+	if n := len(s.probes); n < 4 || n > 6 {
+		t.Fatalf("idle pair: %d probes in 5 s, want one a second", n)
 	}
-	// From the last delivery: the first unanswered packet (one 10 ms gap later), RTT + margin,
-	// and one 10 ms tick.
-	if bound := 10*time.Millisecond + 2*time.Millisecond + DefaultMargin + 10*time.Millisecond; dead.SinceProof > bound || dead.SinceProof < DefaultMargin {
-		t.Fatalf("dead %v after the last delivery, want within [%v, %v]", dead.SinceProof, DefaultMargin, bound)
+	// A stream both ways, the path fails, then comes back.
+	s.failAt = 6000
+	s.run(5001, 7000, every(4), every(4))
+	if s.deadAt(6000) < 0 {
+		t.Fatalf("not dead after the failure: %+v", s.changes)
+	}
+	s.failAt = -1
+	s.run(7001, 9000, nil, peerProbes)
+	if st := s.tr.State(kA); st != Alive {
+		t.Fatalf("after the path came back: %v, want alive", st)
+	}
+}
+
+// Next names the time of the pending decision: a quiet pair's suspect probe, then its
+// answer's deadline.
+func TestNext(t *testing.T) {
+	s := newSim(t, time.Millisecond)
+	s.run(1, 2000, every(4), every(4))
+	// The peer falls silent after 2000 ms; we keep sending.
+	s.l.send(at(2001))
+	s.l.send(at(2002))
+	s.tr.Step([]Key{kA}, []Sample{withKey(s.l.s, kA)}, at(2003))
+	if got, want := s.tr.Next(at(2003)), s.l.s.LastRx.Add(time.Millisecond+DefaultSuspectAfter); !got.Equal(want) {
+		t.Fatalf("next %v, want the suspect probe at %v (RTT + SuspectAfter after the last receipt)", got.Sub(t0), want.Sub(t0))
+	}
+	due := s.tr.Next(at(2003))
+	res := s.tr.Step([]Key{kA}, []Sample{withKey(s.l.s, kA)}, due)
+	if len(res.Probes) != 1 || s.tr.State(kA) != Suspect {
+		t.Fatalf("at the suspect time: probes %v state %v", res.Probes, s.tr.State(kA))
+	}
+	if got := s.tr.Next(due); got.IsZero() || got.After(due.Add(DefaultMargin)) {
+		t.Fatalf("next after the suspect probe %v, want its deadline within the margin", got.Sub(t0))
 	}
 }
 
@@ -294,29 +338,48 @@ func TestConfig(t *testing.T) {
 }
 
 // Data on one pair answered on another (the peer still sends to our other locator, or chose
-// to) is delivering: the pair is not declared dead. An idle pair is proven only on itself.
+// to) is delivering when its probes are answered: the pair is not declared dead, and is
+// probed at most once per reprobeAfter; it is dead once its probe goes unanswered.
 func TestAnsweredOnAnotherPair(t *testing.T) {
 	tr := newTracker(t)
 	var a, b link
 	tr.Step([]Key{kA, kB}, nil, at(0))
 	a.send(at(0))
 	b.send(at(0))
-	for ms := 10; ms <= 1000; ms += 10 {
+	probes := 0
+	for ms := 10; ms <= 3000; ms += 10 {
 		now := at(ms)
 		a.send(now) // data out on kA
 		b.recv(now) // the peer's packets come in on kB
-		tr.Step([]Key{kA, kB}, []Sample{withKey(a.s, kA), withKey(b.s, kB)}, now)
+		res := tr.Step([]Key{kA, kB}, []Sample{withKey(a.s, kA), withKey(b.s, kB)}, now)
+		for _, k := range res.Probes {
+			// Every probe is answered on kB, the peer's choice.
+			if k == kA {
+				a.probe(now)
+				probes++
+			}
+			tr.Answered(k, now, now.Add(time.Millisecond))
+		}
 		if st := tr.State(kA); st == Dead {
 			t.Fatalf("at %d ms: data pair answered on the other pair declared dead", ms)
 		}
 	}
-	// Now the peer goes silent everywhere: kA dies within RTT (initial 100 ms) + margin.
-	for ms := 1010; ms <= 1300; ms += 10 {
-		a.send(at(ms))
-		tr.Step([]Key{kA, kB}, []Sample{withKey(a.s, kA), withKey(b.s, kB)}, at(ms))
+	if probes > 3*1000/int(reprobeAfter/time.Millisecond)+3 {
+		t.Fatalf("%d probes of the pair answered elsewhere in 3 s", probes)
 	}
-	if st := tr.State(kA); st != Dead {
-		t.Fatalf("peer silent for 300 ms: kA %v, want dead", st)
+	// Now the pair fails (its probes go unanswered): kA dies within its probes' spacing and
+	// the initial RTT (100 ms) + margin.
+	deadAt := 0
+	for ms := 3010; ms <= 3600 && deadAt == 0; ms += 10 {
+		a.send(at(ms))
+		b.recv(at(ms))
+		tr.Step([]Key{kA, kB}, []Sample{withKey(a.s, kA), withKey(b.s, kB)}, at(ms))
+		if tr.State(kA) == Dead {
+			deadAt = ms
+		}
+	}
+	if deadAt == 0 {
+		t.Fatalf("pair failed for 600 ms: kA %v, want dead", tr.State(kA))
 	}
 }
 

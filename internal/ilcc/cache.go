@@ -368,14 +368,15 @@ func (c *Cache) reselect(now time.Time, eff *Effects) {
 				Deprecated: l.deprecated, Current: l.state == Active, Quality: l.quality,
 			}
 		}
-		for i, cand := range c.demoteDown(rank(c.cfg.Policy, cands)) {
+		ranked := c.demoteDown(rank(c.cfg.Policy, cands))
+		for i, cand := range ranked {
 			l := c.locals[cand.Locator]
 			l.rank = i
 			to := Valid
 			switch {
 			case i == 0:
 				to = Active
-			case c.cfg.Mode == Hard:
+			case c.cfg.Mode == Hard && !dualStackBeside(ranked[0], cand):
 				to = Aged
 			}
 			if l.state == to {

@@ -35,6 +35,16 @@ func unseenFamily(adv []wire.LocatorEntry, session wire.L64) bool {
 	return false
 }
 
+// dualStackBeside reports whether l is of the other family than the active locator on the
+// active one's own interface. Hard mode ages every locator but the active one (break before
+// make: one locator at a time); such a locator is no handoff but the link's dual stack, so it
+// stays valid, or a stationary dual-stack node in hard mode would drop what reaches it through
+// its IPv4 locator (found by the lab's --families: every packet to a hard-mode CN's L32 was
+// dropped as invalid-local-locator).
+func dualStackBeside(active, l Candidate) bool {
+	return l.IfIndex == active.IfIndex && encap.IsL32(l.Locator) != encap.IsL32(active.Locator)
+}
+
 // reach is which remote locator families this node can send to now.
 type reach struct{ v6, v4 bool }
 

@@ -151,3 +151,21 @@ func TestNewSessionLearnsOtherFamily(t *testing.T) {
 		t.Fatalf("IPv6-only node sent %d LUs at session open", len(eff.Updates))
 	}
 }
+
+// Hard mode ages every locator but the active one, except the other family's on the active
+// one's interface (dual stack on one link is no handoff); a locator of the other family on
+// another interface is a handoff like any other and is aged.
+func TestHardModeKeepsDualStackBeside(t *testing.T) {
+	v4 := l32(t, "198.51.100.2:49191")
+	other4 := l32(t, "203.0.113.7:49191")
+	c := newCache(t, Hard)
+	mustUpdate(t, c, LocalUpdate{Locator: lMN1, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0)
+	mustUpdate(t, c, LocalUpdate{Locator: v4, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0)
+	if got := states(c); got[lMN1] != Active || got[v4] != Valid {
+		t.Fatalf("dual stack on one link in hard mode: %v, want the IPv6 locator active and the IPv4 one valid", got)
+	}
+	mustUpdate(t, c, LocalUpdate{Locator: other4, IfIndex: 2, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0.Add(time.Second))
+	if got := states(c); got[other4] != Active || got[lMN1] != Aged || got[v4] != Aged {
+		t.Fatalf("hard handoff to another link: %v, want the new IPv4 locator active and both of the old link aged", got)
+	}
+}

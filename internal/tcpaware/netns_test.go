@@ -270,17 +270,7 @@ func TestReactionOnPeerSocketsOnly(t *testing.T) {
 // the poller did not get the CPU for 50 ms before the "on" flow recovered cannot time it
 // against its 300 ms bound, and runs again (at most three times).
 func TestHardHandoffRecoveryAB(t *testing.T) {
-	const attempts = 3
-	for i := 1; ; i++ {
-		why := handoffAttempt(t)
-		if why == "" {
-			return
-		}
-		t.Logf("attempt %d: %s", i, why)
-		if i == attempts {
-			t.Fatalf("the scenario's precondition never held in %d attempts: %s", attempts, why)
-		}
-	}
+	untilPreconditionHolds(t, handoffAttempt)
 }
 
 // handoffAttempt runs the scenario once; why is the precondition it lacked ("" when it held).

@@ -314,11 +314,24 @@ func recoveryOf(samples []sample) episode {
 // recovery with PRR's collapse, the attempt says so and the scenario runs again, at most three
 // times. The "on" flow must show the held repair every time.
 func TestFastRecoveryHoldAB(t *testing.T) {
-	const attempts = 3
-	for i := 1; ; i++ {
+	untilPreconditionHolds(t, func(t *testing.T) string {
 		r, why := holdAttempt(t)
 		if why == "" {
 			r.check(t)
+		}
+		return why
+	})
+}
+
+// untilPreconditionHolds runs attempt up to three times, until its scenario's precondition
+// held (it returned ""; it checked its result then): an attempt whose precondition failed (the
+// machine's timing, not the code under test) is logged and redone.
+func untilPreconditionHolds(t *testing.T, attempt func(*testing.T) (why string)) {
+	t.Helper()
+	const attempts = 3
+	for i := 1; ; i++ {
+		why := attempt(t)
+		if why == "" {
 			return
 		}
 		t.Logf("attempt %d: %s", i, why)

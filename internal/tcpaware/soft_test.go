@@ -91,18 +91,13 @@ func TestSoftHandoffNoSpuriousRetransmissions(t *testing.T) {
 		peerFirst bool
 	}{{"CN sends, MN switched first", true}, {"MN sends, switches first", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const attempts = 3
-			for i := 1; ; i++ {
+			untilPreconditionHolds(t, func(t *testing.T) string {
 				r, why := softAttempt(t, tc.peerFirst)
 				if why == "" {
 					r.check(t)
-					return
 				}
-				t.Logf("attempt %d: %s", i, why)
-				if i == attempts {
-					t.Fatalf("the scenario's precondition never held in %d attempts: %s", attempts, why)
-				}
-			}
+				return why
+			})
 		})
 	}
 }

@@ -176,48 +176,47 @@ log-level debug
 	return d
 }
 
-// l64s asks named (from inside D, no stub or cache in between) for the MN's L64 RRset.
-func (n *rdvNet) l64s() ([]wire.L64, error) {
-	var out []wire.L64
+// answer asks named (from inside D, no stub or cache in between) for the MN's RRset of type
+// qtype.
+func (n *rdvNet) answer(qtype uint16) ([]dns.RR, error) {
+	var rrs []dns.RR
 	err := n.D.Do(func() error {
 		m := new(dns.Msg)
-		m.SetQuestion(rdvName, dns.TypeL64)
+		m.SetQuestion(rdvName, qtype)
 		m.RecursionDesired = false
 		c := &dns.Client{Timeout: time.Second}
 		r, _, err := c.Exchange(m, netip.AddrPortFrom(rdvServer, 53).String())
 		if err != nil {
 			return err
 		}
-		for _, rr := range r.Answer {
-			if l, ok := rr.(*dns.L64); ok {
-				out = append(out, wire.L64(l.Locator64))
-			}
-		}
+		rrs = r.Answer
 		return nil
 	})
+	return rrs, err
+}
+
+// l64s is the MN's L64 RRset on the server, sorted.
+func (n *rdvNet) l64s() ([]wire.L64, error) {
+	rrs, err := n.answer(dns.TypeL64)
+	var out []wire.L64
+	for _, rr := range rrs {
+		if l, ok := rr.(*dns.L64); ok {
+			out = append(out, wire.L64(l.Locator64))
+		}
+	}
 	slices.Sort(out)
 	return out, err
 }
 
-// l32s asks named (from inside D) for the MN's L32 RRset, as "PREF ADDRESS" strings.
+// l32s is the MN's L32 RRset on the server, as "PREF ADDRESS" strings, sorted.
 func (n *rdvNet) l32s() ([]string, error) {
+	rrs, err := n.answer(dns.TypeL32)
 	var out []string
-	err := n.D.Do(func() error {
-		m := new(dns.Msg)
-		m.SetQuestion(rdvName, dns.TypeL32)
-		m.RecursionDesired = false
-		c := &dns.Client{Timeout: time.Second}
-		r, _, err := c.Exchange(m, netip.AddrPortFrom(rdvServer, 53).String())
-		if err != nil {
-			return err
+	for _, rr := range rrs {
+		if l, ok := rr.(*dns.L32); ok {
+			out = append(out, fmt.Sprintf("%d %s", l.Preference, l.Locator32))
 		}
-		for _, rr := range r.Answer {
-			if l, ok := rr.(*dns.L32); ok {
-				out = append(out, fmt.Sprintf("%d %s", l.Preference, l.Locator32))
-			}
-		}
-		return nil
-	})
+	}
 	slices.Sort(out)
 	return out, err
 }

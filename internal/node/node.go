@@ -496,6 +496,12 @@ func (n *Node) adoptStaticLocators() {
 			if err := n.host.addIdentity(s.addr); err != nil {
 				n.log.Warn("identity address", "err", err)
 			}
+			// As for a formed address: an interface that just came up (a move while the
+			// daemon was down) delivers to it a few milliseconds later, and the LU this
+			// locator causes is answered there.
+			if !n.host.waitReceivable(s.addr, receivableTimeout) {
+				n.log.Warn("static locator not yet receivable; using it anyway", "addr", s.addr, "waited", receivableTimeout)
+			}
 			n.log.Info("static locator", "iface", name, "addr", s.addr, "router", s.router)
 			n.updateLocal(ilv.Locator, ifindex, s.router, ilcc.Infinite, ilcc.Infinite, now)
 		}

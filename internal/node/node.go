@@ -437,13 +437,7 @@ func (n *Node) onLocatorEvent(ev locators.Event) {
 			return
 		}
 		n.formed[e.Addr] = e.IfIndex
-		if err := n.host.addIdentity(e.Addr); err != nil {
-			n.log.Warn("identity address", "err", err)
-		}
-		// Announce the locator only once packets to it are delivered (see waitReceivable).
-		if !n.host.waitReceivable(e.Addr, receivableTimeout) {
-			n.log.Warn("new locator not yet receivable; using it anyway", "addr", e.Addr, "waited", receivableTimeout)
-		}
+		n.addLocatorAddress(e.Addr)
 		n.log.Info("locator formed", "iface", e.Iface, "addr", e.Addr, "elapsed", e.Elapsed)
 		n.updateLocal(ilv.Locator, e.IfIndex, e.Router, e.Valid, e.Valid, now)
 	case locators.AddressGone:
@@ -493,20 +487,26 @@ func (n *Node) adoptStaticLocators() {
 				}
 				continue
 			}
-			if err := n.host.addIdentity(s.addr); err != nil {
-				n.log.Warn("identity address", "err", err)
-			}
-			// As for a formed address: an interface that just came up (a move while the
-			// daemon was down) delivers to it a few milliseconds later, and the LU this
-			// locator causes is answered there.
-			if !n.host.waitReceivable(s.addr, receivableTimeout) {
-				n.log.Warn("static locator not yet receivable; using it anyway", "addr", s.addr, "waited", receivableTimeout)
-			}
+			// An interface that just came up (a move while the daemon was down) delivers
+			// to it a few milliseconds later.
+			n.addLocatorAddress(s.addr)
 			n.log.Info("static locator", "iface", name, "addr", s.addr, "router", s.router)
 			n.updateLocal(ilv.Locator, ifindex, s.router, ilcc.Infinite, ilcc.Infinite, now)
 		}
 	}
 	n.adoptStaticIPv4(now)
+}
+
+// addLocatorAddress keeps a locator's [L:NID] address on lo and returns once the kernel
+// delivers to it (receivableTimeout at most): the locator is announced after this, and the
+// LU it causes is answered to that address (formed L64s, static ones found at start, L32s).
+func (n *Node) addLocatorAddress(addr netip.Addr) {
+	if err := n.host.addIdentity(addr); err != nil {
+		n.log.Warn("identity address", "addr", addr, "err", err)
+	}
+	if !n.host.waitReceivable(addr, receivableTimeout) {
+		n.log.Warn("locator address not yet receivable; using it anyway", "addr", addr, "waited", receivableTimeout)
+	}
 }
 
 func (n *Node) updateLocal(loc wire.L64, ifindex int, router netip.Addr, valid, preferred time.Duration, now time.Time) {

@@ -216,16 +216,8 @@ func (n *Node) prepareIPv4Locator(loc wire.L64, ifindex int) {
 	if err := n.host.encapNeighbour(ifindex); err != nil {
 		n.log.Warn("IPv4 locator: next hop for peer routes", "ifindex", ifindex, "err", err)
 	}
-	addr := wire.ILV{Locator: loc, NID: n.nid}.Addr()
-	if err := n.host.addIdentity(addr); err != nil {
-		n.log.Warn("IPv4 locator: address for Locator Updates", "locator", loc, "err", err)
-	}
-	// The LU announcing it is answered to this address: announce it only once the kernel
-	// delivers there (waitReceivable; the lab's IPv4 -> IPv4 move lost its first LU-ACK to
-	// Ip6InNoRoutes without this wait).
-	if !n.host.waitReceivable(addr, receivableTimeout) {
-		n.log.Warn("IPv4 locator: address not yet receivable; using it anyway", "addr", addr, "waited", receivableTimeout)
-	}
+	// Without the wait the lab's IPv4 -> IPv4 move lost its first LU-ACK to Ip6InNoRoutes.
+	n.addLocatorAddress(wire.ILV{Locator: loc, NID: n.nid}.Addr())
 }
 
 // publishesL32 reports whether the DNS rendezvous publishes this node's IPv4 locators as L32

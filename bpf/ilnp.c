@@ -123,7 +123,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
-	if (ilnp_unverified_credit(&key, sess, &remote, skb->len) < 0)
+	if (ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs) < 0)
 		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);

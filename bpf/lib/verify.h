@@ -15,12 +15,27 @@
 #define ILNP_CREDIT_FACTOR 3
 /* Counted on top of skb->len for the nonce header the egress inserts afterwards (at most 16). */
 #define ILNP_CREDIT_NONCE_ROOM 16
+/* A GSO packet leaves as gso_segs packets, each with its own headers, which skb->len counts
+ * once: every further segment is charged the most its headers can be on the wire (Ethernet 14,
+ * IPv6 40, TCP with options 60, nonce 16), so the credit bounds the bytes on the wire. */
+#define ILNP_CREDIT_SEGMENT_ROOM (14 + 40 + 60 + ILNP_CREDIT_NONCE_ROOM)
+#define ILNP_CREDIT_MAX_SEGS 65535
 
-/* May this session send len bytes to *remote? 0: yes (*remote may have been replaced by a
- * verified locator), -1: no. */
+/* The bytes a packet of len bytes in segs GSO segments (0 or 1: not GSO) puts on the wire, at
+ * most. */
+static __always_inline __u64 ilnp_credit_cost(__u64 len, __u32 segs)
+{
+	len += ILNP_CREDIT_NONCE_ROOM;
+	if (segs > 1 && segs <= ILNP_CREDIT_MAX_SEGS)
+		len += (__u64)(segs - 1) * ILNP_CREDIT_SEGMENT_ROOM;
+	return len;
+}
+
+/* May this session send a packet of len bytes in segs GSO segments to *remote? 0: yes
+ * (*remote may have been replaced by a verified locator), -1: no. */
 static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key *key,
 						  const struct ilnp_session *sess, __be64 *remote,
-						  __u64 len)
+						  __u64 len, __u32 segs)
 {
 	struct ilnp_unverified_key uk = {.local_nid = key->local_nid, .remote_nid = key->remote_nid,
 					 .l64 = *remote};
@@ -28,7 +43,7 @@ static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key 
 
 	if (!u)
 		return 0;
-	len += ILNP_CREDIT_NONCE_ROOM;
+	len = ilnp_credit_cost(len, segs);
 	if (u->tx_bytes + len <= ILNP_CREDIT_FACTOR * u->rx_bytes) {
 		__sync_fetch_and_add(&u->tx_bytes, len);
 		return 0;

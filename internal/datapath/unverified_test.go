@@ -1,9 +1,12 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"ilnp/internal/wire"
 )
@@ -84,10 +87,41 @@ func TestUnverifiedLocatorCredit(t *testing.T) {
 	}
 	t.Logf("received %d bytes from the unverified locator, sent %d packets (%d bytes counted) to it", u[0].RxBytes, sent, u[0].TxBytes)
 
+	// A GSO packet is charged for every segment's headers: with the credit for exactly one
+	// packet of its size, it passes as one segment and not as four.
+	must(t, d.DeleteUnverified(nidB, lB2))
+	oneCost := uint64(len(out)) + 16
+	for _, c := range []struct {
+		segs uint32
+		pass bool
+	}{{1, true}, {4, false}} {
+		must(t, d.DeleteUnverified(nidB, lB2))
+		must(t, d.PutUnverified(nidA, nidB, lB2, (oneCost+CreditFactor-1)/CreditFactor, 0))
+		ret, _ := egressSegs(t, d, out, c.segs)
+		if got := ret != verdictDrop; got != c.pass {
+			t.Fatalf("a %d-byte packet in %d segments with credit for %d bytes: verdict %d, want sent %v",
+				len(out), c.segs, oneCost, ret, c.pass)
+		}
+	}
+
 	must(t, d.DeleteUnverified(nidB, lB2))
 	for range 10 {
 		if ret, dst := send(); ret == verdictDrop || dst != h.wireDst() {
 			t.Fatalf("verified: verdict %d to %v, want %v", ret, dst, h.wireDst())
 		}
 	}
+}
+
+// egressSegs runs the egress on in with skb->gso_segs set to segs (struct __sk_buff's
+// gso_segs at offset 164; BPF_PROG_TEST_RUN copies it to the packet, not gso_type).
+func egressSegs(t *testing.T, d *Datapath, in []byte, segs uint32) (uint32, []byte) {
+	t.Helper()
+	ctx := make([]byte, 168)
+	binary.LittleEndian.PutUint32(ctx[164:], segs)
+	opts := ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256), Context: ctx}
+	ret, err := d.objs.IlnpEgress.Run(&opts)
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	return ret, opts.DataOut
 }

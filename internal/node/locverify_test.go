@@ -3,8 +3,11 @@ package node_test
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+
+	"ilnp/internal/nstest"
 )
 
 // TestLocatorVerificationHandoff: with the default `locator-verification opportunistic` a
@@ -83,5 +86,61 @@ func TestLocatorVerificationSilentPeer(t *testing.T) {
 	if st["lv_locators_believed"] < 1 || st["lv_locators_unverified"] != 0 || st["dp_egress_unverified_credit"] != 0 {
 		t.Errorf("CN: believed %d, unverified %d, dropped for credit %d: want L3 believed, nothing limited",
 			st["lv_locators_believed"], st["lv_locators_unverified"], st["dp_egress_unverified_credit"])
+	}
+}
+
+// TestLocatorVerificationStrictSilentPeer: under `locator-verification strict` a correspondent
+// that never answers the challenge is never believed: after the MN has left L2, the CN sends
+// towards the unproven L3 at most three times what it received from there (RFC 9000 s.8.1's
+// rule), counted by R on the wire, and drops the rest for lack of credit, while the MN's own
+// flow towards the CN is untouched.
+func TestLocatorVerificationStrictSilentPeer(t *testing.T) {
+	nstest.RequireTool(t, "nft")
+	n := newTestNetConf(t, "soft", map[string]string{"cn": "locator-verification strict\n"})
+	n.MN.Run("nft", fmt.Sprintf("add table ip6 silent; add chain ip6 silent in { type filter hook input priority 0; }; "+
+		"add rule ip6 silent in icmpv6 type echo-request icmpv6 id != %d counter drop", os.Getpid()&0xffff))
+	// R counts every byte forwarded to and from the MN's second network (L3) at the IPv6 layer.
+	n.R.Run("nft", "add table ip6 credit; add chain ip6 credit l3count { type filter hook forward priority 0; }; "+
+		"add rule ip6 credit l3count ip6 daddr 2001:db8:3::/64 counter; add rule ip6 credit l3count ip6 saddr 2001:db8:3::/64 counter")
+	res := n.runMove(t, "soft", false)
+	counts := strings.Fields(n.R.Run("sh", "-c", "nft list chain ip6 credit l3count | grep -o 'packets [0-9]* bytes [0-9]*' | cut -d' ' -f2,4"))
+	if len(counts) != 4 {
+		t.Fatalf("R's counters: %q", counts)
+	}
+	var c [4]uint64
+	for i, s := range counts {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("R's counter %q: %v", s, err)
+		}
+		c[i] = v
+	}
+	toPkts, toBytes, fromPkts, fromBytes := c[0], c[1], c[2], c[3]
+	st, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("R: to L3 %d packets / %d bytes, from L3 %d packets / %d bytes; CN: challenges %d, echoes %d, unverified %d, verified %d, believed %d, rerouted %d, dropped for credit %d; UDP MN->CN lost %d of %d",
+		toPkts, toBytes, fromPkts, fromBytes, st["lv_challenges_sent"], st["lv_echoes"], st["lv_locators_unverified"],
+		st["lv_locators_verified"], st["lv_locators_believed"], st["dp_egress_unverified_rerouted"],
+		st["dp_egress_unverified_credit"], res.udpRev.LostPackets, res.udpRev.Packets)
+	if st["lv_echoes"] != 0 || st["lv_locators_verified"] != 0 || st["lv_locators_believed"] != 0 || st["lv_locators_unverified"] < 1 {
+		t.Errorf("CN: echoes %d, verified %d, believed %d, unverified %d: want L3 unverified for the whole run",
+			st["lv_echoes"], st["lv_locators_verified"], st["lv_locators_believed"], st["lv_locators_unverified"])
+	}
+	if st["dp_egress_unverified_credit"] == 0 || st["dp_egress_unverified_rerouted"] == 0 {
+		t.Errorf("CN: rerouted %d, dropped for credit %d: want both (the old locator while it lasts, then the credit)",
+			st["dp_egress_unverified_rerouted"], st["dp_egress_unverified_credit"])
+	}
+	// The datapath counts skb->len at tc (the 14-byte Ethernet header included) plus 16 bytes
+	// of nonce room per packet sent; R counts IPv6 bytes. Against R's figures the bound is then
+	// 3 x (received + 14 per packet received): nothing the CN sent can exceed it.
+	if fromBytes == 0 || toBytes > 3*(fromBytes+14*fromPkts) {
+		t.Errorf("the CN sent %d bytes towards the unproven L3 against %d received from it (%d packets): want <= 3x",
+			toBytes, fromBytes, fromPkts)
+	}
+	if res.udpRev.Packets < 1000 || res.udpRev.LostPackets*100 > res.udpRev.Packets {
+		t.Errorf("MN->CN UDP: %d of %d lost: the MN's own flow must not suffer from the CN's credit",
+			res.udpRev.LostPackets, res.udpRev.Packets)
 	}
 }

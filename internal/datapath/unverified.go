@@ -44,6 +44,26 @@ func (d *Datapath) PutUnverified(local, remote wire.NID, l wire.L64, rx, tx uint
 	return nil
 }
 
+// ChargeUnverified adds tx bytes the daemon sent past the datapath (a challenge) to the sent
+// count of locator l of the session local-remote, if it is unverified. The read and the write
+// are two steps: a packet the datapath counts between them is not counted, which errs by one
+// packet at most.
+func (d *Datapath) ChargeUnverified(local, remote wire.NID, l wire.L64, tx uint64) error {
+	k := unverifiedKey(local, remote, l)
+	var v ilnpBPFIlnpUnverified
+	if err := d.objs.Unverified.Lookup(k, &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return ErrNotFound
+		}
+		return fmt.Errorf("datapath: unverified locator %v of %v-%v: %w", l, local, remote, err)
+	}
+	v.TxBytes += tx
+	if err := d.objs.Unverified.Update(k, &v, ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("datapath: charge unverified locator %v of %v-%v: %w", l, local, remote, err)
+	}
+	return nil
+}
+
 // DeleteUnverified marks locator l of every session with remote verified; l 0 deletes every
 // entry of remote (the session closed).
 func (d *Datapath) DeleteUnverified(remote wire.NID, l wire.L64) error {

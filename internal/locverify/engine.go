@@ -81,6 +81,9 @@ const (
 	// Believed: an unverified locator of a peer that never answered a challenge is believed
 	// (Opportunistic); nothing to do but count.
 	Believed
+	// Charge: the datapath adds TxBytes to Locator's sent bytes (a challenge the daemon sends
+	// past the datapath to a locator whose limit is already in place).
+	Charge
 )
 
 func (k Kind) String() string {
@@ -93,6 +96,8 @@ func (k Kind) String() string {
 		return "mark-verified"
 	case Believed:
 		return "believed"
+	case Charge:
+		return "charge"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -175,6 +180,45 @@ func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool
 		return nil, nil
 	}
 	return e.Probe(p, active, now)
+}
+
+// Credit is an unverified locator's state as the datapath counted it.
+type Credit struct {
+	Locator          wire.L64
+	RxBytes, TxBytes uint64
+}
+
+// Resumed records a session adopted from an earlier daemon (a restart), which left the
+// datapath limiting the locators in unverified: they stay unverified, and each gets a fresh
+// challenge (the earlier daemon's tokens are gone), charged to its credit. A flow towards it
+// has usually spent that credit, and no announcement may come to pay for another challenge,
+// so this one is sent even beyond the credit: one challenge per locator per restart, which the
+// charge takes out of what the datapath may send next. The session's other locators count as
+// verified. In Opportunistic mode a limit left behind means the peer had answered a
+// challenge, so later announcements are limited too.
+func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverified []Credit, now time.Time) ([]Action, error) {
+	if e.cfg.Mode == Off {
+		return nil, nil
+	}
+	if _, err := e.Opened(p, locs, active, false, now); err != nil {
+		return nil, err
+	}
+	st := e.peers[p]
+	var out []Action
+	for _, c := range unverified {
+		if c.Locator == 0 || st.unverified[c.Locator] {
+			continue
+		}
+		delete(st.verified, c.Locator)
+		st.unverified[c.Locator] = true
+		st.answered = st.answered || e.cfg.Mode == Opportunistic
+		a, err := e.challenge(p, st, c.Locator, now)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, Action{Kind: Charge, Peer: p, Locator: c.Locator, TxBytes: ChallengeBytes}, a)
+	}
+	return out, nil
 }
 
 // Probe challenges p's locator active once per session, unless p has answered already.

@@ -229,3 +229,54 @@ func TestProbeLater(t *testing.T) {
 		t.Error("the probe's echo was not taken")
 	}
 }
+
+// A session adopted after a restart keeps the limits the datapath still holds: each such
+// locator gets a fresh challenge charged to it, even with its credit spent, and its echo
+// verifies it; in Opportunistic mode the peer counts as having answered, so a new locator it
+// announces is limited, not believed.
+func TestResumed(t *testing.T) {
+	for _, mode := range []Mode{Strict, Opportunistic} {
+		t.Run(string(mode), func(t *testing.T) {
+			e, err := New(Config{Mode: mode, Random: counter()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			as, err := e.Resumed(peerA, []wire.L64{l1, l2, lV}, l2, []Credit{
+				{Locator: l2, RxBytes: luLen, TxBytes: 10},
+				{Locator: lV, RxBytes: 20, TxBytes: 60}, // credit spent
+				{Locator: 0, RxBytes: 1 << 20},          // ignored
+			}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"charge@" + l2.String(), "send-challenge@" + l2.String(),
+				"charge@" + lV.String(), "send-challenge@" + lV.String()}
+			if got := kinds(as); !slices.Equal(got, want) {
+				t.Fatalf("Resumed = %q, want %q", got, want)
+			}
+			if as[0].TxBytes != ChallengeBytes || as[1].Token != tok(1) || as[2].TxBytes != ChallengeBytes || as[3].Token != tok(2) {
+				t.Fatalf("charges %d/%d bytes, tokens %v/%v: want %d and tokens 1, 2", as[0].TxBytes, as[2].TxBytes,
+					as[1].Token, as[3].Token, ChallengeBytes)
+			}
+			if got := e.Unverified(peerA); !slices.Equal(got, []wire.L64{l2, lV}) {
+				t.Fatalf("unverified after resume = %v, want [%v %v]", got, l2, lV)
+			}
+			lNew := wire.L64(0x2001_0db8_0004_0000)
+			as, err = e.Announced(peerA, []wire.L64{lNew}, l1, luLen, t0.Add(time.Second))
+			if got := kinds(as); err != nil || !slices.Equal(got, []string{"mark-unverified@" + lNew.String()}) {
+				t.Fatalf("a new locator announced before any echo since the resume = %q, %v; want it limited", got, err)
+			}
+			as, ok := e.Echoed(peerA, tok(1), t0.Add(2*time.Second))
+			if got := kinds(as); !ok || !slices.Equal(got, []string{"mark-verified@" + l2.String()}) {
+				t.Fatalf("echo of the resumed challenge = %q, %v", got, ok)
+			}
+		})
+	}
+	e, err := New(Config{Mode: Off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as, err := e.Resumed(peerA, []wire.L64{l1}, l1, []Credit{{Locator: l2, RxBytes: luLen}}, t0); err != nil || len(as) != 0 {
+		t.Fatalf("Off: Resumed = %q, %v; want nothing", kinds(as), err)
+	}
+}

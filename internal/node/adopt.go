@@ -108,6 +108,10 @@ func (n *Node) adopt() error {
 			acked[c.NID] = adv
 		}
 	}
+	unverified, err := n.dp.Unverified()
+	if err != nil {
+		n.log.Warn("unverified locators", "err", err)
+	}
 	adopted := 0
 	for _, s := range sessions {
 		if !n.localNID(s.LocalNID) {
@@ -136,12 +140,7 @@ func (n *Node) adopt() error {
 		n.host.peerView[s.RemoteAddr()] = s.LocalAddr()
 		n.routeAdopted(s.RemoteAddr())
 		n.apply(eff, now)
-		// The last daemon's verification state is not kept: its credit limits go, and the
-		// session's current locators count as verified (README, Security).
-		if err := n.dp.DeleteUnverified(s.RemoteNID, 0); err != nil {
-			n.log.Warn("unverified locators", "peer", s.RemoteNID, "err", err)
-		}
-		n.lvOpened(s.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), false)
+		n.lvResumed(s, unverified)
 	}
 	if peers, err := n.dp.Peers(); err == nil {
 		for _, p := range peers {

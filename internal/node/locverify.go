@@ -137,6 +137,41 @@ func (n *Node) lvOpened(peer wire.NID, locs []wire.L64, active wire.L64, probe b
 	n.performLV(actions)
 }
 
+// lvResumed carries the verification state of a session adopted from an earlier daemon over:
+// the locators the datapath still limits stay limited and are challenged afresh (README,
+// Security); with verification off the limits go.
+func (n *Node) lvResumed(s datapath.Session, all []datapath.Unverified) {
+	var credits []locverify.Credit
+	for _, u := range all {
+		if u.RemoteNID == s.RemoteNID && u.LocalNID == s.LocalNID {
+			credits = append(credits, locverify.Credit{Locator: u.Locator, RxBytes: u.RxBytes, TxBytes: u.TxBytes})
+		}
+	}
+	if n.lv == nil {
+		if len(credits) > 0 {
+			if err := n.dp.DeleteUnverified(s.RemoteNID, 0); err != nil {
+				n.log.Warn("unverified locators", "peer", s.RemoteNID, "err", err)
+			}
+		}
+		return
+	}
+	if n.lv.Known(s.RemoteNID) {
+		return
+	}
+	active := sessionRemoteActive(s)
+	if encapLocator(active) {
+		active = 0
+	}
+	actions, err := n.lv.Resumed(s.RemoteNID, ipv6Locators(remoteL64s(s.RemoteLocators)), active, credits, time.Now())
+	if err != nil {
+		n.log.Warn("locator verification", "peer", s.RemoteNID, "err", err)
+	}
+	if len(credits) > 0 {
+		n.log.Info("locator verification resumed", "peer", s.RemoteNID, "unverified", len(credits))
+	}
+	n.performLV(actions)
+}
+
 // lvProbe challenges the correspondents of responder sessions that proved themselves (more
 // than the first packet received; touchSessions calls it with the datapath's sessions), so that
 // a spoofed packet never makes this node send a challenge.
@@ -247,6 +282,13 @@ func (n *Node) performLV(actions []locverify.Action) {
 			n.log.Debug("locator verified", "peer", a.Peer, "locator", a.Locator)
 		case locverify.Believed:
 			n.count("lv_locators_believed")
+		case locverify.Charge:
+			for _, local := range n.localNIDsFor(a.Peer) {
+				err := n.dp.ChargeUnverified(local, a.Peer, a.Locator, a.TxBytes)
+				if err != nil && !errors.Is(err, datapath.ErrNotFound) {
+					n.log.Warn("unverified locator", "peer", a.Peer, "locator", a.Locator, "err", err)
+				}
+			}
 		}
 	}
 }

@@ -123,7 +123,14 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
-	if (ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs) < 0)
+	int challenge = ilnp_challenge_remote(skb, sess, &remote);
+
+	if (challenge < 0) {
+		ilnp_count(ILNP_C_EG_ERRORS);
+		return TCX_DROP;
+	}
+	if (!challenge && !ilnp_credit_exempt(&pkt) &&
+	    ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs) < 0)
 		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);

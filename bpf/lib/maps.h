@@ -413,6 +413,9 @@ struct {
  * probe_pairs[slot] when that entry names the packet's session. */
 #define ILNP_PROBE_MARK 0x494c0000 /* "IL" */
 #define ILNP_PROBE_MARK_MASK 0xffff0000
+/* Locator challenges to IPv4 locators: a packet whose mark is ILNP_CHALLENGE_MARK | i leaves
+ * to the session's remote locator i, whatever its credit (verify.h). */
+#define ILNP_CHALLENGE_MARK 0x494d0000 /* "IM" */
 #define ILNP_PROBE_SLOTS 256
 
 struct {

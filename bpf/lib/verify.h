@@ -64,6 +64,35 @@ static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key 
 	return -1;
 }
 
+/* A locator challenge the daemon sends through the session (to an IPv4 locator, which only
+ * the egress can reach: it encapsulates) leaves to the remote locator its mark names, never
+ * another: an echo of a challenge that went elsewhere would verify the wrong locator. The
+ * daemon charges it to the credit itself. 1: a challenge, *remote set; 0: not one; -1: a
+ * challenge for a slot that is empty now (dropped). */
+static __always_inline int ilnp_challenge_remote(const struct __sk_buff *skb,
+						 const struct ilnp_session *sess, __be64 *remote)
+{
+	__u32 i;
+
+	if ((skb->mark & ILNP_PROBE_MARK_MASK) != ILNP_CHALLENGE_MARK)
+		return 0;
+	i = skb->mark & 0xff;
+	if (i >= ILNP_MAX_REMOTE_LOCATORS || !sess->remote[i].l64)
+		return -1;
+	*remote = sess->remote[i].l64;
+	return 1;
+}
+
+/* Locator Updates and their acknowledgements pass the credit: a node must be able to tell a
+ * correspondent whose only locator is still unverified where it is (a hard handoff), and each
+ * is one small message that a Locator Update of its own or this node's own move caused, never
+ * a flood (the LU engine's retransmissions back off, RFC 6743 s.4). */
+static __always_inline int ilnp_credit_exempt(const struct ilnp_pkt *pkt)
+{
+	return pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off &&
+	       pkt->icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+}
+
 /* A packet of the session arrived from src: it adds to src's credit if src is unverified. */
 static __always_inline void ilnp_unverified_received(const struct ilnp_session_key *key,
 						     __be64 src, __u64 len)

@@ -44,6 +44,29 @@ func (d *Datapath) PutUnverified(local, remote wire.NID, l wire.L64, rx, tx uint
 	return nil
 }
 
+// ChallengeMark is the socket mark that sends a locator challenge of a session to its remote
+// locator in slot i (ChallengeMarkFor): ChallengeMark | i (bpf/lib/verify.h). Such a packet
+// passes no credit check and is never rerouted.
+const ChallengeMark = 0x494d0000
+
+// ChallengeMarkFor is the mark that sends a packet of the session local-remote to its remote
+// locator l (an IPv4 locator: only the egress can encapsulate to it).
+func (d *Datapath) ChallengeMarkFor(local, remote wire.NID, l wire.L64) (uint32, error) {
+	var v ilnpBPFIlnpSession
+	if err := d.objs.Sessions.Lookup(sessionKey(local, remote), &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return 0, fmt.Errorf("datapath: session %v-%v: %w", local, remote, ErrNotFound)
+		}
+		return 0, fmt.Errorf("datapath: session %v-%v: %w", local, remote, err)
+	}
+	for i, r := range v.Remote {
+		if r.L64 != 0 && wire.L64(be64(r.L64)) == l {
+			return ChallengeMark | uint32(i), nil
+		}
+	}
+	return 0, fmt.Errorf("datapath: session %v-%v has no remote locator %v: %w", local, remote, l, ErrNotFound)
+}
+
 // ChargeUnverified adds tx bytes the daemon sent past the datapath (a challenge) to the sent
 // count of locator l of the session local-remote, if it is unverified. The read and the write
 // are two steps: a packet the datapath counts between them is not counted, which errs by one

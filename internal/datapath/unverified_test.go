@@ -125,3 +125,47 @@ func egressSegs(t *testing.T, d *Datapath, in []byte, segs uint32) (uint32, []by
 	}
 	return ret, opts.DataOut
 }
+
+// TestChallengeMark: a packet with a session's challenge mark leaves to exactly the remote
+// locator the mark names, unverified and without credit as it is (an echo of a challenge
+// rerouted to a verified locator would verify the wrong one); a mark naming an empty slot is
+// dropped.
+func TestChallengeMark(t *testing.T) {
+	d := newDatapath(t, Options{NonceSize: 4})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	out := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6,
+		transport(t, wire.ProtoICMPv6, h.viewSrc(), h.viewDst(), payload)))
+	must(t, d.PutUnverified(nidA, nidB, lB2, 0, 0))
+	if _, err := d.ChallengeMarkFor(nidA, nidB, wire.L64(0x2001_0db8_0bad_0000)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ChallengeMarkFor a locator the session does not list = %v, want ErrNotFound", err)
+	}
+	mark, err := d.ChallengeMarkFor(nidA, nidB, lB2)
+	must(t, err)
+	rerouted := counter(t, d, "egress_unverified_rerouted")
+	ret, pkt := runMarked(t, d.objs.IlnpEgress, out, mark)
+	if ret == verdictDrop {
+		t.Fatalf("challenge to the unverified %v dropped", lB2)
+	}
+	if p, _ := parseFrame(t, pkt); p.IPv6.Dst != addr(lB2, nidB) {
+		t.Fatalf("challenge sent to %v, want %v", p.IPv6.Dst, addr(lB2, nidB))
+	} else if n, ok := p.Nonce(); !ok || n != h.nonce {
+		t.Fatalf("challenge carries nonce %v (%v), want the session's %v", n, ok, h.nonce)
+	}
+	if got := counter(t, d, "egress_unverified_rerouted"); got != rerouted {
+		t.Fatalf("the challenge was counted as rerouted (%d -> %d)", rerouted, got)
+	}
+	// Unmarked, the same packet has no credit there and goes to the verified locator.
+	if ret, pkt := d.egress(t, out); ret == verdictDrop {
+		t.Fatal("unmarked packet dropped")
+	} else if p, _ := parseFrame(t, pkt); p.IPv6.Dst == addr(lB2, nidB) {
+		t.Fatalf("unmarked packet sent to the unverified %v without credit", lB2)
+	}
+	errs := counter(t, d, "egress_errors")
+	if ret, _ := runMarked(t, d.objs.IlnpEgress, out, ChallengeMark|7); ret != verdictDrop {
+		t.Fatalf("challenge for an empty slot: verdict %d, want drop", ret)
+	}
+	if got := counter(t, d, "egress_errors"); got != errs+1 {
+		t.Fatalf("egress_errors %d -> %d, want +1", errs, got)
+	}
+}

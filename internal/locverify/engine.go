@@ -3,8 +3,8 @@
 // knows its own nonce, so RFC 6744 does not stop it) announces a victim's locator in a Locator
 // Update, and the node would turn its flows towards the victim.
 //
-// A locator the session began with is verified. One that first appears in a Locator Update is
-// unverified until the correspondent echoes a challenge sent to [locator:NID]: an ICMPv6 Echo
+// A locator the session began with is verified. One that first appears in a Locator Update (or,
+// for an IPv4 endpoint, a NAT rebinding) is unverified until the correspondent echoes a challenge sent to [locator:NID]: an ICMPv6 Echo
 // Request carrying a fresh 128-bit random token (every IPv6 node answers it, RFC 4443 s.4.1,
 // so no peer needs new code; only a node that receives at that address learns the token).
 // Until then the datapath sends to it at most 3x the bytes received from it (RFC 9000 s.8.1)
@@ -22,6 +22,7 @@ import (
 	"slices"
 	"time"
 
+	"ilnp/internal/encap"
 	"ilnp/internal/wire"
 )
 
@@ -57,6 +58,18 @@ type Token [TokenSize]byte
 // ChallengeBytes is what one challenge costs on the wire (Ethernet, IPv6, ICMPv6 Echo header
 // and token), charged to the locator's credit as the datapath charges frames.
 const ChallengeBytes = 14 + 40 + 8 + TokenSize
+
+// ChallengeBytesL32 is what one challenge to an IPv4 locator costs: it goes through the
+// session, so it also carries the nonce header (16 bytes at most) inside UDP/IPv4.
+const ChallengeBytesL32 = ChallengeBytes + 16 + encap.Overhead
+
+// challengeCost is what a challenge to l is charged.
+func challengeCost(l wire.L64) uint64 {
+	if encap.IsL32(l) {
+		return ChallengeBytesL32
+	}
+	return ChallengeBytes
+}
 
 // Factor is the credit factor (RFC 9000 s.8.1).
 const Factor = 3
@@ -216,7 +229,7 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 		if err != nil {
 			return out, err
 		}
-		out = append(out, Action{Kind: Charge, Peer: p, Locator: c.Locator, TxBytes: ChallengeBytes}, a)
+		out = append(out, Action{Kind: Charge, Peer: p, Locator: c.Locator, TxBytes: challengeCost(c.Locator)}, a)
 	}
 	return out, nil
 }
@@ -277,13 +290,13 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 			mark.RxBytes = luBytes
 		}
 		var ch *Action
-		if mark.TxBytes+ChallengeBytes <= Factor*mark.RxBytes {
+		if mark.TxBytes+challengeCost(l) <= Factor*mark.RxBytes {
 			a, err := e.challenge(p, st, l, now)
 			if err != nil {
 				return out, err
 			}
 			ch = &a
-			mark.TxBytes += ChallengeBytes
+			mark.TxBytes += challengeCost(l)
 		}
 		out = append(out, mark) // the limit is in place before the challenge leaves
 		if ch != nil {

@@ -280,3 +280,27 @@ func TestResumed(t *testing.T) {
 		t.Fatalf("Off: Resumed = %q, %v; want nothing", kinds(as), err)
 	}
 }
+
+// A challenge to an IPv4 endpoint travels encapsulated with a nonce, and is charged so.
+func TestChallengeCostByFamily(t *testing.T) {
+	l32 := wire.L64(0x0000_c027_c633_6401) // 198.51.100.1:49191
+	for _, c := range []struct {
+		loc  wire.L64
+		want uint64
+	}{{l2, ChallengeBytes}, {l32, ChallengeBytesL32}} {
+		e, err := New(Config{Mode: Strict, Random: counter()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Opened(peerA, []wire.L64{l1}, l1, false, t0); err != nil {
+			t.Fatal(err)
+		}
+		as, err := e.Announced(peerA, []wire.L64{c.loc}, c.loc, luLen, t0)
+		if got := kinds(as); err != nil || len(as) != 2 || as[0].Kind != MarkUnverified || as[1].Kind != SendChallenge {
+			t.Fatalf("%v: Announced = %q, %v", c.loc, got, err)
+		}
+		if as[0].RxBytes != luLen || as[0].TxBytes != c.want {
+			t.Errorf("%v: credit starts at %d received, %d sent; want %d, %d", c.loc, as[0].RxBytes, as[0].TxBytes, luLen, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ilnp/internal/datapath"
+	"ilnp/internal/encap"
 	"ilnp/internal/locverify"
 	"ilnp/internal/wire"
 )
@@ -49,8 +50,12 @@ func openChallengeSocket() (*challengeSocket, error) {
 	return &challengeSocket{s}, nil
 }
 
-// send writes one challenge from src to dst (the kernel fills in the checksum).
-func (s *challengeSocket) send(src, dst netip.Addr, token locverify.Token) error {
+// send writes one challenge from src to dst with the socket mark mark (the kernel fills in the
+// checksum).
+func (s *challengeSocket) send(src, dst netip.Addr, mark uint32, token locverify.Token) error {
+	if err := setSockoptInt(s.conn, unix.SOL_SOCKET, unix.SO_MARK, int(mark)); err != nil {
+		return fmt.Errorf("challenge mark: %w", err)
+	}
 	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest,
 		Body: &icmp.Echo{ID: int(s.id), Seq: 0, Data: token[:]}}).Marshal(nil)
 	if err != nil {
@@ -106,20 +111,6 @@ func parseEcho(b []byte, id uint16) (receivedEcho, bool) {
 	return e, true
 }
 
-// encapLocator: an IPv4 endpoint standing in for a locator (bpf/lib/encap.h ilnp_is_l32);
-// challenges are plain IPv6 and cannot reach it, so it is left out of verification.
-func encapLocator(l wire.L64) bool { return uint64(l)>>48 == 0 && uint64(l)&0xffffffff != 0 }
-
-func ipv6Locators(locs []wire.L64) []wire.L64 {
-	out := locs[:0:0]
-	for _, l := range locs {
-		if !encapLocator(l) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // lvOpened tells the engine about a session that opened (or was adopted) with these remote
 // locators. probe: challenge the correspondent now (a session this node opened); a session the
 // correspondent opened is probed by lvProbe once it received more than its first packet.
@@ -127,10 +118,7 @@ func (n *Node) lvOpened(peer wire.NID, locs []wire.L64, active wire.L64, probe b
 	if n.lv == nil || n.lv.Known(peer) {
 		return
 	}
-	if encapLocator(active) {
-		active = 0
-	}
-	actions, err := n.lv.Opened(peer, ipv6Locators(locs), active, probe, time.Now())
+	actions, err := n.lv.Opened(peer, locs, active, probe, time.Now())
 	if err != nil {
 		n.log.Warn("locator verification", "peer", peer, "err", err)
 	}
@@ -158,11 +146,7 @@ func (n *Node) lvResumed(s datapath.Session, all []datapath.Unverified) {
 	if n.lv.Known(s.RemoteNID) {
 		return
 	}
-	active := sessionRemoteActive(s)
-	if encapLocator(active) {
-		active = 0
-	}
-	actions, err := n.lv.Resumed(s.RemoteNID, ipv6Locators(remoteL64s(s.RemoteLocators)), active, credits, time.Now())
+	actions, err := n.lv.Resumed(s.RemoteNID, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), credits, time.Now())
 	if err != nil {
 		n.log.Warn("locator verification", "peer", s.RemoteNID, "err", err)
 	}
@@ -184,11 +168,7 @@ func (n *Node) lvProbe(sessions []datapath.Session) {
 		if s.RxPackets <= unprovenPackets || !n.lv.Known(s.RemoteNID) || n.lv.Answered(s.RemoteNID) {
 			continue
 		}
-		active := sessionRemoteActive(s)
-		if encapLocator(active) {
-			continue
-		}
-		actions, err := n.lv.Probe(s.RemoteNID, active, now)
+		actions, err := n.lv.Probe(s.RemoteNID, sessionRemoteActive(s), now)
 		if err != nil {
 			n.log.Warn("locator verification", "peer", s.RemoteNID, "err", err)
 		}
@@ -196,22 +176,57 @@ func (n *Node) lvProbe(sessions []datapath.Session) {
 	}
 }
 
-// lvAnnounced tells the engine about an applied Locator Update of peer.
-func (n *Node) lvAnnounced(peer wire.NID, upd wire.LocatorUpdate, from wire.L64, size int) {
+// lvAnnounced tells the engine about an applied Locator Update of peer. It returns the
+// challenges to IPv4 locators, for the caller to perform once the datapath's session lists them
+// (after apply); everything else is done at once.
+func (n *Node) lvAnnounced(peer wire.NID, upd wire.LocatorUpdate, from wire.L64, size int) (later []locverify.Action) {
 	if n.lv == nil {
-		return
+		return nil
 	}
 	locs := make([]wire.L64, 0, len(upd.Locators))
 	for _, e := range upd.Locators {
 		locs = append(locs, e.Locator)
 	}
 	// The LU's own bytes are its sender's first credit: Ethernet and IPv6 headers and the
-	// ICMPv6 message (its nonce header is not counted).
-	actions, err := n.lv.Announced(peer, ipv6Locators(locs), from, uint64(14+40+size), time.Now())
+	// ICMPv6 message (its nonce header, and the encapsulation of one from an IPv4 endpoint,
+	// are not counted).
+	actions, err := n.lv.Announced(peer, locs, from, uint64(14+40+size), time.Now())
 	if err != nil {
 		n.log.Warn("locator verification", "peer", peer, "err", err)
 	}
-	n.performLV(actions)
+	return n.performLVNow(actions)
+}
+
+// performLVNow performs actions but the challenges to IPv4 locators, which it returns.
+func (n *Node) performLVNow(actions []locverify.Action) (later []locverify.Action) {
+	now := actions[:0:0]
+	for _, a := range actions {
+		if a.Kind == locverify.SendChallenge && encap.IsL32(a.Locator) {
+			later = append(later, a)
+		} else {
+			now = append(now, a)
+		}
+	}
+	n.performLV(now)
+	return later
+}
+
+// roamCredit is the least a nonce-verified packet from an IPv4 endpoint puts on the wire:
+// Ethernet, IPv4, UDP, IPv6 and the smallest nonce header.
+const roamCredit = 14 + encap.Overhead + 40 + 8
+
+// lvRoamed tells the engine that peer's NAT endpoint moved to l (a nonce-verified packet
+// came from there): a new locator like one an LU announces, whose first credit is that packet.
+// Its challenge is returned as lvAnnounced's are.
+func (n *Node) lvRoamed(peer wire.NID, l wire.L64) (later []locverify.Action) {
+	if n.lv == nil {
+		return nil
+	}
+	actions, err := n.lv.Announced(peer, []wire.L64{l}, l, roamCredit, time.Now())
+	if err != nil {
+		n.log.Warn("locator verification", "peer", peer, "err", err)
+	}
+	return n.performLVNow(actions)
 }
 
 // onEcho handles an Echo Reply to one of the daemon's challenges.
@@ -249,9 +264,22 @@ func (n *Node) performLV(actions []locverify.Action) {
 			if !ok || !okActive || n.chsock == nil {
 				continue
 			}
+			// An IPv6 locator is challenged at [locator:NID] directly, past the datapath; an
+			// IPv4 one only the egress can reach (it encapsulates), so the challenge goes
+			// between the session's view addresses with a mark naming the locator.
 			src := wire.ILV{Locator: active.Locator, NID: b.SessionLocal.NID}.Addr()
 			dst := wire.ILV{Locator: a.Locator, NID: a.Peer}.Addr()
-			if err := n.chsock.send(src, dst, a.Token); err != nil {
+			mark := uint32(redirectMark)
+			if encap.IsL32(a.Locator) {
+				var err error
+				if mark, err = n.dp.ChallengeMarkFor(b.SessionLocal.NID, a.Peer, a.Locator); err != nil {
+					n.count("lv_challenge_errors")
+					n.log.Warn("locator challenge", "peer", a.Peer, "err", err)
+					continue
+				}
+				src, dst = b.SessionLocal.Addr(), b.SessionRemote.Addr()
+			}
+			if err := n.chsock.send(src, dst, mark, a.Token); err != nil {
 				n.count("lv_challenge_errors")
 				n.log.Warn("locator challenge", "peer", a.Peer, "err", err)
 				continue

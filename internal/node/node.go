@@ -844,8 +844,9 @@ func (n *Node) onLU(r receivedLU) {
 		n.count("lu_applied")
 		// New locators get their credit limit before anything leaves towards them, the
 		// LU-ACK included.
-		n.lvAnnounced(peer, r.update, src.Locator, r.size)
+		later := n.lvAnnounced(peer, translateLU(r.update, src.Locator), src.Locator, r.size)
 		n.apply(eff, now)
+		n.performLV(later)
 		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
 		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {

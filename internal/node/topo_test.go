@@ -595,6 +595,24 @@ func tailFile(path string, lines int) string {
 	return strings.Join(l, "\n")
 }
 
+// grepFile is the lines of path that contain any of subs.
+func grepFile(path string, subs ...string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, s := range subs {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // capture is tcpdump on one of R's interfaces.
 type capture struct{ *nstest.Capture }
 

@@ -17,6 +17,7 @@ import (
 	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
+	"ilnp/internal/locverify"
 	"ilnp/internal/natkeep"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
@@ -368,7 +369,12 @@ func (n *Node) roam(ev datapath.Event) {
 			Locator: src.Locator.String(), Detail: "remote NAT endpoint from a nonce-verified packet"})
 	}
 	eff.Events = nil // the timeline has it (above)
+	var later []locverify.Action
+	if len(eff.Bindings) > 0 {
+		later = n.lvRoamed(ev.RemoteNID, src.Locator) // limited before anything leaves towards it
+	}
 	n.apply(eff, now)
+	n.performLV(later)
 }
 
 // startKeepalive sends natkeep keepalives on idle IPv4 sessions until ctx ends.

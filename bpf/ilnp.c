@@ -129,8 +129,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_ERRORS);
 		return TCX_DROP;
 	}
-	if (!challenge && !ilnp_credit_exempt(&pkt) &&
-	    ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs) < 0)
+	if (!challenge && ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs,
+						 ilnp_credit_exempt(&pkt)) < 0)
 		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);

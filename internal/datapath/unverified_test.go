@@ -169,3 +169,41 @@ func TestChallengeMark(t *testing.T) {
 		t.Fatalf("egress_errors %d -> %d, want +1", errs, got)
 	}
 }
+
+// TestLocatorUpdateCredit: a Locator Update (or its acknowledgement) to an unverified locator
+// passes once that locator has sent the session anything, even with its credit spent (a CN
+// must tell a peer whose only locator is unverified where it is); to a locator that has sent
+// nothing (one announced from elsewhere: a victim's) it does not.
+func TestLocatorUpdateCredit(t *testing.T) {
+	d := newDatapath(t, Options{NonceSize: 4})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	// The old locator gone: nothing verified to reroute to.
+	must(t, d.PutSession(Session{
+		LocalNID: h.nid, RemoteNID: h.peer, LocalView: h.l1, RemoteView: h.peer1, RemoteActive: h.peer2,
+		RemoteLocators: []RemoteLocator{{Locator: h.peer2, State: LocatorActive}},
+		LocalNonce:     h.nonce, RemoteNonce: h.peerNonce,
+	}))
+	src, dst := h.viewSrc(), h.viewDst()
+	lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lA2, Preference: 1, Lifetime: 30}}}.Marshal(src, dst)
+	must(t, err)
+	luFrame := frame(ipv6Packet(src, dst, wire.ProtoICMPv6, lu))
+	data := frame(ipv6Packet(src, dst, wire.ProtoUDP, transport(t, wire.ProtoUDP, src, dst, payload)))
+	for _, c := range []struct {
+		name       string
+		rx, tx     uint64
+		pkt        []byte
+		wantPassed bool
+	}{
+		{"LU, nothing received from it", 0, 0, luFrame, false},
+		{"LU, credit spent", 100, 300, luFrame, true},
+		{"data, credit spent", 100, 300, data, false},
+	} {
+		must(t, d.DeleteUnverified(nidB, lB2))
+		must(t, d.PutUnverified(nidA, nidB, lB2, c.rx, c.tx))
+		ret, _ := d.egress(t, c.pkt)
+		if passed := ret != verdictDrop; passed != c.wantPassed {
+			t.Errorf("%s: verdict %d, want passed %v", c.name, ret, c.wantPassed)
+		}
+	}
+}

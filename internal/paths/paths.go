@@ -96,9 +96,10 @@ func (s State) Usable() bool { return s != Dead }
 // Config parameterises a Tracker. Zero fields take the defaults.
 type Config struct {
 	// Margin is the verdict's budget beyond the RTT: a pair under a flowing stream is dead RTT +
-	// Margin after its last delivery (on a path fast enough for the probe to come back within). The bound is 1 RTT + 100 ms from the
-	// last delivery to the first delivery on the other pair, and the switch (an LU's one-way
-	// trip, the peer's daemon) and the next packet after it need their share of the 100 ms.
+	// Margin after its last delivery (on a path fast enough for the probe to come back in
+	// time). The bound is 1 RTT + 100 ms from the last delivery to the first delivery
+	// on the other pair, and the switch (an LU's one-way trip, the peer's daemon) and the next
+	// packet after it need their share of the 100 ms.
 	Margin time.Duration
 	// SuspectAfter is how long, beyond the RTT, a pair may be quiet before it is probed; the
 	// probe then has Margin - SuspectAfter to come back (or longer on a slow path).
@@ -223,11 +224,11 @@ func (a activity) since(t time.Time) uint64 {
 }
 
 // steadyBefore reports whether the packets counted in the second before t came steadily: at
-// least busyRx of them, up to t (the Step that saw them may come just after), and no Step-to-Step stretch without one longer than
-// steadyGap but one hiccup of at most hiccupGap (a stream's gap long enough to draw a suspect
-// probe on a slower path is longer than steadyGap once seen through the polls, and a stream
-// that had one must still count as flowing when it fails soon after). The history must reach
-// back the whole second.
+// least busyRx of them, up to t (the Step that saw them may come just after), and no
+// Step-to-Step stretch without one longer than steadyGap but one hiccup of at most hiccupGap
+// (a stream's gap long enough to draw a suspect probe on a slower path is longer than
+// steadyGap once seen through the polls, and a stream that had one must still count as
+// flowing when it fails soon after). The history must reach back the whole second.
 func (a activity) steadyBefore(t time.Time) bool {
 	from := t.Add(-time.Second)
 	if len(a) == 0 || a[0].at.After(from) {
@@ -540,12 +541,11 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	// (one sent for a gap just before the failure) push the verdict up to a spacing late.
 	// Otherwise (a bursty or pausing peer, our data answered elsewhere) the probe gets its
 	// RTT and at least Margin - SuspectAfter, four RTT variations (RFC 6298) if longer.
-	guard := probeGuard
 	steady := heard.steadyBefore(p.episode)
 	flowing := rxStall || (dataQuiet && steady && heard.since(p.episode.Add(rtt)) < answeredElsewhereMin)
 	overdue := func() time.Time {
 		if flowing {
-			return later(start.Add(rtt+cfg.Margin), p.suspectAt.Add(rtt+guard))
+			return later(start.Add(rtt+cfg.Margin), p.suspectAt.Add(rtt+probeGuard))
 		}
 		return p.suspectAt.Add(rtt + max(cfg.Margin-cfg.SuspectAfter, 4*p.rttvar))
 	}
@@ -572,11 +572,11 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 		}
 	case p.suspectAt.IsZero() && quiet >= rtt+cfg.SuspectAfter:
 		state = Suspect
-		// At most one suspect probe per Margin - guard (so that one sent for a gap just
+		// At most one suspect probe per Margin - probeGuard (so that one sent for a gap just
 		// before this silence delays the next by no more than the verdict's anchor allows);
 		// once one was answered, one per reprobeAfter unless the peer was steady (a bursty
 		// flow goes quiet often).
-		spacing := max(cfg.Margin-guard, cfg.SuspectAfter)
+		spacing := max(cfg.Margin-probeGuard, cfg.SuspectAfter)
 		if p.suspectOK && !steady {
 			spacing = reprobeAfter
 		}

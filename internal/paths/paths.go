@@ -7,13 +7,15 @@
 // episode starting at its first unanswered packet), or a steady stream arriving on it stops
 // (starting at its last receipt; the receiver of a one-way flow has nothing of its own to go
 // unanswered). RTT + SuspectAfter into an episode the pair is suspect and gets one probe at once
-// (an ICMPv6 echo carrying the nonce, forced onto the pair). The probe decides: answered, the
-// pair is alive (the quiet was the application's); unanswered after the probe's own RTT plus
-// max(Margin - SuspectAfter, 4 RTT variations), it is dead. When the peer was sending steadily
-// and has gone silent on every pair too, the probe gets only Margin - SuspectAfter (or its RTT
-// and 10 ms, if longer), so a failure under a two-way flow is declared RTT + Margin after the
-// first unanswered packet however long the probe's RTT. A bursty peer is never taken for a
-// failure without an unanswered probe.
+// (an ICMPv6 echo carrying the nonce, forced onto the pair; at most one per Margin - 10 ms, so
+// one sent for a gap just before a failure delays the next by less than the verdict's budget).
+// The probe decides: answered, the pair is alive (the quiet was the application's); unanswered,
+// it is dead. While traffic flows (a steady stream arriving on the pair stopped, or the peer was
+// sending steadily and has gone silent on every pair) the verdict comes RTT + Margin after the
+// episode's start (the last delivery), or the probe's RTT and 10 ms after the probe if that is
+// later (a slow path); otherwise (a bursty or pausing peer) the probe gets its own RTT plus
+// max(Margin - SuspectAfter, 4 RTT variations). A bursty peer is never taken for a failure
+// without an unanswered probe.
 //
 // Every pair gets at most one periodic probe per ProbeInterval, which keeps idle pairs proven
 // (both ends probe, and each end's probes are the other's proof of life on that pair) and brings
@@ -93,10 +95,11 @@ func (s State) Usable() bool { return s != Dead }
 
 // Config parameterises a Tracker. Zero fields take the defaults.
 type Config struct {
-	// Margin is the verdict's budget beyond the RTT: a pair under a two-way flow is dead RTT +
-	// Margin after its first unanswered packet. The bound is 1 RTT + 100 ms from the
-	// last delivery to the first delivery on the other pair, and the switch (an LU's one-way
-	// trip, the peer's daemon) and the next packet after it need their share of the 100 ms.
+	// Margin is the verdict's budget beyond the RTT: a pair under a flowing stream is dead RTT +
+	// Margin after its last delivery (on a path fast enough for the probe to come back in
+	// time). The bound is 1 RTT + 100 ms from the last delivery to the first delivery
+	// on the other pair, and the switch (an LU's one-way trip, the peer's daemon) and the next
+	// packet after it need their share of the 100 ms.
 	Margin time.Duration
 	// SuspectAfter is how long, beyond the RTT, a pair may be quiet before it is probed; the
 	// probe then has Margin - SuspectAfter to come back (or longer on a slow path).
@@ -221,8 +224,11 @@ func (a activity) since(t time.Time) uint64 {
 }
 
 // steadyBefore reports whether the packets counted in the second before t came steadily: at
-// least busyRx of them and no Step-to-Step stretch without one longer than steadyGap. The
-// history must reach back the whole second.
+// least busyRx of them, up to t (the Step that saw them may come just after), and no
+// Step-to-Step stretch without one longer than steadyGap but one hiccup of at most hiccupGap
+// (a stream's gap long enough to draw a suspect probe on a slower path is longer than
+// steadyGap once seen through the polls, and a stream that had one must still count as
+// flowing when it fails soon after). The history must reach back the whole second.
 func (a activity) steadyBefore(t time.Time) bool {
 	from := t.Add(-time.Second)
 	if len(a) == 0 || a[0].at.After(from) {
@@ -231,9 +237,12 @@ func (a activity) steadyBefore(t time.Time) bool {
 	var prev *heardAt
 	lastRise := time.Time{}
 	count := uint64(0)
+	hiccup := false
 	for i := range a {
+		// The first Step after t counts too (the packets it saw came after the Step before
+		// it, up to t for a stream that stopped at t), if it came soon after.
 		x := &a[i]
-		if x.at.After(t) {
+		if (prev != nil && prev.at.After(t)) || x.at.Sub(t) > steadyGap {
 			break
 		}
 		if prev != nil && !x.at.Before(from) && x.n > prev.n {
@@ -241,8 +250,11 @@ func (a activity) steadyBefore(t time.Time) bool {
 			if lastRise.IsZero() {
 				lastRise = prev.at
 			}
-			if x.at.Sub(lastRise) > steadyGap {
-				return false
+			if gap := x.at.Sub(lastRise); gap > steadyGap {
+				if hiccup || gap > hiccupGap {
+					return false
+				}
+				hiccup = true
 			}
 			lastRise = x.at
 		}
@@ -263,10 +275,17 @@ const busyRx = 10
 // polls see every poll's packets of a few hundred a second; two missed polls are allowed).
 const steadyGap = 50 * time.Millisecond
 
+// hiccupGap is the longest single stretch without a packet a steady stream may have had in
+// the second (a bursty peer's pauses are longer, or come more than once a second).
+const hiccupGap = 4 * steadyGap
+
 // answeredElsewhereMin is how many packets from the peer on other pairs since a quiet
 // episode began mean that it still hears us (more than the probes, one a second per pair,
 // and their echoes could make): then only the probe decides.
 const answeredElsewhereMin = 4
+
+// probeGuard is the least time beyond its RTT a suspect probe gets to come back.
+const probeGuard = 10 * time.Millisecond
 
 // reprobeAfter is how long a quiet episode whose suspect probe was answered (the peer answers
 // on another pair) waits before the next one.
@@ -504,6 +523,9 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 		return state, p.periodic(cfg, now)
 	}
 	if !p.episode.Equal(start) {
+		if state == Suspect && !p.episode.IsZero() && s.LastRx.After(p.episode) {
+			state = Alive // it delivered since the last quiet episode began
+		}
 		p.episode, p.suspectAt, p.suspectAnswered = start, time.Time{}, false
 	}
 	if held.After(start) {
@@ -511,19 +533,27 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	}
 	quiet := now.Sub(start)
 
-	// How long the suspect probe may take: its RTT and four variations (RFC 6298), at least
-	// Margin - SuspectAfter; only that (or its RTT and 10 ms) when the peer was sending
-	// steadily and has gone silent on every pair (a two-way flow's answers stopped).
-	wait := rtt + max(cfg.Margin-cfg.SuspectAfter, 4*p.rttvar)
+	// When the suspect probe is overdue. While traffic flows (a steady stream arriving on the
+	// pair stopped, or the peer was sending steadily and has gone silent on every pair: a
+	// two-way flow's answers stopped) the verdict is anchored on the silence's start: RTT +
+	// Margin after it, or the probe's RTT and guard after the probe if that is later (a slow
+	// path). Anchoring it on the probe alone made a probe that had to wait for the spacing
+	// (one sent for a gap just before the failure) push the verdict up to a spacing late.
+	// Otherwise (a bursty or pausing peer, our data answered elsewhere) the probe gets its
+	// RTT and at least Margin - SuspectAfter, four RTT variations (RFC 6298) if longer.
 	steady := heard.steadyBefore(p.episode)
-	if dataQuiet && steady && heard.since(p.episode.Add(rtt)) < answeredElsewhereMin {
-		wait = max(cfg.Margin-cfg.SuspectAfter, rtt+10*time.Millisecond)
+	flowing := rxStall || (dataQuiet && steady && heard.since(p.episode.Add(rtt)) < answeredElsewhereMin)
+	overdue := func() time.Time {
+		if flowing {
+			return later(start.Add(rtt+cfg.Margin), p.suspectAt.Add(rtt+probeGuard))
+		}
+		return p.suspectAt.Add(rtt + max(cfg.Margin-cfg.SuspectAfter, 4*p.rttvar))
 	}
 	probeNow := p.periodic(cfg, now)
 	switch {
 	case state == Dead:
 		// Dead until it delivers again.
-	case !p.suspectAt.IsZero() && !p.suspectAnswered && now.Sub(p.suspectAt) >= wait:
+	case !p.suspectAt.IsZero() && !p.suspectAnswered && !now.Before(overdue()):
 		state, p.deadRx = Dead, s.LastRx
 	case dataQuiet && now.Sub(later(start, p.provenAt)) >= cfg.ProbeInterval+rtt+cfg.Margin:
 		// Idle: not even the peer's periodic probe came, nor an answer to ours.
@@ -542,9 +572,11 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 		}
 	case p.suspectAt.IsZero() && quiet >= rtt+cfg.SuspectAfter:
 		state = Suspect
-		// At most one suspect probe per Margin; once one was answered, one per
-		// reprobeAfter unless the peer was steady (a bursty flow goes quiet often).
-		spacing := cfg.Margin
+		// At most one suspect probe per Margin - probeGuard (so that one sent for a gap just
+		// before this silence delays the next by no more than the verdict's anchor allows);
+		// once one was answered, one per reprobeAfter unless the peer was steady (a bursty
+		// flow goes quiet often).
+		spacing := max(cfg.Margin-probeGuard, cfg.SuspectAfter)
 		if p.suspectOK && !steady {
 			spacing = reprobeAfter
 		}
@@ -560,7 +592,7 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	if state != Dead && !p.suspectAt.IsZero() && !p.suspectAnswered {
 		state = Suspect
 		if p.next.IsZero() {
-			p.next = p.suspectAt.Add(wait)
+			p.next = overdue()
 		}
 	}
 	if dataQuiet && state != Dead {

@@ -228,9 +228,9 @@ func TestLiveness(t *testing.T) {
 					t.Fatalf("dead %v after the last delivery (%d ms), want within %v", after, s.lastRx, tc.within)
 				}
 			}
-			// Probing while data flows stays bounded: at most one suspect probe per Margin
-			// and one periodic probe a second.
-			if n, limit := len(s.probes)-probesBefore, 3000/int(DefaultMargin/time.Millisecond)+4; n > limit {
+			// Probing while data flows stays bounded: at most one suspect probe per Margin -
+			// probeGuard and one periodic probe a second.
+			if n, limit := len(s.probes)-probesBefore, 3000/int((DefaultMargin-probeGuard)/time.Millisecond)+4; n > limit {
 				t.Fatalf("%d probes in 3 s, want at most %d", n, limit)
 			}
 			t.Logf("dead at %d ms (last delivery %d ms), %d probes in 3 s after %d ms, %d steps", dead, s.lastRx, len(s.probes)-probesBefore, failAt, s.steps)

@@ -123,6 +123,8 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
+	if (probe)
+		ilnp_probe_reply_pair(skb, &pkt, sess, &local, &remote);
 	int challenge = ilnp_challenge_remote(skb, sess, &remote);
 
 	if (challenge < 0) {

@@ -6,6 +6,7 @@
 #include <bpf/bpf_helpers.h>
 #include "maps.h"
 #include "parse.h"
+#include "session.h"
 
 /* The payload of a liveness probe (internal/node/paths.go): an ICMPv6 echo request carrying it,
  * and the peer kernel's echo reply, are the monitor's, not the application's: they touch
@@ -83,6 +84,26 @@ static __always_inline void ilnp_path_rx(const struct ilnp_session_key *key, __b
 	st->last_rx_ns = bpf_ktime_get_coarse_ns();
 	st->unanswered = 0;
 	st->first_unanswered_ns = 0;
+}
+
+/* Our kernel's echo of a peer's liveness probe goes back on the pair the probe came on: the
+ * probe names its pair after the marker (its sender's local locator, then its remote one), so
+ * that the answer proves that pair both ways and does not take the pair this node sends on,
+ * which may be the one that failed (its loss would make a healthy pair look dead). Only
+ * locators the session may use are taken. */
+static __always_inline void ilnp_probe_reply_pair(struct __sk_buff *skb, const struct ilnp_pkt *pkt,
+						  const struct ilnp_session *sess, __be64 *local,
+						  __be64 *remote)
+{
+	__be64 pair[2];
+
+	if (pkt->icmp_type != 129 ||
+	    bpf_skb_load_bytes(skb, pkt->l4_off + 16, pair, sizeof(pair)) < 0)
+		return;
+	if (!ilnp_remote_locator_ok(sess, pair[0]) || !ilnp_local_locator_ok(pair[1]))
+		return;
+	*remote = pair[0];
+	*local = pair[1];
 }
 
 /* A liveness probe of this session leaves on the pair the daemon chose for its slot. */

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -252,5 +253,47 @@ func TestProbesAreNotData(t *testing.T) {
 	}
 	if p2 := pathOf(t, d, key); p2.Unanswered != p1.Unanswered+1 {
 		t.Errorf("a ping not waiting for an answer: %+v", p2)
+	}
+}
+
+// TestProbeReplyPair: our kernel's echo of a peer's probe goes back on the pair the probe
+// names (the peer's local locator, then its remote one), not on the session's active pair; a
+// pair with a locator the session may not use, or a probe in the old 8-byte form, changes
+// nothing.
+func TestProbeReplyPair(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	reply := func(data []byte) (src, dst netip.Addr) {
+		t.Helper()
+		m := pkttest.ICMPEcho(h.viewSrc(), h.viewDst(), data)
+		m[0] = 129
+		m[2], m[3] = 0, 0
+		binary.BigEndian.PutUint16(m[2:], wire.PseudoHeaderChecksum(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6, m))
+		ret, out := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6, m)))
+		if ret == verdictDrop {
+			t.Fatalf("echo reply dropped")
+		}
+		p, _ := parseFrame(t, out)
+		return p.IPv6.Src, p.IPv6.Dst
+	}
+	named := func(peerLocal, peerRemote wire.L64) []byte {
+		b := append([]byte(nil), "ILNPpath"...)
+		b = binary.BigEndian.AppendUint64(b, uint64(peerLocal))
+		return binary.BigEndian.AppendUint64(b, uint64(peerRemote))
+	}
+	for _, c := range []struct {
+		name     string
+		data     []byte
+		src, dst netip.Addr
+	}{
+		{"the probe's pair", named(lB1, lA1), addr(lA1, nidA), addr(lB1, nidB)},
+		{"a remote locator the session does not list", named(wire.L64(0x2001_0db8_0bad_0000), lA1), h.wireSrc(), h.wireDst()},
+		{"a local locator this node does not have", named(lB1, wire.L64(0x2001_0db8_0bad_0000)), h.wireSrc(), h.wireDst()},
+		{"the old form, no pair", []byte("ILNPpath"), h.wireSrc(), h.wireDst()},
+	} {
+		if src, dst := reply(c.data); src != c.src || dst != c.dst {
+			t.Errorf("%s: echo reply %v -> %v, want %v -> %v", c.name, src, dst, c.src, c.dst)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -436,7 +437,7 @@ func (n *Node) sendProbe(m *pathMonitor, b ilcc.Binding, k paths.Key, now time.T
 	err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: k.Peer, Local: k.Local, Remote: k.Remote})
 	if err == nil {
 		m.seq++
-		err = m.probes.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot, m.seq)
+		err = m.probes.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot, m.seq, k.Local, k.Remote)
 		m.sent[m.seq] = sentProbe{key: k, at: now}
 	}
 	if err != nil {
@@ -470,8 +471,18 @@ func openProbeSocket() (*probeSocket, error) {
 	return &probeSocket{s}, nil
 }
 
-func (s *probeSocket) send(src, dst netip.Addr, mark uint32, seq uint16) error {
-	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: int(s.id), Seq: int(seq), Data: []byte("ILNPpath")}}).Marshal(nil)
+// probePayload is a liveness probe's echo data: the marker the datapath knows probes by
+// (bpf/lib/paths.h), then the pair it is sent on, local locator first, which the peer's
+// datapath sends the echo back on.
+func probePayload(local, remote wire.L64) []byte {
+	b := append([]byte(nil), "ILNPpath"...)
+	b = binary.BigEndian.AppendUint64(b, uint64(local))
+	return binary.BigEndian.AppendUint64(b, uint64(remote))
+}
+
+func (s *probeSocket) send(src, dst netip.Addr, mark uint32, seq uint16, local, remote wire.L64) error {
+	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: int(s.id), Seq: int(seq),
+		Data: probePayload(local, remote)}}).Marshal(nil)
 	if err != nil {
 		return fmt.Errorf("encode probe: %w", err)
 	}

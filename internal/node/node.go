@@ -826,6 +826,7 @@ func (n *Node) onLU(r receivedLU) {
 			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
 		// From behind a NAT the LU's sender lists an IPv4 endpoint we cannot reach; the one it
 		// came from takes its place (xfamily.go). The ACK echoes the body as sent.
+		before, _ := n.cache.Binding(peer)
 		eff, err := n.cache.ApplyLU(peer, r.nonce, translateLU(r.update, src.Locator), now)
 		for i := range eff.Acks {
 			eff.Acks[i].Update = r.update.Ack()
@@ -847,6 +848,9 @@ func (n *Node) onLU(r receivedLU) {
 		later := n.lvAnnounced(peer, translateLU(r.update, src.Locator), src.Locator, r.size)
 		n.apply(eff, now)
 		n.performLV(later)
+		if after, ok := n.cache.Binding(peer); ok && after.RemoteLocator != before.RemoteLocator {
+			n.pathsAbandoned(peer, before.RemoteLocator)
+		}
 		n.tcpMoveEnded(peer, 0)
 	case wire.OpAcknowledgement:
 		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {

@@ -49,6 +49,8 @@ type pathMonitor struct {
 	wallBase time.Time
 	monoBase uint64
 
+	kick chan struct{} // a step now (pathsAbandoned)
+
 	mu    sync.Mutex
 	views []paths.View
 }
@@ -78,7 +80,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	}
 	defer ps.Close()
 	m := &pathMonitor{tracker: tr, probes: ps, slots: map[paths.Key]uint32{}, sent: map[uint16]sentProbe{}, down: map[healthKey]bool{},
-		spread: map[wire.NID][]datapath.MultipathPair{}}
+		spread: map[wire.NID][]datapath.MultipathPair{}, kick: make(chan struct{}, 1)}
 	n.pathmon.Store(m)
 	answers := make(chan echoAnswer, 64)
 	go ps.read(ctx, answers)
@@ -91,6 +93,8 @@ func (n *Node) runPaths(ctx context.Context) {
 			return
 		case a := <-answers:
 			_ = n.do(ctx, func() error { m.answered(a); return nil })
+		case <-m.kick:
+			wake.Reset(0)
 		case <-wake.C:
 			var next time.Time
 			if err := n.do(ctx, func() error {
@@ -528,6 +532,22 @@ func (s *probeSocket) read(ctx context.Context, out chan<- echoAnswer) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// pathsAbandoned: an applied Locator Update moved peer's active locator away from old. Its
+// pairs to old that are suspect here are dead at once (paths.Tracker.Abandoned), so that under
+// multipath the flows hashed onto them move with the peer instead of waiting for this node's
+// own verdict. Runs on the loop.
+func (n *Node) pathsAbandoned(peer wire.NID, old wire.L64) {
+	m := n.pathmon.Load()
+	if m == nil || old == 0 {
+		return
+	}
+	m.tracker.Abandoned(peer, old, time.Now())
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -181,6 +181,7 @@ type pair struct {
 	probes          []probe // recent probes, for loss
 	flows           int
 	next            time.Time // when judge may decide differently without new counters
+	abandonedAt     time.Time // when the peer last moved away from the pair's remote locator
 }
 
 // activity is a cumulative packet count at successive Steps, oldest first.
@@ -311,6 +312,19 @@ type Tracker struct {
 // from the last hold, so that the peer has an RTT and the margin to move to us as told.
 func (t *Tracker) Hold(peer wire.NID, now time.Time) {
 	t.held[peer] = now
+}
+
+// Abandoned tells the tracker that peer has moved away from its locator remote (its Locator
+// Update no longer ranks it first): a pair to it that is suspect here, its suspect probe out
+// and unanswered, is dead at once. Two signals then agree: the peer left the locator, and our
+// traffic on the pair stopped being answered. A pair that is not suspect is left to its probe
+// (the peer may have moved for its policy's sake).
+func (t *Tracker) Abandoned(peer wire.NID, remote wire.L64, now time.Time) {
+	for k, p := range t.pairs {
+		if k.Peer == peer && k.Remote == remote {
+			p.abandonedAt = now
+		}
+	}
 }
 
 // New returns a Tracker.
@@ -555,6 +569,8 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 		// Dead until it delivers again.
 	case !p.suspectAt.IsZero() && !p.suspectAnswered && !now.Before(overdue()):
 		state, p.deadRx = Dead, s.LastRx
+	case !p.suspectAt.IsZero() && !p.suspectAnswered && p.abandonedAt.After(p.episode):
+		state, p.deadRx = Dead, s.LastRx // the peer left it too (Abandoned)
 	case dataQuiet && now.Sub(later(start, p.provenAt)) >= cfg.ProbeInterval+rtt+cfg.Margin:
 		// Idle: not even the peer's periodic probe came, nor an answer to ours.
 		state, p.deadRx = Dead, s.LastRx

@@ -182,3 +182,47 @@ func TestNoFalseVerdictOnGaps(t *testing.T) {
 		}
 	}
 }
+
+// A pair that is suspect here, its suspect probe unanswered, is dead as soon as the peer moves
+// away from its remote locator (Abandoned: the peer's LU no longer ranks it first), instead of
+// at its own verdict; a healthy pair the peer leaves (its policy's choice) stays alive, and
+// an abandonment older than the pair's quiet episode counts for nothing.
+func TestAbandonedSuspectPair(t *testing.T) {
+	const rtt = time.Millisecond
+	two := jittered(4000, 4, 0, 0, 0, 1)
+	peer := jittered(4000, 5, 0, 0, 0, 2)
+
+	// Failure at 1500 ms; the peer's LU comes 40 ms later (its own verdict and the LU's
+	// trip), after our pair went suspect and its probe went unanswered.
+	s := newSim(t, rtt)
+	s.run(1, 1499, two.at, peer.at)
+	s.failAt = 1500
+	s.run(1500, 1539, two.at, peer.at)
+	if st := s.tr.State(kA); st != Suspect {
+		t.Fatalf("40 ms after the failure the pair is %v, want suspect", st)
+	}
+	s.tr.Abandoned(kA.Peer, kA.Remote, at(1540))
+	s.next = at(1540)
+	s.run(1540, 1560, two.at, peer.at)
+	if d := s.deadAt(1500); d != 1540 {
+		t.Errorf("suspect pair the peer left: dead at %d ms, want at once (1540 ms; own verdict would be ~%d ms)",
+			d, s.lastRx+int((rtt+DefaultMargin)/time.Millisecond))
+	}
+
+	// A healthy pair the peer leaves: nothing changes.
+	s = newSim(t, rtt)
+	s.run(1, 1500, two.at, peer.at)
+	s.tr.Abandoned(kA.Peer, kA.Remote, at(1500))
+	s.next = at(1501)
+	s.run(1501, 3000, two.at, peer.at)
+	if d := s.deadAt(0); d >= 0 || s.tr.State(kA) != Alive {
+		t.Errorf("healthy pair the peer left: dead at %d ms, ends %v; want alive", d, s.tr.State(kA))
+	}
+	// ... and when it fails later, the old abandonment does not hasten the verdict.
+	s.failAt = 3000
+	s.run(3000, 3300, two.at, peer.at)
+	after := time.Duration(s.deadAt(3000)-s.lastRx) * time.Millisecond
+	if d := s.deadAt(3000); d < 0 || after < rtt+DefaultSuspectAfter {
+		t.Errorf("a later failure: dead at %d ms, %v after the last delivery: want its own verdict", d, after)
+	}
+}

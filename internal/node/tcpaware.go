@@ -171,6 +171,35 @@ func (n *Node) tcpSoftStart(b ilcc.Binding, old wire.L64) (tcpaware.Update, bool
 	return t.policy.MoveStarted(b.SessionRemote.Addr())
 }
 
+// maxSRTT is the largest srtt among the sockets of the correspondent seen as addr.
+func maxSRTT(socks []tcpaware.Socket, addr netip.Addr) time.Duration {
+	var m time.Duration
+	for _, s := range socks {
+		if s.Remote.Addr() == addr {
+			m = max(m, time.Duration(s.SRTT8us/8)*time.Microsecond)
+		}
+	}
+	return m
+}
+
+// tcpNextDeadline is when the next held soft switch is to be released (Node.armTimer).
+func (n *Node) tcpNextDeadline() (time.Time, bool) {
+	if n.tcpa == nil {
+		return time.Time{}, false
+	}
+	return n.tcpa.pins.NextDeadline()
+}
+
+// tcpOnTimer releases the held soft switches whose time has come.
+func (n *Node) tcpOnTimer(now time.Time) {
+	if n.tcpa == nil {
+		return
+	}
+	for _, peer := range n.tcpa.pins.Due(now) {
+		n.tcpUnpin(peer)
+	}
+}
+
 // tcpUnpin sends peer's packets from the active locator again.
 func (n *Node) tcpUnpin(peer wire.NID) {
 	if _, err := n.dp.SetSessionsLocal(peer, 0); err != nil {
@@ -198,11 +227,18 @@ func (n *Node) tcpMoveEnded(peer wire.NID, rtt time.Duration) {
 		return
 	}
 	t := n.tcp()
-	if t.pins.Release(peer) {
-		// The sockets drain (when the path is the faster) before their packets move.
+	if _, pinned := t.pins.Pinned(peer); pinned && !t.pins.Lingering(peer) {
+		// The sockets drain (when the path is the faster) before their packets move; onto a
+		// path that is not, the packets stay one old srtt longer (tcpaware.Linger).
+		var socks []tcpaware.Socket
 		if u, ok := t.policy.SwitchAnswered(b.SessionRemote.Addr(), rtt); ok {
-			n.tcpApply([]tcpaware.Update{u})
+			socks = n.tcpApply([]tcpaware.Update{u})
 		}
+		if d := tcpaware.Linger(rtt, maxSRTT(socks, b.SessionRemote.Addr())); d > 0 {
+			t.pins.ReleaseAfter(peer, time.Now().Add(d))
+			return
+		}
+		t.pins.Release(peer)
 		n.tcpUnpin(peer)
 		return
 	}
@@ -231,15 +267,15 @@ func (n *Node) setTCPAware(on bool) {
 }
 
 // tcpApply writes the updates and runs the iterator once; reverts follow for the sockets of
-// correspondents whose move ended.
-func (n *Node) tcpApply(us []tcpaware.Update) {
+// correspondents whose move ended. It returns the sockets the run matched.
+func (n *Node) tcpApply(us []tcpaware.Update) []tcpaware.Socket {
 	if len(us) == 0 {
-		return
+		return nil
 	}
 	t := n.tcp()
 	if n.tcpEnsure() == nil {
 		n.count("tcpaware_unavailable")
-		return
+		return nil
 	}
 	revert := map[netip.Addr]bool{}
 	for _, u := range us {
@@ -257,7 +293,7 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	if err != nil {
 		n.count("tcpaware_errors")
 		n.log.Warn("mobility-aware TCP iterator", "err", err)
-		return
+		return nil
 	}
 	var rev []tcpaware.Socket
 	for _, s := range socks {
@@ -277,6 +313,7 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	for _, u := range us {
 		n.emit(timeline.Event{Kind: tcpAwareEvent, Detail: tcpaware.Describe(u, socks, sent)})
 	}
+	return socks
 }
 
 func (n *Node) tcpClose() error {

@@ -115,7 +115,11 @@ int ilnp_egress(struct __sk_buff *skb)
 	}
 
 	__be64 view_src = pkt.ip6.src_l64, view_dst = pkt.ip6.dst_l64;
-	__be64 local = sess->local_locator ? sess->local_locator
+	/* A Locator Update leaves from the active locator even while the session's packets stay
+	 * on a pinned one: a soft switch sends on the old path until the new one has answered
+	 * the LU (internal/tcpaware Pins). */
+	int lu = pkt.l4_proto == ILNP_NH_ICMPV6 && pkt.l4_off && pkt.icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+	__be64 local = sess->local_locator && !lu ? sess->local_locator
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;

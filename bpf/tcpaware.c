@@ -230,6 +230,14 @@ static __always_inline __u8 ta_start_drain(struct tcp_sock *tp, struct tcpaware_
 	/* Nothing in flight, nothing to overtake. */
 	if (!tp->packets_out || !srtt)
 		return 0;
+	/* A new path known not to be faster cannot overtake the old one: the LU exchange measured
+	 * it (the MN switching at its LU-ACK), or the correspondent switched first and its latest
+	 * ACK came 1/8 slower than the srtt. Draining would only pause the socket. */
+	if ((peer->rtt_us && peer->rtt_us >= srtt - srtt / 8) ||
+	    (!peer->drain_wait && tp->rack.rtt_us > srtt + srtt / 8)) {
+		ta_count(TCPAWARE_C_DRAIN_SKIPPED);
+		return 0;
+	}
 	applied = ta_use_wrapper(tp);
 	if (applied < 0)
 		return 0;
@@ -241,12 +249,10 @@ static __always_inline __u8 ta_start_drain(struct tcp_sock *tp, struct tcpaware_
 	st->drain_min_rtt_us = srtt;
 	st->drain_wait = peer->drain_wait;
 	/* The correspondent has switched already: its ACKs come over the new path, and the
-	 * latest sample may show it. */
+	 * latest sample may show it faster. */
 	st->drain_slower = 0;
 	if (!peer->drain_wait && tp->rack.rtt_us && tp->rack.rtt_us < srtt)
 		st->drain_min_rtt_us = tp->rack.rtt_us;
-	if (!peer->drain_wait && tp->rack.rtt_us > srtt + srtt / 8)
-		st->drain_slower = 1;
 	st->drain_cwnd = tp->snd_cwnd;
 	st->drain_until_ns = st->drain_deadline_ns;
 	ta_count(TCPAWARE_C_DRAINS);

@@ -471,7 +471,8 @@ struct tcpaware_peer {
 	__u32 moving;     /* 1 between the move's start and its end */
 	__u32 rto_max_ms; /* TCP_RTO_MAX_MS to set (>= 1000, kernel limit) */
 	__u32 loss_window_ms; /* >0: losses in this window after the run are not congestion */
-	__u32 rtt_us;         /* the new path's RTT (LU exchange), 0: unknown */
+	__u32 rtt_us;         /* the new path's RTT (LU exchange), 0: unknown; with drain: drain
+			       * only when it is below the socket's srtt by 1/8 */
 	/* >0: a soft switch of the path is about to happen (make-before-break): new data waits
 	 * until what is in flight on the old path can no longer be overtaken. A number per
 	 * switch, so that a later run does not start it again. */
@@ -553,6 +554,7 @@ enum tcpaware_counter {
 	TCPAWARE_C_DRAINS,        /* soft switches that held new data back */
 	TCPAWARE_C_DRAIN_NOT_FASTER, /* drains ended early: a slower path (the rest: all acked) */
 	TCPAWARE_C_DRAIN_EXPIRED, /* drains ended by their deadline (1.5 old srtt) */
+	TCPAWARE_C_DRAIN_SKIPPED, /* soft switches not drained: the new path is known not faster */
 	TCPAWARE_C_MAX,
 };
 

@@ -644,3 +644,19 @@ func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (i
 	}
 	return n, nil
 }
+
+// SetSessionsLocal makes every session with the remote NID send from loc (0: from the host's
+// active locator again) and returns how many it changed. Locator Updates keep leaving from
+// the active locator (bpf/ilnp.c). A read-modify-write, as in SetRemoteLocators.
+func (d *Datapath) SetSessionsLocal(remote wire.NID, loc wire.L64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nid := be64(uint64(remote))
+	n, err := updateWhere(d.objs.Sessions,
+		func(k *ilnpBPFIlnpSessionKey) bool { return k.RemoteNid == nid },
+		func(v *ilnpBPFIlnpSession) { v.LocalLocator = be64(uint64(loc)) })
+	if err != nil {
+		return n, fmt.Errorf("datapath: local locator of sessions with %v: %w", remote, err)
+	}
+	return n, nil
+}

@@ -15,6 +15,8 @@ type Local struct {
 	State      State
 	Preference uint16
 	Deprecated bool
+	// Down: the path liveness found no path through it (SetLocalDown).
+	Down bool
 }
 
 // Locals returns the local locators, best ranked first.
@@ -24,7 +26,7 @@ func (c *Cache) Locals() []Local {
 	ls := c.sortedLocals()
 	out := make([]Local, len(ls))
 	for i, l := range ls {
-		out[i] = Local{Locator: l.loc, IfIndex: l.ifindex, Router: l.router, State: l.state, Preference: l.pref, Deprecated: l.deprecated}
+		out[i] = Local{Locator: l.loc, IfIndex: l.ifindex, Router: l.router, State: l.state, Preference: l.pref, Deprecated: l.deprecated, Down: l.down}
 	}
 	return out
 }

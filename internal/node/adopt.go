@@ -117,6 +117,13 @@ func (n *Node) adopt() error {
 		if !n.localNID(s.LocalNID) {
 			continue
 		}
+		if s.LocalLocator != 0 {
+			// A soft switch the previous daemon held on the old locator (tcpaware.Pins): this
+			// one would never release it, so the session sends from the active locator again.
+			if _, err := n.dp.SetSessionsLocal(s.RemoteNID, 0); err != nil {
+				n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
+			}
+		}
 		remote := make([]ilcc.RemoteLocator, 0, len(s.RemoteLocators))
 		for _, r := range s.RemoteLocators {
 			remote = append(remote, ilcc.RemoteLocator{Locator: r.Locator, Preference: r.Preference,

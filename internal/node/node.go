@@ -378,6 +378,9 @@ func (n *Node) armTimer(t *time.Timer) {
 	if d, ok := n.engine.NextDeadline(); ok && d.Before(next) {
 		next = d
 	}
+	if d, ok := n.tcpNextDeadline(); ok && d.Before(next) {
+		next = d
+	}
 	if d, ok := n.persistDeadline(); ok && d.Before(next) {
 		next = d
 	}
@@ -394,6 +397,7 @@ func (n *Node) onTimer() {
 	now := time.Now()
 	n.apply(n.cache.Tick(now), now)
 	n.perform(n.engine.Tick(now))
+	n.tcpOnTimer(now)
 }
 
 // onLocatorEvent feeds discovery into the ILCC. A prefix becomes a locator once its

@@ -27,6 +27,9 @@ type tcpAware struct {
 	// remotes is each correspondent's active remote locator as last programmed (for telling
 	// a soft switch of the CN's sending from a hard one).
 	remotes map[wire.NID]wire.L64
+	// pins keep a correspondent's packets on the old locator during the MN's soft switch
+	// until the LU-ACK (tcpaware.Pins).
+	pins tcpaware.Pins
 	// live is it for ilnpctl show stats (read off the loop).
 	live atomic.Pointer[tcpaware.Loaded]
 }
@@ -96,24 +99,35 @@ func (n *Node) tcpActiveChanged() {
 }
 
 // tcpBeforeSwitch runs before the datapath carries out eff (Node.apply): when eff switches a
-// path while the old one still works (make-before-break, soft handoff), the TCP sockets that
-// will send over the new path get a drain first (tcpaware.Policy.Switching), so that nothing
-// they send there overtakes what is still in flight on the old path. The MN: its active
-// locator changes and the old one is still usable (every correspondent; the correspondent
-// switches later; the move's start goes in the same run, so tcpActiveChanged finds it
-// begun). The CN: a correspondent's active remote locator changes and the old one is still in
-// its usable set (the correspondent switched first). A hard switch (the old locator gone)
-// drains nothing: its segments are lost, not overtaken.
+// path while the old one still works (make-before-break, soft handoff), nothing the TCP
+// sockets send over the new path may overtake what is still in flight on the old one. The MN:
+// its active locator changes and the old one is still usable and alive. It cannot tell yet
+// whether the new path is the faster, so every correspondent's packets stay on the old
+// locator while the LU goes out on the new one (tcpaware.Pins); at the LU-ACK the sockets
+// drain if the exchange's RTT shows the new path faster, then the packets move
+// (tcpMoveEnded). The move's start goes in the same run, so tcpActiveChanged finds it begun.
+// The CN: a correspondent's active remote locator changes and the old one is still in its
+// usable set (the correspondent switched first): its sockets drain (tcpaware.Policy.
+// Switching) unless their ACKs already show the new path slower (bpf/tcpaware.c). A hard
+// switch (the old locator gone or dead) drains nothing: its segments are lost, not overtaken.
+// Pins whose locator died or became the active one again end here.
 func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	t := n.tcp()
 	if t.remotes == nil {
 		t.remotes = map[wire.NID]wire.L64{}
 	}
 	var us []tcpaware.Update
+	var active wire.L64
+	if a, ok := n.cache.Active(); ok {
+		active = a.Locator
+	}
+	for _, peer := range t.pins.Stale(active, n.localLive) {
+		n.tcpUnpin(peer)
+	}
 	if eff.LocalChanged && t.lastActive != 0 && t.policy.Enabled() {
-		if a, ok := n.cache.Active(); ok && a.Locator != t.lastActive && n.localUsable(t.lastActive) {
+		if active != 0 && active != t.lastActive && n.localLive(t.lastActive) {
 			for _, b := range n.cache.Bindings() {
-				if u, ok := t.policy.SoftMoveStarted(b.SessionRemote.Addr()); ok {
+				if u, ok := n.tcpSoftStart(b, t.lastActive); ok {
 					us = append(us, u)
 				}
 			}
@@ -130,14 +144,76 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	}
 	for _, peer := range eff.Removed {
 		delete(t.remotes, peer)
+		t.pins.Release(peer)
 	}
 	n.tcpApply(us)
 }
 
-func (n *Node) localUsable(loc wire.L64) bool {
+// tcpSoftStart begins the MN's soft switch for one correspondent: its packets stay on old
+// until the LU-ACK (tcpaware.Pins), so its sockets only get the move's start now; the drain,
+// if the new path proves faster, follows at the LU-ACK (tcpMoveEnded). When the datapath
+// cannot pin, the sockets drain now as before (tcpaware.Policy.SoftMoveStarted).
+func (n *Node) tcpSoftStart(b ilcc.Binding, old wire.L64) (tcpaware.Update, bool) {
+	t := n.tcp()
+	if _, pinned := t.pins.Pinned(b.Peer); pinned {
+		return t.policy.MoveStarted(b.SessionRemote.Addr())
+	}
+	if !t.pins.Pin(b.Peer, old) {
+		return t.policy.SoftMoveStarted(b.SessionRemote.Addr())
+	}
+	if _, err := n.dp.SetSessionsLocal(b.Peer, old); err != nil {
+		t.pins.Release(b.Peer)
+		n.count("tcpaware_errors")
+		n.log.Warn("mobility-aware TCP: soft switch not held on the old path", "peer", b.Peer, "err", err)
+		return t.policy.SoftMoveStarted(b.SessionRemote.Addr())
+	}
+	n.count("tcpaware_pins")
+	return t.policy.MoveStarted(b.SessionRemote.Addr())
+}
+
+// maxSRTT is the largest srtt among the sockets of the correspondent seen as addr.
+func maxSRTT(socks []tcpaware.Socket, addr netip.Addr) time.Duration {
+	var m time.Duration
+	for _, s := range socks {
+		if s.Remote.Addr() == addr {
+			m = max(m, time.Duration(s.SRTT8us/8)*time.Microsecond)
+		}
+	}
+	return m
+}
+
+// tcpNextDeadline is when the next held soft switch is to be released (Node.armTimer).
+func (n *Node) tcpNextDeadline() (time.Time, bool) {
+	if n.tcpa == nil {
+		return time.Time{}, false
+	}
+	return n.tcpa.pins.NextDeadline()
+}
+
+// tcpOnTimer releases the held soft switches whose time has come.
+func (n *Node) tcpOnTimer(now time.Time) {
+	if n.tcpa == nil {
+		return
+	}
+	for _, peer := range n.tcpa.pins.Due(now) {
+		n.tcpUnpin(peer)
+	}
+}
+
+// tcpUnpin sends peer's packets from the active locator again.
+func (n *Node) tcpUnpin(peer wire.NID) {
+	if _, err := n.dp.SetSessionsLocal(peer, 0); err != nil {
+		n.count("tcpaware_errors")
+		n.log.Warn("mobility-aware TCP: soft switch not released", "peer", peer, "err", err)
+	}
+}
+
+// localLive: loc is usable and the path liveness has not found it dead (a switch away from a
+// dead locator is a hard one: nothing to drain, nothing to hold on it).
+func (n *Node) localLive(loc wire.L64) bool {
 	for _, l := range n.cache.Locals() {
 		if l.Locator == loc {
-			return l.State.Usable()
+			return l.State.Usable() && !l.Down
 		}
 	}
 	return false
@@ -150,7 +226,23 @@ func (n *Node) tcpMoveEnded(peer wire.NID, rtt time.Duration) {
 	if !ok {
 		return
 	}
-	if u, ok := n.tcp().policy.MoveEnded(b.SessionRemote.Addr(), rtt); ok {
+	t := n.tcp()
+	if _, pinned := t.pins.Pinned(peer); pinned && !t.pins.Lingering(peer) {
+		// The sockets drain (when the path is the faster) before their packets move; onto a
+		// path that is not, the packets stay one old srtt longer (tcpaware.Linger).
+		var socks []tcpaware.Socket
+		if u, ok := t.policy.SwitchAnswered(b.SessionRemote.Addr(), rtt); ok {
+			socks = n.tcpApply([]tcpaware.Update{u})
+		}
+		if d := tcpaware.Linger(rtt, maxSRTT(socks, b.SessionRemote.Addr())); d > 0 {
+			t.pins.ReleaseAfter(peer, time.Now().Add(d))
+			return
+		}
+		t.pins.Release(peer)
+		n.tcpUnpin(peer)
+		return
+	}
+	if u, ok := t.policy.MoveEnded(b.SessionRemote.Addr(), rtt); ok {
 		n.tcpApply([]tcpaware.Update{u})
 	}
 }
@@ -165,20 +257,25 @@ func (n *Node) SetTCPAware(ctx context.Context, on bool) error {
 
 func (n *Node) setTCPAware(on bool) {
 	n.cfg.TCPAware = on
+	if !on {
+		for _, peer := range n.tcp().pins.ReleaseAll() {
+			n.tcpUnpin(peer)
+		}
+	}
 	n.tcpApply(n.tcp().policy.SetEnabled(on))
 	n.tcpEnsure()
 }
 
 // tcpApply writes the updates and runs the iterator once; reverts follow for the sockets of
-// correspondents whose move ended.
-func (n *Node) tcpApply(us []tcpaware.Update) {
+// correspondents whose move ended. It returns the sockets the run matched.
+func (n *Node) tcpApply(us []tcpaware.Update) []tcpaware.Socket {
 	if len(us) == 0 {
-		return
+		return nil
 	}
 	t := n.tcp()
 	if n.tcpEnsure() == nil {
 		n.count("tcpaware_unavailable")
-		return
+		return nil
 	}
 	revert := map[netip.Addr]bool{}
 	for _, u := range us {
@@ -196,7 +293,7 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	if err != nil {
 		n.count("tcpaware_errors")
 		n.log.Warn("mobility-aware TCP iterator", "err", err)
-		return
+		return nil
 	}
 	var rev []tcpaware.Socket
 	for _, s := range socks {
@@ -216,6 +313,7 @@ func (n *Node) tcpApply(us []tcpaware.Update) {
 	for _, u := range us {
 		n.emit(timeline.Event{Kind: tcpAwareEvent, Detail: tcpaware.Describe(u, socks, sent)})
 	}
+	return socks
 }
 
 func (n *Node) tcpClose() error {

@@ -172,6 +172,22 @@ func (p *Policy) SoftMoveStarted(peer netip.Addr) (Update, bool) {
 	return d, true
 }
 
+// SwitchAnswered: the MN's soft switch to peer, held on the old path (Pins), got its LU-ACK
+// over the new one. The move ends (MoveEnded) and, when the exchange gave an RTT, the same
+// entry drains the sockets whose srtt is above it by more than 1/8 (the new path is the faster,
+// and the correspondent, which switched on the LU, already sends over it): bpf/tcpaware.c
+// skips the others. Without an RTT (the LU was retransmitted) nothing drains: the path is not
+// known to be faster.
+func (p *Policy) SwitchAnswered(peer netip.Addr, rtt time.Duration) (Update, bool) {
+	u, ok := p.MoveEnded(peer, rtt)
+	if !ok || u.Entry.RttUs == 0 {
+		return u, ok
+	}
+	d, _ := p.Switching(peer, true)
+	u.Entry.Drain = d.Entry.Drain
+	return u, true
+}
+
 // Forget drops a correspondent whose session ended.
 func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }
 

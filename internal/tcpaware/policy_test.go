@@ -10,7 +10,7 @@ import (
 func TestPolicy(t *testing.T) {
 	a := netip.MustParseAddr("fd00:aa::1")
 	type step struct {
-		op     string // start, end, off, switch (the MN switching first), switched (the CN after the MN)
+		op     string // start, end, off, switch (the MN switching first), switched (the CN after the MN), answered (the MN's held switch's LU-ACK)
 		rtt    time.Duration
 		want   []Update
 		wantOK bool
@@ -47,7 +47,16 @@ func TestPolicy(t *testing.T) {
 			{op: "start"}, // already moving
 			{op: "softstart", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Drain: 2, DrainWait: 1}}}},
 		}},
-		{"no drain while off", false, []step{{op: "switch"}, {op: "switched"}, {op: "softstart"}}},
+		{"no drain while off", false, []step{{op: "switch"}, {op: "switched"}, {op: "softstart"}, {op: "answered", rtt: time.Millisecond}}},
+		{"MN soft switch held until the LU-ACK: the drain comes with the move's end, decided by its RTT", true, []step{
+			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
+			{op: "answered", rtt: 200 * time.Millisecond, wantOK: true,
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000, LossWindowMs: 2000, RttUs: 200000, Drain: 1}, Revert: true}}},
+			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 2, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
+			// The LU was retransmitted: no RTT, the new path is not known faster, no drain.
+			{op: "answered", wantOK: true,
+				want: []Update{{Peer: a, Entry: Peer{Epoch: 2, RtoMaxMs: 120000, LossWindowMs: 2000}, Revert: true}}},
+		}},
 		{"switching off undoes a cap", true, []step{
 			{op: "start", wantOK: true, want: []Update{{Peer: a, Entry: Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000, LossWindowMs: 5000}}}},
 			{op: "off", want: []Update{{Peer: a, Entry: Peer{Epoch: 1, RtoMaxMs: 120000}}}},
@@ -76,6 +85,12 @@ func TestPolicy(t *testing.T) {
 				case "softstart":
 					var u Update
 					u, ok = p.SoftMoveStarted(a)
+					if ok {
+						got = []Update{u}
+					}
+				case "answered":
+					var u Update
+					u, ok = p.SwitchAnswered(a, s.rtt)
 					if ok {
 						got = []Update{u}
 					}

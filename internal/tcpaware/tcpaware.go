@@ -41,6 +41,7 @@ const (
 	CounterDrains
 	CounterDrainNotFaster
 	CounterDrainExpired
+	CounterDrainSkipped
 	numCounters
 )
 
@@ -48,7 +49,7 @@ const (
 var CounterNames = [numCounters]string{"tcpaware_sockets_seen", "tcpaware_sockets_matched",
 	"tcpaware_rto_max_set", "tcpaware_setsockopt_errors", "tcpaware_not_tcp_sock",
 	"tcpaware_cc_switched", "tcpaware_not_cubic", "tcpaware_ssthresh_kept", "tcpaware_cwnd_restored", "tcpaware_wrapper_init",
-	"tcpaware_holds", "tcpaware_hold_aborted", "tcpaware_drains", "tcpaware_drain_not_faster", "tcpaware_drain_expired"}
+	"tcpaware_holds", "tcpaware_hold_aborted", "tcpaware_drains", "tcpaware_drain_not_faster", "tcpaware_drain_expired", "tcpaware_drain_skipped"}
 
 // Applied/failed bits in Socket.
 const (

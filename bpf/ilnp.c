@@ -118,7 +118,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	/* A Locator Update leaves from the active locator even while the session's packets stay
 	 * on a pinned one: a soft switch sends on the old path until the new one has answered
 	 * the LU (internal/tcpaware Pins). */
-	int lu = pkt.l4_proto == ILNP_NH_ICMPV6 && pkt.l4_off && pkt.icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+	int lu = ilnp_is_locator_update(&pkt);
 	__be64 local = sess->local_locator && !lu ? sess->local_locator
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
@@ -135,8 +135,7 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_ERRORS);
 		return TCX_DROP;
 	}
-	if (!challenge && ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs,
-						 ilnp_credit_exempt(&pkt)) < 0)
+	if (!challenge && ilnp_unverified_credit(&key, sess, &remote, skb->len, skb->gso_segs, lu) < 0)
 		return TCX_DROP;
 	/* An IPv4 peer: UDP/IPv4 around the packet, and a nonce on every packet (encap.h). */
 	int l32 = ilnp_is_l32(remote);
@@ -349,8 +348,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		}
 	}
 
-	is_lu = pkt.l4_proto == ILNP_NH_ICMPV6 && pkt.l4_off &&
-		pkt.icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+	is_lu = ilnp_is_locator_update(&pkt);
 	if (learn && is_lu) {
 		/* Nothing proves a nonce before it is learned, so only the locators the initiator
 		 * itself chose (the responder's from name resolution) can vouch for the first

@@ -279,4 +279,11 @@ upper:
 	return 0;
 }
 
+/* A Locator Update or its acknowledgement (RFC 6743: ICMPv6 type 156, both operations). */
+static __always_inline int ilnp_is_locator_update(const struct ilnp_pkt *pkt)
+{
+	return pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off &&
+	       pkt->icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
+}
+
 #endif

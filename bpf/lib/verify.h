@@ -33,7 +33,11 @@ static __always_inline __u64 ilnp_credit_cost(__u64 len, __u32 segs)
 
 /* May this session send a packet of len bytes in segs GSO segments to *remote? 0: yes
  * (*remote may have been replaced by a verified locator), -1: no. exempt: a Locator Update or
- * its acknowledgement, which passes once the locator has sent anything. */
+ * its acknowledgement, which passes once the locator has sent anything: a node must be able to
+ * tell a correspondent whose only locator is still unverified where it is (a hard handoff),
+ * and each is one small message that a Locator Update or this node's own move caused, never a
+ * flood (the LU engine's retransmissions back off, RFC 6743 s.4). To a locator only announced
+ * from elsewhere (a victim's, in a redirection) nothing passes. */
 static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key *key,
 						  const struct ilnp_session *sess, __be64 *remote,
 						  __u64 len, __u32 segs, int exempt)
@@ -82,18 +86,6 @@ static __always_inline int ilnp_challenge_remote(const struct __sk_buff *skb,
 		return -1;
 	*remote = sess->remote[i].l64;
 	return 1;
-}
-
-/* Locator Updates and their acknowledgements pass the credit of a locator that has sent this
- * session something (ilnp_unverified_credit): a node must be able to tell a correspondent whose
- * only locator is still unverified where it is (a hard handoff), and each is one small message
- * that a Locator Update or this node's own move caused, never a flood (the LU engine's
- * retransmissions back off, RFC 6743 s.4). To a locator only announced from elsewhere (a
- * victim's, in a redirection) nothing passes. */
-static __always_inline int ilnp_credit_exempt(const struct ilnp_pkt *pkt)
-{
-	return pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off &&
-	       pkt->icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE;
 }
 
 /* A packet of the session arrived from src: it adds to src's credit if src is unverified. */

@@ -104,6 +104,10 @@ type peer struct {
 	bound        bool
 	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
 	announced    bool              // an LU was sent (or an acknowledged one adopted): advertised is what it was told
+	// announceOnNonce: the other family's locators are to be announced once the peer's nonce
+	// is learned from its first answer (the datapath never learns a nonce from an LU or its
+	// ACK, bpf/ilnp.c, so an ACK that came first would be dropped and the LU resent 1 s later).
+	announceOnNonce bool
 }
 
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
@@ -506,6 +510,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		if p.remoteNonce.IsZero() && !s.RemoteNonce.IsZero() {
 			p.remoteNonce = s.RemoteNonce
 			c.syncBinding(p, &eff)
+			c.nonceLearned(p, now, &eff)
 		}
 		return eff, nil
 	}
@@ -543,9 +548,24 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
 	c.syncBinding(p, &eff)
 	if s.Initiator && unseenFamily(adv, s.Local.Locator) {
-		c.emitLU(p, adv, now, &eff)
+		if p.remoteNonce.IsZero() {
+			p.announceOnNonce = true
+		} else {
+			c.emitLU(p, adv, now, &eff)
+		}
 	}
 	return eff, nil
+}
+
+// nonceLearned sends the announcement OpenSession put off until the peer's nonce was known.
+func (c *Cache) nonceLearned(p *peer, now time.Time, eff *Effects) {
+	if !p.announceOnNonce {
+		return
+	}
+	p.announceOnNonce = false
+	if adv := c.advertisement(now); len(adv) > 0 && unseenFamily(adv, p.sessLocal.Locator) {
+		c.emitLU(p, adv, now, eff)
+	}
 }
 
 // remoteExpiry: an LU lifetime of 0 is taken as "no stated lifetime" rather than "already
@@ -638,6 +658,7 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 	}
 	p.touch(now)
 	c.syncBinding(p, &eff)
+	c.nonceLearned(p, now, &eff)
 	return eff, nil
 }
 

@@ -145,6 +145,20 @@ func TestNewSessionLearnsOtherFamily(t *testing.T) {
 	if got := eff.Updates[0].Update.Locators; len(got) != 2 || got[0].Locator != lCN || got[1].Locator != cn4 {
 		t.Fatalf("dual stack: LU lists %+v", got)
 	}
+	// Before the correspondent has answered (its nonce unknown), the LU waits for its nonce:
+	// its ACK could not be taken before.
+	mn3 := wire.NID(0x0214_4fff_fe20_0303)
+	eff, err = c.OpenSession(Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: mn3}, Initiator: true}, t0)
+	if err != nil || len(eff.Updates) != 0 {
+		t.Fatalf("dual stack, nonce not learned: %d LUs at session open (%v), want 0", len(eff.Updates), err)
+	}
+	eff, err = c.LearnRemoteNonce(mn3, nonce(9), t0.Add(time.Millisecond))
+	if err != nil || len(eff.Updates) != 1 || eff.Updates[0].Peer != mn3 || len(eff.Updates[0].Update.Locators) != 2 {
+		t.Fatalf("dual stack, nonce learned: %+v (%v), want the LU listing both locators", eff.Updates, err)
+	}
+	if eff, _ := c.LearnRemoteNonce(mn3, nonce(9), t0.Add(2*time.Millisecond)); len(eff.Updates) != 0 {
+		t.Fatalf("the nonce learned again: %d more LUs, want 0", len(eff.Updates))
+	}
 	v6 := newCache(t, Soft)
 	mustUpdate(t, v6, ra(lMN1, ifWifi, router1), t0)
 	if eff := openCN(t, v6, cnNID, t0); len(eff.Updates) != 0 {

@@ -145,6 +145,7 @@ func TestCrossFamilyHandover(t *testing.T) {
 func testCrossFamily(t *testing.T, bbm bool) {
 	n := newCrossFamilyNet(t)
 	mn1, mn2 := n.MN.Ifindex("mn1"), n.MN.Ifindex("mn2")
+	flowsStart := timeline.Now()
 	addr, err := resolve(n.CN, "mn") // registers the MN as a peer at the CN
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +360,7 @@ func testCrossFamily(t *testing.T, bbm bool) {
 		sentMu.Unlock()
 		for _, d := range []*daemon{n.mn, n.cn} {
 			if evs, err := d.events(); err == nil {
-				t.Logf("%s events since entering IPv4:\n%s", d.name, formatEvents(evs, enter4))
+				t.Logf("%s events since the flows began (IPv4 entered at +%.1f ms):\n%s", d.name, float64(enter4-flowsStart)/1e6, formatEvents(evs, flowsStart))
 			}
 		}
 	}

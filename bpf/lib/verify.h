@@ -36,7 +36,7 @@ static __always_inline __u64 ilnp_credit_cost(__u64 len, __u32 segs)
  * its acknowledgement, which passes once the locator has sent anything: a node must be able to
  * tell a correspondent whose only locator is still unverified where it is (a hard handoff),
  * and each is one small message that a Locator Update or this node's own move caused, never a
- * flood (the LU engine's retransmissions back off, RFC 6743 s.4). To a locator only announced
+ * flood (the LU engine's retransmissions back off exponentially). To a locator only announced
  * from elsewhere (a victim's, in a redirection) nothing passes. */
 static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key *key,
 						  const struct ilnp_session *sess, __be64 *remote,

@@ -370,9 +370,9 @@ func encapCounter(t testing.TB, d *Datapath, name string) uint64 {
 
 // FuzzEncapIngress feeds arbitrary frames (seeded with UDP/IPv4 around ILNPv6) to the ingress
 // program of a host with encapsulation on: it answers only with known verdicts, and a frame it
-// changes is one it unwrapped and accepted: IPv6 now, at least the outer headers and the nonce
-// header shorter, from the session's view address to ours (only a packet with the session's
-// nonce gets there).
+// changes is one it unwrapped and accepted: IPv6 now, at least the outer headers shorter, no
+// nonce option left (removed, PadN, or for a Locator Update marked verified), from the session's
+// view address to ours (only a packet with the session's nonce gets there).
 func FuzzEncapIngress(f *testing.F) {
 	h := hostA(f, 4)
 	from, to := wire.ILV{Locator: l32(f, epB), NID: nidB}, wire.ILV{Locator: l32(f, epA), NID: nidA}
@@ -382,6 +382,7 @@ func FuzzEncapIngress(f *testing.F) {
 	f.Add(encapFrame(epNAT, epA, good))
 	f.Add(encapFrame(epB, epA, wire.AppendILNPPacket(nil, from, to, mustNonce(f, 1, 2, 3, 4), wire.ProtoUDP, l4)))
 	f.Add(encapFrame(epB, epA, ipv6Packet(from.Addr(), to.Addr(), wire.ProtoUDP, l4)))
+	f.Add(encapFrame(epB, epA, withHopByHop(good)))
 	d := newDatapath(f, Options{})
 	encapHost(f, d, h, epA, epB)
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -405,12 +406,17 @@ func FuzzEncapIngress(f *testing.F) {
 		if binary.BigEndian.Uint16(in[12:]) != 0x0800 {
 			return // native IPv6: FuzzPrograms' business
 		}
-		if binary.BigEndian.Uint16(out[12:]) != 0x86dd || len(out) > len(in)-28-8 {
+		// The outer IPv4 and UDP headers go; the nonce header goes too when it is the first
+		// extension header, otherwise its nonce option becomes PadN of the same size.
+		if binary.BigEndian.Uint16(out[12:]) != 0x86dd || len(out) > len(in)-28 {
 			t.Fatalf("changed an IPv4 frame into % x (%d -> %d bytes)", out[:14], len(in), len(out))
 		}
 		p, err := wire.ParsePacket(out[14:])
 		if err != nil {
 			t.Fatalf("unwrapped packet does not parse: %v", err)
+		}
+		if _, ok := p.Nonce(); ok {
+			t.Fatalf("accepted packet still carries a nonce option: % x", out[14:])
 		}
 		// Accepted: the packet belongs to a session (ours with B, or one a new correspondent
 		// opened over IPv4, as over IPv6), in its view; a Locator Update keeps the wire
@@ -432,4 +438,15 @@ func FuzzEncapIngress(f *testing.F) {
 			t.Fatalf("accepted %v -> %v, not the session view %v -> %v", p.IPv6.Src, p.IPv6.Dst, s.RemoteView, s.LocalView)
 		}
 	})
+}
+
+// withHopByHop puts an empty Hop-by-Hop Options header (PadN only) in front of the Destination
+// Options header of the IPv6 packet pkt: the nonce header is then not the first extension
+// header, so the ingress turns the nonce option into PadN instead of removing the header.
+func withHopByHop(pkt []byte) []byte {
+	out := append([]byte(nil), pkt[:40]...)
+	binary.BigEndian.PutUint16(out[4:], binary.BigEndian.Uint16(pkt[4:])+8)
+	out[6] = 0 // Hop-by-Hop Options
+	out = append(out, pkt[6], 0, 1, 4, 0, 0, 0, 0)
+	return append(out, pkt[40:]...)
 }

@@ -115,14 +115,17 @@ int ilnp_egress(struct __sk_buff *skb)
 	}
 
 	__be64 view_src = pkt.ip6.src_l64, view_dst = pkt.ip6.dst_l64;
-	/* A Locator Update leaves from the active locator even while the session's packets stay
-	 * on a pinned one: a soft switch sends on the old path until the new one has answered
-	 * the LU (internal/tcpaware Pins). */
+	/* Locator Updates and their ACKs follow the active locators even while the session's
+	 * packets stay on held ones: a soft switch sends on the old path until the new one has
+	 * answered (internal/tcpaware Pins; the correspondent's side, remote_pins). */
 	int lu = ilnp_is_locator_update(&pkt);
 	__be64 local = sess->local_locator && !lu ? sess->local_locator
 		       : cfg->active_local   ? cfg->active_local
 					     : view_src;
 	__be64 remote = sess->remote_active ? sess->remote_active : view_dst;
+
+	if (!lu)
+		remote = ilnp_remote_pinned(&key, sess, remote);
 
 	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);

@@ -93,6 +93,7 @@ enum ilnp_session_flag {
 	ILNP_SESS_INITIATOR = 1 << 4,     /* created by the first outgoing packet to a peer */
 	ILNP_SESS_WEAK_NONCE = 1 << 5,    /* nonce pool was empty: local nonce from prandom */
 	ILNP_SESS_EMBRYONIC = 1 << 6,     /* responder this host has not answered yet (embryos) */
+	ILNP_SESS_REMOTE_PINNED = 1 << 7, /* sends to remote_pins' locator, LUs to remote_active */
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -315,6 +316,18 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ilnp_session_budget);
 } session_budget SEC(".maps");
+
+/* A correspondent's soft switch seen from this side (internal/tcpaware, the CN's hold): the
+ * session's packets stay on the old remote locator while its Locator Updates and their ACKs
+ * follow remote_active, until the new path's RTT is known. Looked up only for sessions flagged
+ * ILNP_SESS_REMOTE_PINNED. Not pinned: a hold lasts at most a second and a restarted ilnpd
+ * releases every hold, so the next program's empty map is the right state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096); /* a full map: the daemon drains instead (today's way) */
+	__type(key, struct ilnp_session_key);
+	__type(value, __be64);
+} remote_pins SEC(".maps");
 
 /* A session under construction is too big for the 512-byte BPF stack. */
 struct {

@@ -30,6 +30,21 @@ static __always_inline int ilnp_remote_locator_ok(const struct ilnp_session *ses
 	return 0;
 }
 
+/* The remote locator a session's packets go to: its held one (remote_pins) while it is flagged
+ * and still usable, else remote. */
+static __always_inline __be64 ilnp_remote_pinned(const struct ilnp_session_key *key,
+						 const struct ilnp_session *sess, __be64 remote)
+{
+	__be64 *pin;
+
+	if (!(sess->flags & ILNP_SESS_REMOTE_PINNED))
+		return remote;
+	pin = bpf_map_lookup_elem(&remote_pins, key);
+	if (!pin || !ilnp_remote_locator_ok(sess, *pin))
+		return remote;
+	return *pin;
+}
+
 static __always_inline int ilnp_local_locator_ok(__be64 l64)
 {
 	struct ilnp_local_locator *loc = bpf_map_lookup_elem(&local_locators, &l64);

@@ -517,6 +517,9 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	if !s.RemoteNonce.IsZero() {
 		_ = d.objs.NonceIndex.Delete(nonceKey(remote, s.RemoteNonce))
 	}
+	if s.Flags&SessionRemotePinned != 0 {
+		_ = d.objs.RemotePins.Delete(sessionKey(local, remote))
+	}
 	return wrapDelete(d.objs.Sessions.Delete(sessionKey(local, remote)), "session %v-%v", local, remote)
 }
 
@@ -639,6 +642,58 @@ func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (i
 		update(&v)
 		if err := m.Put(key, &v); err != nil {
 			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// SetSessionsRemote keeps every session with the remote NID sending to its remote locator loc
+// (0: to the active remote locator again) and returns how many it changed. Locator Updates and
+// their ACKs keep going to the active one, and so does a session while loc is not in its usable
+// set (bpf/lib/session.h ilnp_remote_pinned).
+func (d *Datapath) SetSessionsRemote(remote wire.NID, loc wire.L64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nid := be64(uint64(remote))
+	var keys []ilnpBPFIlnpSessionKey
+	it := d.objs.Sessions.Iterate()
+	var (
+		k ilnpBPFIlnpSessionKey
+		v ilnpBPFIlnpSession
+	)
+	for it.Next(&k, &v) {
+		if k.RemoteNid == nid {
+			keys = append(keys, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("datapath: sessions with %v: %w", remote, err)
+	}
+	n := 0
+	for _, key := range keys {
+		// The held locator is in place before the flag that makes the egress read it, and
+		// the flag is gone before the entry.
+		if loc != 0 {
+			if err := d.objs.RemotePins.Put(key, be64(uint64(loc))); err != nil {
+				return n, fmt.Errorf("datapath: hold sessions with %v on %v: %w", remote, loc, err)
+			}
+		}
+		if err := d.objs.Sessions.Lookup(key, &v); err != nil {
+			continue
+		}
+		if loc != 0 {
+			v.Flags |= uint32(SessionRemotePinned)
+		} else {
+			v.Flags &^= uint32(SessionRemotePinned)
+		}
+		if err := d.objs.Sessions.Put(key, &v); err != nil {
+			return n, fmt.Errorf("datapath: remote locator of sessions with %v: %w", remote, err)
+		}
+		if loc == 0 {
+			if err := d.objs.RemotePins.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return n, fmt.Errorf("datapath: release sessions with %v: %w", remote, err)
+			}
 		}
 		n++
 	}

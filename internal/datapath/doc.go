@@ -93,6 +93,7 @@
 //
 //	config_map      array[1]  active local locator, nonce size, first-N, flags, session rate
 //	session_budget  array[1]  token bucket for new responder sessions (not pinned)
+//	remote_pins     hash      session key -> remote locator held in a soft switch (not pinned)
 //	local_nids      hash      NID -> identity locator
 //	local_locators  hash      L64 -> state, ifindex, next hop
 //	sessions        hash      <local NID, remote NID> -> views, active locators, remote set (8),

@@ -54,3 +54,76 @@ func TestSessionsLocalPinsAllButLUs(t *testing.T) {
 		t.Fatalf("pin of a peer without sessions: %d, %v; want 0, nil", n, err)
 	}
 }
+
+// TestSessionsRemoteHoldsAllButLUs: a session held on a remote locator (the correspondent's
+// soft switch seen from this side) sends its packets there, its Locator Updates and LU-ACKs
+// to the active remote locator; a held locator that leaves the usable set, and the release,
+// send everything to the active one again.
+func TestSessionsRemoteHoldsAllButLUs(t *testing.T) {
+	d := newDatapath(t, Options{NonceSize: 4})
+	h := hostA(t, 4)
+	h.setup(t, d, true) // remote active: peer2; peer1 valid
+	udp := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoUDP, wire.AppendUDP(nil, h.viewSrc(), h.viewDst(), 1, 2, payload)))
+	packet := func(op wire.Operation) []byte {
+		lu, err := wire.LocatorUpdate{Op: op, Locators: []wire.LocatorEntry{{Locator: h.l2, Lifetime: 30}}}.Marshal(h.viewSrc(), h.viewDst())
+		must(t, err)
+		return frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6, lu))
+	}
+	lu, ack := packet(wire.OpAdvertisement), packet(wire.OpAcknowledgement)
+	dst := func(in []byte) wire.L64 {
+		t.Helper()
+		_, out := d.egress(t, in)
+		p, _ := parseFrame(t, out)
+		ilv, err := wire.ILVFromAddr(p.IPv6.Dst)
+		must(t, err)
+		return ilv.Locator
+	}
+
+	if n, err := d.SetSessionsRemote(h.peer, h.peer1); err != nil || n != 1 {
+		t.Fatalf("hold: %d sessions, %v; want 1", n, err)
+	}
+	if got := dst(udp); got != h.peer1 {
+		t.Fatalf("held UDP went to %v, want the held %v", got, h.peer1)
+	}
+	if got := dst(lu); got != h.peer2 {
+		t.Fatalf("LU of a held session went to %v, want the active %v", got, h.peer2)
+	}
+	if got := dst(ack); got != h.peer2 {
+		t.Fatalf("LU-ACK of a held session went to %v, want the active %v", got, h.peer2)
+	}
+	s, err := d.GetSession(h.nid, h.peer)
+	must(t, err)
+	if s.Flags&SessionRemotePinned == 0 || s.RemoteActive != h.peer2 || s.LocalLocator != 0 {
+		t.Fatalf("held session %+v: want the flag and nothing else changed", s)
+	}
+
+	// The held locator leaves the usable set: the active one again, hold or not.
+	_, err = d.SetRemoteLocators(h.peer, []RemoteLocator{{Locator: h.peer1, State: LocatorExpired}, {Locator: h.peer2, State: LocatorActive}}, h.peer2)
+	must(t, err)
+	if got := dst(udp); got != h.peer2 {
+		t.Fatalf("UDP held on an expired locator went to %v, want the active %v", got, h.peer2)
+	}
+	_, err = d.SetRemoteLocators(h.peer, []RemoteLocator{{Locator: h.peer1, State: LocatorValid}, {Locator: h.peer2, State: LocatorActive}}, h.peer2)
+	must(t, err)
+	if got := dst(udp); got != h.peer1 {
+		t.Fatalf("UDP held on a valid locator again went to %v, want %v", got, h.peer1)
+	}
+
+	if n, err := d.SetSessionsRemote(h.peer, 0); err != nil || n != 1 {
+		t.Fatalf("release: %d sessions, %v; want 1", n, err)
+	}
+	if got := dst(udp); got != h.peer2 {
+		t.Fatalf("released UDP went to %v, want the active %v", got, h.peer2)
+	}
+	if s, _ := d.GetSession(h.nid, h.peer); s.Flags&SessionRemotePinned != 0 {
+		t.Fatalf("released session still flagged: %v", s.Flags)
+	}
+	var k ilnpBPFIlnpSessionKey
+	var v uint64
+	if d.objs.RemotePins.Iterate().Next(&k, &v) {
+		t.Fatalf("release left a remote_pins entry")
+	}
+	if n, err := d.SetSessionsRemote(wire.NID(0x77), h.peer1); err != nil || n != 0 {
+		t.Fatalf("hold of a peer without sessions: %d, %v; want 0, nil", n, err)
+	}
+}

@@ -80,6 +80,9 @@ const (
 	// SessionEmbryonic: a responder session this host has not answered yet (other than
 	// mechanically): it lives in the embryos LRU map, not the session table.
 	SessionEmbryonic SessionFlags = 1 << 6
+	// SessionRemotePinned: the session's packets go to the remote locator SetSessionsRemote
+	// holds them on, its Locator Updates and their ACKs to the active one.
+	SessionRemotePinned SessionFlags = 1 << 7
 )
 
 var sessionFlagNames = []struct {
@@ -88,7 +91,7 @@ var sessionFlagNames = []struct {
 }{
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
-	{SessionEmbryonic, "embryonic"},
+	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
 }
 
 // String lists the flags, comma separated ("" for none).

@@ -124,6 +124,13 @@ func (n *Node) adopt() error {
 				n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
 			}
 		}
+		if s.Flags&datapath.SessionRemotePinned != 0 {
+			// The same on the correspondent's side (tcpaware.Holds): the new program's
+			// remote_pins map is empty, and the flag goes too.
+			if _, err := n.dp.SetSessionsRemote(s.RemoteNID, 0); err != nil {
+				n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
+			}
+		}
 		remote := make([]ilcc.RemoteLocator, 0, len(s.RemoteLocators))
 		for _, r := range s.RemoteLocators {
 			remote = append(remote, ilcc.RemoteLocator{Locator: r.Locator, Preference: r.Preference,

@@ -877,6 +877,22 @@ func checkTCPDrain(t *testing.T, n *testNet, r *moveResult) {
 	if stats["tcpaware_drain_expired"] != 0 {
 		t.Errorf("CN: %d of %d drains ended by their deadline, want them acknowledged", stats["tcpaware_drain_expired"], stats["tcpaware_drains"])
 	}
+	// The CN kept its packets on the MN's old locator until its probe of the new pair came
+	// back (the MN's flows were delivering on the old path when the LU came).
+	if stats["tcpaware_remote_pins"] == 0 {
+		t.Errorf("CN: the correspondent's soft switch was not held on its old locator (tcpaware_remote_pins 0, not fresh %d)",
+			stats["tcpaware_remote_pins_not_fresh"])
+	}
+	answered := false
+	for _, e := range r.cnEvents {
+		if e.Kind == "tcp_aware" && e.MonoNS >= r.enterMono && strings.Contains(e.Detail, "remote pin") {
+			t.Logf("CN %+.1f ms: %s", float64(e.MonoNS-r.enterMono)/1e6, e.Detail)
+			answered = answered || strings.Contains(e.Detail, "remote pin released: answered")
+		}
+	}
+	if !answered {
+		t.Errorf("CN: no remote pin released by its probe's answer after entering L3:\n%s", formatEvents(r.cnEvents, r.enterMono))
+	}
 }
 
 // checkTCPAware: the MN signalled the move's start and end (LU-ACK) to its sockets of the CN,

@@ -563,6 +563,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 	for _, b := range eff.Bindings {
 		n.syncBinding(b)
 	}
+	n.tcpRemotePinProbes()
 	if bindingsFirst {
 		n.syncLocals()
 		n.tcpActiveChanged()

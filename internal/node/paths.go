@@ -92,7 +92,7 @@ func (n *Node) runPaths(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case a := <-answers:
-			_ = n.do(ctx, func() error { m.answered(a); return nil })
+			_ = n.do(ctx, func() error { n.pathAnswered(m, a); return nil })
 		case <-m.kick:
 			wake.Reset(0)
 		case <-wake.C:
@@ -103,7 +103,7 @@ func (n *Node) runPaths(ctx context.Context) {
 				for drained := false; !drained; {
 					select {
 					case a := <-answers:
-						m.answered(a)
+						n.pathAnswered(m, a)
 					default:
 						drained = true
 					}
@@ -122,13 +122,14 @@ func (n *Node) runPaths(ctx context.Context) {
 	}
 }
 
-func (m *pathMonitor) answered(a echoAnswer) {
+func (n *Node) pathAnswered(m *pathMonitor, a echoAnswer) {
 	s, ok := m.sent[a.seq]
 	if !ok || a.id != m.probes.id {
 		return
 	}
 	delete(m.sent, a.seq)
 	m.tracker.Answered(s.key, s.at, a.at)
+	n.tcpRemotePinAnswered(s.key, a.at.Sub(s.at))
 }
 
 // pollPaths is one step of the monitor on the loop; it returns the step's time.
@@ -232,6 +233,7 @@ func (n *Node) pollPaths(m *pathMonitor) time.Time {
 			Unanswered: st.Unanswered,
 		})
 	}
+	n.tcpRemotePinsObserve(stats, now)
 	res := m.tracker.Step(cands, samples, now)
 	for _, c := range res.Changes {
 		n.emit(timeline.Event{Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),

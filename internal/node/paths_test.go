@@ -149,7 +149,9 @@ func pathEvents(t *testing.T, d *daemon, to string) []timeline.Event {
 // CN), and the pair comes back when the router forwards again.
 func TestSilentPathFailover(t *testing.T) {
 	nstest.RequireTool(t, "nft")
-	n := newTestNetConf(t, "soft", map[string]string{"mn": "policy preference\n"})
+	// The CN with mobility-aware TCP: the MN's LU after a failover still lists the failed
+	// locator (demoted), and the CN must not keep its packets on it (tcpaware.RemotePins).
+	n := newTestNetConf(t, "soft", map[string]string{"mn": "policy preference\n", "cn": "tcp-aware on\n"})
 	n.MN.Run("ip", "link", "set", "mn2", "up")
 	n.waitFor(15*time.Second, "MN multihomed: L3 active, L2 valid", func() (bool, string) {
 		rows, err := n.mn.locators()
@@ -311,6 +313,15 @@ func TestSilentPathFailover(t *testing.T) {
 		// last delivery may follow it): conservative.
 		if bound := issueBound + rttHere + lateLU; after > bound {
 			t.Errorf("CN switched %v after the failure, want within %v", after, bound)
+		}
+	})
+	t.Run("CN did not pin the failed locator", func(t *testing.T) {
+		stats, err := n.cn.stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats["tcpaware_remote_pins"] != 0 {
+			t.Errorf("CN kept its packets on the failed locator for a probe's time (tcpaware_remote_pins %d)", stats["tcpaware_remote_pins"])
 		}
 	})
 	t.Run("UDP flow switched within the bound", func(t *testing.T) {

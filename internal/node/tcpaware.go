@@ -30,6 +30,11 @@ type tcpAware struct {
 	// pins keep a correspondent's packets on the old locator during the MN's soft switch
 	// until the LU-ACK (tcpaware.Pins).
 	pins tcpaware.Pins
+	// rpins keep the packets to a correspondent on its old locator during its soft switch
+	// until a probe has measured the new path (tcpaware.RemotePins, remotepin.go); rpinProbes
+	// are the pins whose probe leaves after this apply.
+	rpins      tcpaware.RemotePins
+	rpinProbes []wire.NID
 	// live is it for ilnpctl show stats (read off the loop).
 	live atomic.Pointer[tcpaware.Loaded]
 }
@@ -107,10 +112,12 @@ func (n *Node) tcpActiveChanged() {
 // drain if the exchange's RTT shows the new path faster, then the packets move
 // (tcpMoveEnded). The move's start goes in the same run, so tcpActiveChanged finds it begun.
 // The CN: a correspondent's active remote locator changes and the old one is still in its
-// usable set (the correspondent switched first): its sockets drain (tcpaware.Policy.
-// Switching) unless their ACKs already show the new path slower (bpf/tcpaware.c). A hard
-// switch (the old locator gone or dead) drains nothing: its segments are lost, not overtaken.
-// Pins whose locator died or became the active one again end here.
+// usable set (the correspondent switched first): its packets stay on the old locator until a
+// probe has measured the new path (tcpaware.RemotePins, remotepin.go); where that cannot be done,
+// its sockets drain (tcpaware.Policy.Switching) unless their ACKs already show the new path
+// slower (bpf/tcpaware.c). A hard switch (the old locator gone or dead) drains nothing: its
+// segments are lost, not overtaken. Pins and remote pins whose locator died, or whose switch was
+// undone or overtaken by another, end here.
 func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	t := n.tcp()
 	if t.remotes == nil {
@@ -124,6 +131,7 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	for _, peer := range t.pins.Stale(active, n.localLive) {
 		n.tcpUnpin(peer)
 	}
+	n.tcpStaleRemotePins()
 	if eff.LocalChanged && t.lastActive != 0 && t.policy.Enabled() {
 		if active != 0 && active != t.lastActive && n.localLive(t.lastActive) {
 			for _, b := range n.cache.Bindings() {
@@ -137,6 +145,9 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 		prev, known := t.remotes[b.Peer]
 		t.remotes[b.Peer] = b.RemoteLocator
 		if known && prev != b.RemoteLocator && b.RemoteUsable(prev) {
+			if n.tcpRemotePin(b, prev) {
+				continue
+			}
 			if u, ok := t.policy.Switching(b.SessionRemote.Addr(), true); ok {
 				us = append(us, u)
 			}
@@ -145,6 +156,7 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	for _, peer := range eff.Removed {
 		delete(t.remotes, peer)
 		t.pins.Release(peer)
+		t.rpins.Release(peer)
 	}
 	n.tcpApply(us)
 }
@@ -260,6 +272,9 @@ func (n *Node) setTCPAware(on bool) {
 	if !on {
 		for _, peer := range n.tcp().pins.ReleaseAll() {
 			n.tcpUnpin(peer)
+		}
+		for _, peer := range n.tcp().rpins.ReleaseAll() {
+			n.tcpRemoteUnpin(peer)
 		}
 	}
 	n.tcpApply(n.tcp().policy.SetEnabled(on))

@@ -188,6 +188,21 @@ func (p *Policy) SwitchAnswered(peer netip.Addr, rtt time.Duration) (Update, boo
 	return u, true
 }
 
+// RemotePinAnswered: the CN's pin of peer's packets on the old path (RemotePins) ends with the new
+// path's RTT known (its probe's answer, or the hold's age when none came: a lower bound). The
+// entry drains the sockets whose srtt is above that RTT by more than 1/8 (the new path is the
+// faster: what follows there would overtake what is in flight); bpf/tcpaware.c skips the
+// others, and the packets move at once. Only the drain is in the entry: the move's end was
+// applied when the LU was.
+func (p *Policy) RemotePinAnswered(peer netip.Addr, rtt time.Duration) (Update, bool) {
+	u, ok := p.Switching(peer, true)
+	if !ok {
+		return u, false
+	}
+	u.Entry.RttUs = rttUs(rtt)
+	return u, true
+}
+
 // Forget drops a correspondent whose session ended.
 func (p *Policy) Forget(peer netip.Addr) { delete(p.peers, peer) }
 

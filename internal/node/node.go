@@ -601,6 +601,8 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 			n.perform(n.engine.Redirect(b.Peer, wire.ILV{Locator: b.RemoteLocator, NID: b.Peer}, time.Now()))
 		}
 	}
+	// The sockets' reactions that need not precede the switch, now that the LUs are out.
+	n.tcpFlush()
 }
 
 func joinDetail(a, b string) string {

@@ -26,7 +26,11 @@ func (n *Node) tcpRemotePin(b ilcc.Binding, old wire.L64) bool {
 	t := n.tcp()
 	m := n.pathmon.Load()
 	active, ok := n.cache.Active()
-	if !t.policy.Enabled() || m == nil || !ok || encap.IsL32(active.Locator) != encap.IsL32(b.RemoteLocator) ||
+	// One family for the three locators: the probe needs a pair of one family (an IPv4
+	// locator is reached inside UDP/IPv4, an IPv6 one natively), and a switch across families
+	// is no race between two paths of one kind.
+	v4 := encap.IsL32(active.Locator)
+	if !t.policy.Enabled() || m == nil || !ok || encap.IsL32(b.RemoteLocator) != v4 || encap.IsL32(old) != v4 ||
 		m.down[healthKey{peer: b.Peer, loc: old}] {
 		return false
 	}

@@ -35,6 +35,10 @@ type tcpAware struct {
 	// are the pins whose probe leaves after this apply.
 	rpins      tcpaware.RemotePins
 	rpinProbes []wire.NID
+	// deferred are updates that need not take hold before the datapath switches (a move's
+	// start): they are applied at the end of Node.apply, after its LUs and LU-ACKs left, so
+	// that the iterator's walk of the TCP table (milliseconds) does not delay the handoff.
+	deferred []tcpaware.Update
 	// live is it for ilnpctl show stats (read off the loop).
 	live atomic.Pointer[tcpaware.Loaded]
 }
@@ -84,7 +88,8 @@ func (n *Node) tcp() *tcpAware {
 }
 
 // tcpActiveChanged: the ILCC changed the local locators. When the active one changed (or
-// died), every correspondent is moving until its LU-ACK arrives.
+// died), every correspondent is moving until its LU-ACK arrives; the sockets learn it in one
+// iterator run after the LUs have left (tcpFlush).
 func (n *Node) tcpActiveChanged() {
 	t := n.tcp()
 	n.tcpEnsure()
@@ -98,9 +103,20 @@ func (n *Node) tcpActiveChanged() {
 	t.lastActive = loc
 	for _, b := range n.cache.Bindings() {
 		if u, ok := t.policy.MoveStarted(b.SessionRemote.Addr()); ok {
-			n.tcpApply([]tcpaware.Update{u})
+			t.deferred = append(t.deferred, u)
 		}
 	}
+}
+
+// tcpFlush applies the deferred updates (the end of Node.apply).
+func (n *Node) tcpFlush() {
+	t := n.tcpa
+	if t == nil || len(t.deferred) == 0 {
+		return
+	}
+	us := t.deferred
+	t.deferred = nil
+	n.tcpApply(us)
 }
 
 // tcpBeforeSwitch runs before the datapath carries out eff (Node.apply): when eff switches a
@@ -110,14 +126,15 @@ func (n *Node) tcpActiveChanged() {
 // whether the new path is the faster, so every correspondent's packets stay on the old
 // locator while the LU goes out on the new one (tcpaware.Pins); at the LU-ACK the sockets
 // drain if the exchange's RTT shows the new path faster, then the packets move
-// (tcpMoveEnded). The move's start goes in the same run, so tcpActiveChanged finds it begun.
-// The CN: a correspondent's active remote locator changes and the old one is still in its
-// usable set (the correspondent switched first): its packets stay on the old locator until a
-// probe has measured the new path (tcpaware.RemotePins, remotepin.go); where that cannot be done,
-// its sockets drain (tcpaware.Policy.Switching) unless their ACKs already show the new path
-// slower (bpf/tcpaware.c). A hard switch (the old locator gone or dead) drains nothing: its
-// segments are lost, not overtaken. Pins and remote pins whose locator died, or whose switch was
-// undone or overtaken by another, end here.
+// (tcpMoveEnded). The move's start is decided here, so tcpActiveChanged finds it begun, and
+// reaches the sockets after the LU has left (tcpFlush). The CN: a correspondent's active
+// remote locator changes and the old one is still in its usable set (the correspondent
+// switched first): its packets stay on the old locator until a probe has measured the new
+// path (tcpaware.RemotePins, remotepin.go); where that cannot be done, its sockets drain
+// (tcpaware.Policy.Switching) unless their ACKs already show the new path slower
+// (bpf/tcpaware.c). A hard switch (the old locator gone or dead) drains nothing: its segments
+// are lost, not overtaken. Pins and remote pins whose locator died, or whose switch was undone
+// or overtaken by another, end here.
 func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	t := n.tcp()
 	if t.remotes == nil {
@@ -156,9 +173,21 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	for _, peer := range eff.Removed {
 		delete(t.remotes, peer)
 		t.pins.Release(peer)
-		t.rpins.Release(peer)
+		if t.rpins.Release(peer) {
+			n.tcpRemoteUnpin(peer)
+		}
 	}
-	n.tcpApply(us)
+	// A drain must take hold before the datapath moves the packets; a move's start (the MN
+	// pinned on the old path) waits until the LU has left.
+	var now []tcpaware.Update
+	for _, u := range us {
+		if u.Entry.Drain != 0 {
+			now = append(now, u)
+		} else {
+			t.deferred = append(t.deferred, u)
+		}
+	}
+	n.tcpApply(now)
 }
 
 // tcpSoftStart begins the MN's soft switch for one correspondent: its packets stay on old

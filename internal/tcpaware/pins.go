@@ -1,6 +1,7 @@
 package tcpaware
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -129,11 +130,7 @@ func (p *Pins) Stale(active wire.L64, usable func(wire.L64) bool) []wire.NID {
 
 // ReleaseAll ends and returns (sorted) every pin.
 func (p *Pins) ReleaseAll() []wire.NID {
-	out := make([]wire.NID, 0, len(p.m))
-	for peer := range p.m {
-		out = append(out, peer)
-	}
-	slices.Sort(out)
+	out := slices.Sorted(maps.Keys(p.m))
 	clear(p.m)
 	clear(p.due)
 	return out

@@ -1,6 +1,7 @@
 package tcpaware
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -151,21 +152,10 @@ func (h *RemotePins) Release(peer wire.NID) bool {
 
 // ReleaseAll ends and returns (sorted) every pin.
 func (h *RemotePins) ReleaseAll() []wire.NID {
-	out := make([]wire.NID, 0, len(h.m))
-	for peer := range h.m {
-		out = append(out, peer)
-	}
-	slices.Sort(out)
+	out := h.Peers()
 	clear(h.m)
 	return out
 }
 
 // Peers lists (sorted) the pinned correspondents.
-func (h *RemotePins) Peers() []wire.NID {
-	out := make([]wire.NID, 0, len(h.m))
-	for peer := range h.m {
-		out = append(out, peer)
-	}
-	slices.Sort(out)
-	return out
-}
+func (h *RemotePins) Peers() []wire.NID { return slices.Sorted(maps.Keys(h.m)) }

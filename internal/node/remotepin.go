@@ -20,8 +20,8 @@ import (
 
 // tcpRemotePin keeps b's packets on old, the locator the correspondent just moved away
 // from. It returns false (the caller drains as before) when reactions are off, there is no
-// path monitor to probe with, the old path has not delivered in the last tcpaware.RemotePinFreshRx
-// (a failover, not a soft switch), or the datapath cannot pin.
+// path monitor to probe with, the old path has not delivered in the last
+// tcpaware.RemotePinFreshRx (a failover, not a soft switch), or the datapath cannot pin.
 func (n *Node) tcpRemotePin(b ilcc.Binding, old wire.L64) bool {
 	t := n.tcp()
 	m := n.pathmon.Load()
@@ -92,8 +92,8 @@ func (n *Node) tcpRemotePinProbes() {
 	t.rpinProbes = t.rpinProbes[:0]
 }
 
-// tcpRemotePinAnswered: a probe of k came back after rtt. When it is a remote pin's, the sockets drain if
-// the new path is the faster and the packets move.
+// tcpRemotePinAnswered: a probe of k came back after rtt. When it is a remote pin's, the
+// sockets drain if the new path is the faster, and the packets move.
 func (n *Node) tcpRemotePinAnswered(k paths.Key, rtt time.Duration) {
 	if n.tcpa == nil || !n.tcpa.rpins.Answered(k.Peer, k.Local, k.Remote) {
 		return
@@ -101,8 +101,8 @@ func (n *Node) tcpRemotePinAnswered(k paths.Key, rtt time.Duration) {
 	n.tcpReleaseRemotePin(k.Peer, "answered", rtt, true)
 }
 
-// tcpRemotePinsObserve runs at each path poll: a remote pin ends when the correspondent's packets
-// come over the new locator (it pins nothing itself) or at tcpaware.MaxRemotePin.
+// tcpRemotePinsObserve runs at each path poll: a remote pin ends when the correspondent's
+// packets come over the new locator (it pins nothing itself) or at tcpaware.MaxRemotePin.
 func (n *Node) tcpRemotePinsObserve(stats []datapath.PathStats, now time.Time) {
 	t := n.tcpa
 	if t == nil {
@@ -125,8 +125,8 @@ func (n *Node) tcpRemotePinsObserve(stats []datapath.PathStats, now time.Time) {
 	}
 }
 
-// tcpReleaseRemotePin moves peer's packets to its active locator. measured: rtt is the new path's
-// RTT (or a lower bound), and the sockets drain only if it is below their srtt by 1/8;
+// tcpReleaseRemotePin moves peer's packets to its active locator. measured: rtt is the new
+// path's RTT (or a lower bound), and the sockets drain only if it is below their srtt by 1/8;
 // otherwise they drain unless their ACKs already show the new path slower, as without a pin.
 func (n *Node) tcpReleaseRemotePin(peer wire.NID, why string, rtt time.Duration, measured bool) {
 	t := n.tcp()
@@ -158,8 +158,8 @@ func (n *Node) tcpRemoteUnpin(peer wire.NID) {
 	}
 }
 
-// tcpStaleRemotePins ends the remote pins whose locator stopped being usable or whose correspondent moved
-// on to yet another locator: nothing to measure, nothing to drain.
+// tcpStaleRemotePins ends the remote pins whose locator stopped being usable or whose
+// correspondent moved on to yet another locator: nothing to measure, nothing to drain.
 func (n *Node) tcpStaleRemotePins() {
 	t := n.tcp()
 	active := func(peer wire.NID) wire.L64 {

@@ -616,10 +616,8 @@ func wrapDelete(err error, format string, args ...any) error {
 	return fmt.Errorf("datapath: delete %s: %w", what, err)
 }
 
-// updateWhere rewrites, with update, every entry of m whose key matches, and returns how many it
-// rewrote. Keys are collected first: changing a hash map while iterating it may revisit or skip
-// entries. An entry deleted in between is skipped.
-func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (int, error) {
+// keysWhere collects the keys of m that match.
+func keysWhere[K, V any](m *ebpf.Map, match func(*K) bool) ([]K, error) {
 	var (
 		k    K
 		v    V
@@ -631,9 +629,18 @@ func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (i
 			keys = append(keys, k)
 		}
 	}
-	if err := it.Err(); err != nil {
+	return keys, it.Err()
+}
+
+// updateWhere rewrites, with update, every entry of m whose key matches, and returns how many it
+// rewrote. Keys are collected first: changing a hash map while iterating it may revisit or skip
+// entries. An entry deleted in between is skipped.
+func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (int, error) {
+	keys, err := keysWhere[K, V](m, match)
+	if err != nil {
 		return 0, err
 	}
+	var v V
 	n := 0
 	for _, key := range keys {
 		if err := m.Lookup(key, &v); err != nil {
@@ -656,46 +663,37 @@ func (d *Datapath) SetSessionsRemote(remote wire.NID, loc wire.L64) (int, error)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	nid := be64(uint64(remote))
-	var keys []ilnpBPFIlnpSessionKey
-	it := d.objs.Sessions.Iterate()
-	var (
-		k ilnpBPFIlnpSessionKey
-		v ilnpBPFIlnpSession
-	)
-	for it.Next(&k, &v) {
-		if k.RemoteNid == nid {
-			keys = append(keys, k)
-		}
-	}
-	if err := it.Err(); err != nil {
+	match := func(k *ilnpBPFIlnpSessionKey) bool { return k.RemoteNid == nid }
+	keys, err := keysWhere[ilnpBPFIlnpSessionKey, ilnpBPFIlnpSession](d.objs.Sessions, match)
+	if err != nil {
 		return 0, fmt.Errorf("datapath: sessions with %v: %w", remote, err)
 	}
-	n := 0
-	for _, key := range keys {
-		// The held locator is in place before the flag that makes the egress read it, and
-		// the flag is gone before the entry.
-		if loc != 0 {
+	// The pinned locator is in place before the flag that makes the egress read it, and the
+	// flag is gone before the entry (a session opened meanwhile may get the flag alone: the
+	// egress then finds no entry and sends to the active locator).
+	if loc != 0 {
+		for _, key := range keys {
 			if err := d.objs.RemotePins.Put(key, be64(uint64(loc))); err != nil {
-				return n, fmt.Errorf("datapath: hold sessions with %v on %v: %w", remote, loc, err)
+				return 0, fmt.Errorf("datapath: pin sessions with %v on %v: %w", remote, loc, err)
 			}
 		}
-		if err := d.objs.Sessions.Lookup(key, &v); err != nil {
-			continue
-		}
+	}
+	n, err := updateWhere(d.objs.Sessions, match, func(v *ilnpBPFIlnpSession) {
 		if loc != 0 {
 			v.Flags |= uint32(SessionRemotePinned)
 		} else {
 			v.Flags &^= uint32(SessionRemotePinned)
 		}
-		if err := d.objs.Sessions.Put(key, &v); err != nil {
-			return n, fmt.Errorf("datapath: remote locator of sessions with %v: %w", remote, err)
-		}
-		if loc == 0 {
+	})
+	if err != nil {
+		return n, fmt.Errorf("datapath: remote locator of sessions with %v: %w", remote, err)
+	}
+	if loc == 0 {
+		for _, key := range keys {
 			if err := d.objs.RemotePins.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return n, fmt.Errorf("datapath: release sessions with %v: %w", remote, err)
 			}
 		}
-		n++
 	}
 	return n, nil
 }

@@ -116,7 +116,7 @@ int ilnp_egress(struct __sk_buff *skb)
 
 	__be64 view_src = pkt.ip6.src_l64, view_dst = pkt.ip6.dst_l64;
 	/* Locator Updates and their ACKs follow the active locators even while the session's
-	 * packets stay on held ones: a soft switch sends on the old path until the new one has
+	 * packets stay on pinned ones: a soft switch sends on the old path until the new one has
 	 * answered (internal/tcpaware Pins; the correspondent's side, remote_pins). */
 	int lu = ilnp_is_locator_update(&pkt);
 	__be64 local = sess->local_locator && !lu ? sess->local_locator

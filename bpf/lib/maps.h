@@ -317,14 +317,14 @@ struct {
 	__type(value, struct ilnp_session_budget);
 } session_budget SEC(".maps");
 
-/* A correspondent's soft switch seen from this side (internal/tcpaware, the CN's hold): the
+/* A correspondent's soft switch seen from this side (internal/tcpaware RemotePins): the
  * session's packets stay on the old remote locator while its Locator Updates and their ACKs
  * follow remote_active, until the new path's RTT is known. Looked up only for sessions flagged
- * ILNP_SESS_REMOTE_PINNED. Not pinned: a hold lasts at most a second and a restarted ilnpd
- * releases every hold, so the next program's empty map is the right state. */
+ * ILNP_SESS_REMOTE_PINNED. Not pinned to bpffs: a remote pin lasts at most a second and a
+ * restarted ilnpd releases every one, so the next program's empty map is the right state. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096); /* a full map: the daemon drains instead (today's way) */
+	__uint(max_entries, 4096); /* full: the daemon drains at once, as without a pin */
 	__type(key, struct ilnp_session_key);
 	__type(value, __be64);
 } remote_pins SEC(".maps");

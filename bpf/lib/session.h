@@ -30,8 +30,8 @@ static __always_inline int ilnp_remote_locator_ok(const struct ilnp_session *ses
 	return 0;
 }
 
-/* The remote locator a session's packets go to: its held one (remote_pins) while it is flagged
- * and still usable, else remote. */
+/* The remote locator a session's packets go to: its pinned one (remote_pins) while it is
+ * flagged and that locator is still usable, else remote. */
 static __always_inline __be64 ilnp_remote_pinned(const struct ilnp_session_key *key,
 						 const struct ilnp_session *sess, __be64 remote)
 {

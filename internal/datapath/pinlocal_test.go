@@ -55,11 +55,11 @@ func TestSessionsLocalPinsAllButLUs(t *testing.T) {
 	}
 }
 
-// TestSessionsRemoteHoldsAllButLUs: a session held on a remote locator (the correspondent's
+// TestSessionsRemotePinsAllButLUs: a session pinned to a remote locator (the correspondent's
 // soft switch seen from this side) sends its packets there, its Locator Updates and LU-ACKs
-// to the active remote locator; a held locator that leaves the usable set, and the release,
+// to the active remote locator; a pinned locator that leaves the usable set, and the release,
 // send everything to the active one again.
-func TestSessionsRemoteHoldsAllButLUs(t *testing.T) {
+func TestSessionsRemotePinsAllButLUs(t *testing.T) {
 	d := newDatapath(t, Options{NonceSize: 4})
 	h := hostA(t, 4)
 	h.setup(t, d, true) // remote active: peer2; peer1 valid
@@ -80,33 +80,33 @@ func TestSessionsRemoteHoldsAllButLUs(t *testing.T) {
 	}
 
 	if n, err := d.SetSessionsRemote(h.peer, h.peer1); err != nil || n != 1 {
-		t.Fatalf("hold: %d sessions, %v; want 1", n, err)
+		t.Fatalf("pin: %d sessions, %v; want 1", n, err)
 	}
 	if got := dst(udp); got != h.peer1 {
-		t.Fatalf("held UDP went to %v, want the held %v", got, h.peer1)
+		t.Fatalf("pinned UDP went to %v, want the pinned %v", got, h.peer1)
 	}
 	if got := dst(lu); got != h.peer2 {
-		t.Fatalf("LU of a held session went to %v, want the active %v", got, h.peer2)
+		t.Fatalf("LU of a pinned session went to %v, want the active %v", got, h.peer2)
 	}
 	if got := dst(ack); got != h.peer2 {
-		t.Fatalf("LU-ACK of a held session went to %v, want the active %v", got, h.peer2)
+		t.Fatalf("LU-ACK of a pinned session went to %v, want the active %v", got, h.peer2)
 	}
 	s, err := d.GetSession(h.nid, h.peer)
 	must(t, err)
 	if s.Flags&SessionRemotePinned == 0 || s.RemoteActive != h.peer2 || s.LocalLocator != 0 {
-		t.Fatalf("held session %+v: want the flag and nothing else changed", s)
+		t.Fatalf("pinned session %+v: want the flag and nothing else changed", s)
 	}
 
-	// The held locator leaves the usable set: the active one again, hold or not.
+	// The pinned locator leaves the usable set: the active one again, pin or not.
 	_, err = d.SetRemoteLocators(h.peer, []RemoteLocator{{Locator: h.peer1, State: LocatorExpired}, {Locator: h.peer2, State: LocatorActive}}, h.peer2)
 	must(t, err)
 	if got := dst(udp); got != h.peer2 {
-		t.Fatalf("UDP held on an expired locator went to %v, want the active %v", got, h.peer2)
+		t.Fatalf("UDP pinned to an expired locator went to %v, want the active %v", got, h.peer2)
 	}
 	_, err = d.SetRemoteLocators(h.peer, []RemoteLocator{{Locator: h.peer1, State: LocatorValid}, {Locator: h.peer2, State: LocatorActive}}, h.peer2)
 	must(t, err)
 	if got := dst(udp); got != h.peer1 {
-		t.Fatalf("UDP held on a valid locator again went to %v, want %v", got, h.peer1)
+		t.Fatalf("UDP pinned to a valid locator again went to %v, want %v", got, h.peer1)
 	}
 
 	if n, err := d.SetSessionsRemote(h.peer, 0); err != nil || n != 1 {
@@ -124,6 +124,6 @@ func TestSessionsRemoteHoldsAllButLUs(t *testing.T) {
 		t.Fatalf("release left a remote_pins entry")
 	}
 	if n, err := d.SetSessionsRemote(wire.NID(0x77), h.peer1); err != nil || n != 0 {
-		t.Fatalf("hold of a peer without sessions: %d, %v; want 0, nil", n, err)
+		t.Fatalf("pin of a peer without sessions: %d, %v; want 0, nil", n, err)
 	}
 }

@@ -81,7 +81,7 @@ const (
 	// mechanically): it lives in the embryos LRU map, not the session table.
 	SessionEmbryonic SessionFlags = 1 << 6
 	// SessionRemotePinned: the session's packets go to the remote locator SetSessionsRemote
-	// holds them on, its Locator Updates and their ACKs to the active one.
+	// pins them on, its Locator Updates and their ACKs to the active one.
 	SessionRemotePinned SessionFlags = 1 << 7
 )
 

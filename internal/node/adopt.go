@@ -125,7 +125,7 @@ func (n *Node) adopt() error {
 			}
 		}
 		if s.Flags&datapath.SessionRemotePinned != 0 {
-			// The same on the correspondent's side (tcpaware.Holds): the new program's
+			// The same on the correspondent's side (tcpaware.RemotePins): the new program's
 			// remote_pins map is empty, and the flag goes too.
 			if _, err := n.dp.SetSessionsRemote(s.RemoteNID, 0); err != nil {
 				n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)

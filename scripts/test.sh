@@ -15,6 +15,18 @@ grep -E -e '^\s*--- SKIP' "$log" | sed 's/^\s*/skipped: /' || true
 if [ $status -ne 0 ]; then
   echo "---- failures (full log: $log) ----"
   grep -E -B2 -A30 -e '^\s*--- FAIL' -e '^panic:' "$log" | head -400
+  # A failing test's own messages can sit far above its "--- FAIL" line, among the daemons'
+  # logs it printed: show, per failing test, the lines its assertions wrote.
+  for t in $(grep -oE '^--- FAIL: \S+' "$log" | awk '{print $3}' | sort -u); do
+    echo "---- $t: what its assertions said ----"
+    awk -v t="$t" '
+      $0 == "=== RUN   " t || index($0, "=== RUN   " t "/") == 1 { on = 1 }
+      on && $0 ~ /_test\.go:[0-9]+: / { say = 1 }
+      on && say && $0 !~ /level=/ && $0 !~ /^(===|---) / { print }
+      on && $0 !~ /^        / && $0 !~ /_test\.go:[0-9]+: / { say = 0 }
+      index($0, "--- FAIL: " t " ") == 1 { on = 0 }
+    ' "$log" | head -80
+  done
 fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log")

@@ -490,10 +490,9 @@ func (d *Datapath) PutSession(s Session) error {
 func (d *Datapath) GetSession(local, remote wire.NID) (Session, error) {
 	k := sessionKey(local, remote)
 	var v ilnpBPFIlnpSession
-	err := d.objs.Sessions.Lookup(k, &v)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		err = d.objs.Embryos.Lookup(k, &v)
-	}
+	err := lookupSessionOrEmbryo(
+		func() error { return d.objs.Sessions.Lookup(k, &v) },
+		func() error { return d.objs.Embryos.Lookup(k, &v) })
 	if err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, ErrNotFound)
@@ -501,6 +500,23 @@ func (d *Datapath) GetSession(local, remote wire.NID) (Session, error) {
 		return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, err)
 	}
 	return sessionFromBPF(k, &v), nil
+}
+
+// lookupSessionOrEmbryo reads a session from the session table, else from the embryos. The
+// datapath promotes an embryo while this runs (bpf/lib/session.h ilnp_promote_embryo: into
+// the session table first, then out of the embryos), so a miss in both can be a promotion
+// that happened between the two reads: the session table is read once more. Without that, an
+// LU that arrived with the packet that promoted its session was dropped as sessionless, and its
+// sender retried only after 1 s.
+func lookupSessionOrEmbryo(session, embryo func() error) error {
+	err := session()
+	if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	if err = embryo(); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return session()
 }
 
 // DeleteSession removes a session and its nonce index entry.

@@ -168,6 +168,9 @@ type testNet struct {
 	captures          []*capture
 	// extraConf is appended to a daemon's configuration, by daemon name ("cn", "mn").
 	extraConf map[string]string
+	// logShown: the daemon logs whose tail a failing test has printed (a restarted daemon
+	// appends to its predecessor's, and the tail is printed once).
+	logShown map[string]bool
 }
 
 // daemon is one running ilnpd.
@@ -416,7 +419,11 @@ func (n *testNet) runDaemon(name string, ns *nstest.NS, state, conf string) *dae
 	}
 	t.Cleanup(func() { logf.Close() })
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() && !n.logShown[d.log] {
+			if n.logShown == nil {
+				n.logShown = map[string]bool{}
+			}
+			n.logShown[d.log] = true
 			t.Logf("--- %s ilnpd log (tail) ---\n%s", name, tailFile(d.log, 40))
 		}
 	})

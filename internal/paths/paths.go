@@ -164,10 +164,19 @@ type pair struct {
 	state   State
 	suspect bool // the probe wanted now is a suspect probe
 	s       Sample
-	rx      activity // the pair's receipts over the last seconds
-	srtt    time.Duration
-	rttvar  time.Duration
-	hasRTT  bool
+	// rx is the pair's receipts over the last seconds but our probes' echoes (streamRx of
+	// them so far; echoes answered since the last Step): the peer echoes on the pair the probe
+	// came on (bpf/lib/paths.h), and counted as a stream, each end's suspect probes and their
+	// echoes made the other end's quiet look like a stream that stopped again, so both ends
+	// probed a pair a stream had left some 17 times a second for good (TestStreamLeavesPair).
+	// Without the echoes, the peer's suspect probes alone come at least Margin - probeGuard
+	// apart, longer than a steady stream's steadyGap.
+	rx       activity
+	streamRx uint64
+	echoes   uint64
+	srtt     time.Duration
+	rttvar   time.Duration
+	hasRTT   bool
 	// The current quiet episode: when it started (zero: none), its suspect probe (zero: not
 	// sent yet) and whether that probe was answered.
 	episode         time.Time
@@ -495,12 +504,16 @@ func (t *Tracker) budget(wanted []*pair, now time.Time) []*pair {
 
 // observe takes the new counters; a packet received since the last sample proves the pair.
 func (p *pair) observe(s Sample, now time.Time) {
+	before := p.s.RxPackets
 	if s.RxPackets < p.s.RxPackets || s.TxPackets < p.s.TxPackets {
 		// The datapath's entry was evicted and recreated: start from the new counters.
-		p.s = Sample{}
+		before = 0
 	}
 	p.s = s
-	p.rx = p.rx.add(now, s.RxPackets)
+	got := s.RxPackets - before
+	p.streamRx += got - min(p.echoes, got) // an echo that came on another pair took nothing here
+	p.echoes = 0
+	p.rx = p.rx.add(now, p.streamRx)
 }
 
 // judge returns the pair's new state and whether to probe it now; it sets p.next.
@@ -645,6 +658,7 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 			p.probes[i].answered = true
 		}
 	}
+	p.echoes++
 	if sent.After(p.provenAt) {
 		p.provenAt = sent
 	}

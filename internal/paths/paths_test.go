@@ -115,17 +115,25 @@ func (s *sim) run(from, end int, ours, peers func(ms int) bool) {
 			continue
 		}
 		s.steps++
-		res := s.tr.Step([]Key{kA}, []Sample{withKey(s.l.s, kA)}, now)
-		for _, c := range res.Changes {
-			s.changes = append(s.changes, timedChange{ms, c})
-		}
-		for range res.Probes {
-			s.l.probe(now)
+		for range step(s.tr, &s.l, ms, &s.changes) {
 			s.pending = append(s.pending, now)
 			s.probes = append(s.probes, ms)
 		}
 		s.next = s.tr.Next(now)
 	}
+}
+
+// step is a daemon's Step of tr over one pair's counters (kA's, in l) at ms: its changes are
+// appended to changes, and its probes leave (l counts them) and are returned.
+func step(tr *Tracker, l *link, ms int, changes *[]timedChange) []Key {
+	res := tr.Step([]Key{kA}, []Sample{withKey(l.s, kA)}, at(ms))
+	for _, c := range res.Changes {
+		*changes = append(*changes, timedChange{ms, c})
+	}
+	for range res.Probes {
+		l.probe(at(ms))
+	}
+	return res.Probes
 }
 
 // deadAt is the first dead verdict at or after from (ms; -1: none).

@@ -53,12 +53,7 @@ func (s *pairSim) run(from, to int, sends func(i, ms int) bool) {
 			if (ms-e.offset)%20 != 0 && (e.next.IsZero() || now.Before(e.next)) {
 				continue
 			}
-			res := e.tr.Step([]Key{kA}, []Sample{withKey(e.l.s, kA)}, now)
-			for _, c := range res.Changes {
-				e.states = append(e.states, timedChange{ms, c})
-			}
-			for range res.Probes {
-				e.l.probe(now)
+			for range step(e.tr, &e.l, ms, &e.states) {
 				e.probes = append(e.probes, ms)
 				sent := now
 				s.later(ms+s.oneWay, func(now time.Time) {

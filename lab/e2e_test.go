@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,45 @@ func describe(r summary.Run) string {
 		out += f.Key + "=" + Fmt(r.Values()[f.Key], f.Key) + " "
 	}
 	return out
+}
+
+// explainFailure registers, for a run writing into out (a t.TempDir, removed after this runs),
+// what a failing test prints of it: the measurement's notes and the tail of every log of its
+// first repetition (the traffic tools', the daemons'), so that a failure seen once in CI says
+// why.
+func explainFailure(t *testing.T, out string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		rep := filepath.Join(out, "rep-1")
+		if b, err := os.ReadFile(filepath.Join(rep, "result.json")); err == nil {
+			var r struct{ Notes []string }
+			if json.Unmarshal(b, &r) == nil {
+				t.Logf("result.json notes: %q", r.Notes)
+			}
+		}
+		if entries, err := os.ReadDir(rep); err == nil {
+			var files []string
+			for _, e := range entries {
+				if info, err := e.Info(); err == nil {
+					files = append(files, fmt.Sprintf("%s %d", e.Name(), info.Size()))
+				}
+			}
+			t.Logf("%s: %s", rep, strings.Join(files, ", "))
+		}
+		iperfs, _ := filepath.Glob(filepath.Join(rep, "iperf-*.json"))
+		for _, f := range iperfs {
+			var r struct{ Error string }
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &r) == nil && r.Error != "" {
+				t.Logf("%s: iperf3 error %q", filepath.Base(f), r.Error)
+			}
+		}
+		logs, _ := filepath.Glob(filepath.Join(rep, "*.log"))
+		for _, l := range logs {
+			t.Logf("--- %s (tail) ---\n%s", filepath.Base(l), tail(l, 12))
+		}
+	})
 }
 
 // leftovers fails the test if the run left its namespaces or /etc/netns entries behind.

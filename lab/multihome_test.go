@@ -133,6 +133,7 @@ func TestMultihomeSilentFailure(t *testing.T) {
 	requireLab(t)
 	bin := ilnpBinaries(t)
 	out := t.TempDir()
+	explainFailure(t, out)
 	prof := Profile{"test", 7 * time.Second, 2 * time.Second, 5 * time.Second, 300 * time.Millisecond, 600 * time.Millisecond}
 	s, err := Run(context.Background(), RunConfig{Scenario: "lan-lan", Mode: "ilnp-soft", Traffic: "udp-hd",
 		Profile: prof, Reps: 1, Out: out, BinDir: bin, Multihome: true, Policy: "preference",

@@ -86,9 +86,9 @@ func describe(r summary.Run) string {
 }
 
 // explainFailure registers, for a run writing into out (a t.TempDir, removed after this runs),
-// what a failing test prints of it: the measurement's notes and the tail of every log of its
-// first repetition (the traffic tools', the daemons'), so that a failure seen once in CI says
-// why.
+// what a failing test prints of its first repetition: the measurement's notes, its files and
+// their sizes, iperf3's error and the tail of every log (the traffic tools', the daemons'), so
+// that a failure seen once in CI says why.
 func explainFailure(t *testing.T, out string) {
 	t.Cleanup(func() {
 		if !t.Failed() {

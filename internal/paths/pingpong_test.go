@@ -70,17 +70,6 @@ func (s *pairSim) run(from, to int, sends func(i, ms int) bool) {
 	}
 }
 
-// countFrom is how many of ms are at or after from and before to.
-func countFrom(ms []int, from, to int) int {
-	n := 0
-	for _, m := range ms {
-		if m >= from && m < to {
-			n++
-		}
-	}
-	return n
-}
-
 // TestStreamLeavesPair: a two-way stream stops using a pair (it moved to another, as after a
 // failover back) while the pair stays healthy. Each end probes the stopped stream's pair once
 // (the stream may have failed) and then only periodically: the idle probing, at most
@@ -96,8 +85,8 @@ func TestStreamLeavesPair(t *testing.T) {
 			const stop = 3000
 			s.run(0, 8000, func(i, ms int) bool { return ms < stop && ms%period == i })
 			for i, e := range s.ends {
-				after := countFrom(e.probes, stop, 8000)
-				settled := countFrom(e.probes, stop+1000, 8000)
+				after := len(probesAround(e.probes, stop))
+				settled := len(probesAround(e.probes, stop+1000))
 				t.Logf("one way %d ms, stream every %d ms: end %d sent %d probes in the 5 s after the stream stopped, %d from 1 s after",
 					oneWay, period, i, after, settled)
 				if settled > 5 {

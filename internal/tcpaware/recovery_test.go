@@ -20,6 +20,9 @@ import (
 	"ilnp/internal/nstest"
 )
 
+// wanDelay is the wan path's one-way delay.
+const wanDelay = 100 * time.Millisecond
+
 // wanPair is the lab's wan-wan path in small: a sender and a receiver namespace joined through
 // a wire namespace whose delay line adds 100 ms each way (RTT 200 ms, no rate limit), and
 // flows as the lab's iperf3 makes them (cubic, 320 KB socket buffers, sending as fast as the
@@ -49,7 +52,7 @@ func newWANPair(t *testing.T, views ...string) *wanPair {
 		}
 	}
 	if err := w.Do(func() (err error) {
-		p.wire, err = openDelayLine("wa", "wb", 100*time.Millisecond, views...)
+		p.wire, err = openDelayLine("wa", "wb", wanDelay, views...)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -305,6 +308,15 @@ func recoveryOf(samples []sample) episode {
 // cong_control holds the "on" flow's window at what was in flight, so its lost segments go
 // out within about an RTT and the repair takes under half as long.
 //
+// The path after the move is 2 ms longer each way (RTT 204 ms): Linux's RACK dismisses the SACK
+// of a retransmitted segment that came back sooner than the flow's min RTT (tcp_rack_advance:
+// the original might have been SACKed), so a loss probe that retransmitted over a path as fast
+// as the old one, and a fraction of a millisecond quicker than the flow's best sample (the
+// delay line is late by a varying ~0.1-0.7 ms), marks nothing lost: the sender stays in
+// Disorder until its RTO, with or without the wrapper. CI saw that once (min RTT 200.69 ms);
+// a move to a path known not to be faster is the scenario here. An attempt whose flows' min RTT
+// before the cut was already above the new path's runs again.
+//
 // The scenario needs the cut to end before either sender's loss probe (about 2 RTT after its
 // last transmission): a probe sent into the dead path is lost and the kernel then times out
 // whatever the congestion control does. When a busy machine delays the heal that far (the
@@ -350,6 +362,7 @@ type holdResult struct {
 // holdAttempt runs the scenario once; why is the precondition it lacked ("" when it held).
 func holdAttempt(t *testing.T) (r holdResult, why string) {
 	const on, off = "fd00:aa::4", "fd00:bb::4"
+	const newPathDelay = wanDelay + 2*time.Millisecond
 	p := newWANPair(t, on, off)
 	l := loadNow(t, true)
 	defer unload(t, l)
@@ -369,6 +382,10 @@ func holdAttempt(t *testing.T) (r holdResult, why string) {
 	minOn, minOff := fon.minRTT(t), foff.minRTT(t)
 	before := p.probes()
 	p.wire.worstLate.Store(0) // the wire's stalls count from the cut on
+	if m := max(minOn, minOff); m >= 2*newPathDelay {
+		return r, fmt.Sprintf("min RTT before the cut on %v, off %v: not below the new path's %v, whose loss probe RACK could dismiss", minOn, minOff, 2*newPathDelay)
+	}
+	p.wire.setDelay(newPathDelay)
 	p.wire.cut(true)
 	cutAt := time.Now()
 	time.Sleep(300 * time.Millisecond)

@@ -16,13 +16,14 @@ import (
 
 // delayLine is the wan-wan path's wire in small, for these tests only (the lab's emulator is
 // the lab's: the product's packages never import lab/): two veth ends bridged over AF_PACKET
-// with a fixed one-way delay, frames kept in order. It can also cut every frame to a set of
-// IPv6 destinations at the moment it would be delivered, which is what a dead locator does
-// to the window in flight: cut and heal are one atomic store each, so the cut lasts as long
-// as the test says even when the machine is too busy to start an nft process promptly.
+// with a one-way delay (set at open, changed by setDelay), frames kept in order. It can also
+// cut every frame to a set of IPv6 destinations at the moment it would be delivered, which is
+// what a dead locator does to the window in flight: cut and heal are one atomic store each, so
+// the cut lasts as long as the test says even when the machine is too busy to start an nft
+// process promptly.
 type delayLine struct {
-	delay   time.Duration
-	ports   [2]int // AF_PACKET sockets on the two ends
+	delay   atomic.Int64 // one way, ns: frames keep the delay they arrived under
+	ports   [2]int       // AF_PACKET sockets on the two ends
 	names   [2]string
 	cutDst  map[[16]byte]bool
 	cutting atomic.Bool
@@ -34,7 +35,8 @@ type delayLine struct {
 
 // openDelayLine binds both ends; call with the thread in the wire namespace.
 func openDelayLine(a, b string, delay time.Duration, cut ...string) (*delayLine, error) {
-	d := &delayLine{delay: delay, names: [2]string{a, b}, cutDst: map[[16]byte]bool{}}
+	d := &delayLine{names: [2]string{a, b}, cutDst: map[[16]byte]bool{}}
+	d.delay.Store(int64(delay))
 	for _, c := range cut {
 		d.cutDst[netip.MustParseAddr(c).As16()] = true
 	}
@@ -94,6 +96,10 @@ func (d *delayLine) run(ctx context.Context) error {
 // cut starts (true) or ends (false) dropping the frames to the cut destinations.
 func (d *delayLine) cut(on bool) { d.cutting.Store(on) }
 
+// setDelay changes the one-way delay of the frames that arrive from now on (those queued keep
+// theirs, so each direction stays in order when the delay grows).
+func (d *delayLine) setDelay(delay time.Duration) { d.delay.Store(int64(delay)) }
+
 func (d *delayLine) String() string {
 	return fmt.Sprintf("delivered %d, cut %d, worst lateness %v", d.delivered.Load(), d.cutDrops.Load(), time.Duration(d.worstLate.Load()))
 }
@@ -145,7 +151,7 @@ func (d *delayLine) forward(ctx context.Context, in, out int) error {
 		}
 		data := append([]byte(nil), buf[:n]...)
 		select {
-		case queue <- frame{data: data, deliver: arrived(oob[:oobn]).Add(d.delay)}:
+		case queue <- frame{data: data, deliver: arrived(oob[:oobn]).Add(time.Duration(d.delay.Load()))}:
 		default:
 			return fmt.Errorf("delay line: %s: queue of %d frames full", d.names[in], cap(queue))
 		}

@@ -95,11 +95,8 @@ func explainFailure(t *testing.T, out string) {
 			return
 		}
 		rep := filepath.Join(out, "rep-1")
-		if b, err := os.ReadFile(filepath.Join(rep, "result.json")); err == nil {
-			var r struct{ Notes []string }
-			if json.Unmarshal(b, &r) == nil {
-				t.Logf("result.json notes: %q", r.Notes)
-			}
+		if r, err := loadResult(filepath.Join(rep, "result.json")); err == nil {
+			t.Logf("result.json notes: %q", r.Notes)
 		}
 		if entries, err := os.ReadDir(rep); err == nil {
 			var files []string

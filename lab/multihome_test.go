@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"ilnp/lab/measure"
 	"ilnp/lab/pcap"
 	"ilnp/lab/summary"
 )
@@ -187,13 +187,9 @@ func fmtPtr(p *float64) any {
 	return *p
 }
 
-func readResult(t *testing.T, path string) struct{ Rate []struct{ T, V float64 } } {
+func readResult(t *testing.T, path string) measure.Result {
 	t.Helper()
-	var r struct{ Rate []struct{ T, V float64 } }
-	b, err := os.ReadFile(path)
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
+	r, err := loadResult(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -428,3 +428,74 @@ func TestLossWindowRestoresCwnd(t *testing.T) {
 		t.Errorf("A's window %d (before the cut %d), B's %d: want A's near its old size and above B's", ia.Snd_cwnd, ia0.Snd_cwnd, ib.Snd_cwnd)
 	}
 }
+
+// A connect that spans a hard move: its SYN goes to the dead locator and is retransmitted, so
+// its socket has backed off and has a SYN in flight when the move ends. The revert the move's
+// end hands TCP would abort it (tcp_v6_err ends a SYN_SENT connection on Destination
+// Unreachable), so it gets none and the connect completes once the path is back.
+func TestRevertSparesConnectInProgress(t *testing.T) {
+	p := newPair(t, viewA)
+	l := load(t)
+	ln := p.rcv.Listen("tcp6", "["+viewA+"]:5002")
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	p.snd.Run("sysctl", "-qw", "net.ipv4.tcp_syn_linear_timeouts=0")
+	p.cut(viewA)
+	dialed := make(chan error, 1)
+	go func() {
+		d := net.Dialer{Timeout: 15 * time.Second}
+		dialed <- p.snd.Do(func() error {
+			c, err := d.Dial("tcp6", "["+viewA+"]:5002")
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}()
+	// The SYN is retransmitted after 1 s (TCP_TIMEOUT_INIT): wait until the socket has
+	// backed off, as a connect in progress during a move has. (Linux keeps a SYN's first
+	// net.ipv4.tcp_syn_linear_timeouts retransmissions at backoff 0, so a move had to last
+	// ~5 s for it; the sysctl set to 0 below makes the first one back off.)
+	peer := netip.MustParseAddr(viewA)
+	if err := l.SetPeer(peer, Peer{Epoch: 1, Moving: 1, RtoMaxMs: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	var syn []Socket
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		syn = syn[:0]
+		for _, s := range p.run(l) {
+			if s.State == 2 /* SYN_SENT */ && s.Backoff > 0 {
+				syn = append(syn, s)
+			}
+		}
+		if len(syn) > 0 {
+			break
+		}
+	}
+	if len(syn) != 1 {
+		t.Fatalf("no backed-off SYN_SENT socket towards %s in 5 s", viewA)
+	}
+	p.heal()
+	if err := l.SetPeer(peer, Peer{Epoch: 1, RtoMaxMs: 120000}); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.revert(p.run(l)); n != 0 {
+		t.Errorf("%d revert messages sent to a connection in SYN_SENT (%+v), want 0", n, syn[0])
+	}
+	select {
+	case err := <-dialed:
+		if err != nil {
+			t.Fatalf("connect across the move failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("connect across the move did not complete in 10 s")
+	}
+}

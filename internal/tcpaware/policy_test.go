@@ -163,12 +163,17 @@ func TestRevertMessage(t *testing.T) {
 		t.Fatalf("message % x", m)
 	}
 	for _, tt := range []struct {
-		backoff  uint8
-		una, nxt uint32
-		want     int
-	}{{0, 1, 2, 0}, {3, 1, 2, 4}, {3, 2, 2, 0}, {200, 1, 2, 16}} {
-		if got := Reverts(Socket{Backoff: tt.backoff, SndUna: tt.una, SndNxt: tt.nxt}); got != tt.want {
-			t.Errorf("Reverts(backoff %d, una %d, nxt %d) = %d, want %d", tt.backoff, tt.una, tt.nxt, got, tt.want)
+		state, backoff uint8
+		una, nxt       uint32
+		want           int
+	}{{tcpEstablished, 0, 1, 2, 0}, {tcpEstablished, 3, 1, 2, 4}, {tcpEstablished, 3, 2, 2, 0},
+		{tcpEstablished, 200, 1, 2, 16}, {tcpCloseWait, 1, 1, 2, 2}, {tcpFinWait1, 1, 1, 2, 2},
+		{tcpLastAck, 1, 1, 2, 2}, {tcpClosing, 1, 1, 2, 2},
+		// A connect whose SYN was retransmitted, or a passive open whose SYN-ACK was: the
+		// message would abort it (tcp_v6_err), so none.
+		{2 /* SYN_SENT */, 1, 1, 2, 0}, {3 /* SYN_RECV */, 1, 1, 2, 0}, {0, 3, 1, 2, 0}} {
+		if got := Reverts(Socket{State: tt.state, Backoff: tt.backoff, SndUna: tt.una, SndNxt: tt.nxt}); got != tt.want {
+			t.Errorf("Reverts(state %d, backoff %d, una %d, nxt %d) = %d, want %d", tt.state, tt.backoff, tt.una, tt.nxt, got, tt.want)
 		}
 	}
 }

@@ -19,6 +19,26 @@ const (
 	maxReverts       = 16
 )
 
+// TCP states (include/net/tcp_states.h) in which a Destination Unreachable only reverts the
+// timer: tcp_v6_err's default case, connections past the handshake with data or a FIN in
+// flight. In SYN_SENT and SYN_RECV the same message aborts the connection (tcp_done), so a
+// connect that spans a move must never get one.
+const (
+	tcpEstablished = 1
+	tcpFinWait1    = 4
+	tcpCloseWait   = 8
+	tcpLastAck     = 9
+	tcpClosing     = 11
+)
+
+func revertable(state uint8) bool {
+	switch state {
+	case tcpEstablished, tcpFinWait1, tcpCloseWait, tcpLastAck, tcpClosing:
+		return true
+	}
+	return false
+}
+
 // RevertMessage is the ICMPv6 Destination Unreachable (no route) quoting s's oldest
 // unacknowledged segment: the 8-byte ICMPv6 header (checksum left to the kernel), the segment's
 // IPv6 header and the first 20 bytes of its TCP header.
@@ -41,9 +61,10 @@ func RevertMessage(s Socket) []byte {
 	return b
 }
 
-// Reverts is how many revert messages undo all of s's backoff (0: nothing to undo).
+// Reverts is how many revert messages undo all of s's backoff (0: nothing to undo, or a
+// state in which the message would abort the connection instead).
 func Reverts(s Socket) int {
-	if s.Backoff == 0 || s.SndUna == s.SndNxt {
+	if !revertable(s.State) || s.Backoff == 0 || s.SndUna == s.SndNxt {
 		return 0
 	}
 	return min(int(s.Backoff)+1, maxReverts)

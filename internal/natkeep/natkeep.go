@@ -59,11 +59,15 @@ type Keeper struct {
 	Sessions func() ([]datapath.Session, error)
 	// Now is CLOCK_MONOTONIC in ns (datapath.MonotonicNs when nil).
 	Now func() uint64
+	// Failed hears of a keepalive that could not be sent, or a session list that could not
+	// be read (nil: ignored). Neither stops the keeper: one session's failure must not end
+	// every other session's keepalives.
+	Failed func(error)
 }
 
-// Run checks the sessions every Interval/5 until ctx ends, sending a keepalive to each one due.
-// conn is a raw ICMPv6 socket (icmp.ListenPacket("ip6:ipv6-icmp", "::")) that Run uses and
-// does not close.
+// Run checks the sessions every Interval/5 until ctx ends, sending a keepalive to each one due;
+// a failure goes to Failed and the next session, or the next tick, carries on. conn is a raw
+// ICMPv6 socket (icmp.ListenPacket("ip6:ipv6-icmp", "::")) that Run uses and does not close.
 func (k *Keeper) Run(ctx context.Context, conn *icmp.PacketConn) error {
 	interval := k.Interval
 	if interval <= 0 {
@@ -84,14 +88,21 @@ func (k *Keeper) Run(ctx context.Context, conn *icmp.PacketConn) error {
 		}
 		sessions, err := k.Sessions()
 		if err != nil {
-			return fmt.Errorf("natkeep: sessions: %w", err)
+			k.fail(fmt.Errorf("natkeep: sessions: %w", err))
+			continue
 		}
 		for _, tg := range Due(sessions, now(), interval) {
 			seq++
 			if err := Send(conn, tg, seq); err != nil {
-				return err
+				k.fail(err)
 			}
 		}
+	}
+}
+
+func (k *Keeper) fail(err error) {
+	if k.Failed != nil {
+		k.Failed(err)
 	}
 }
 

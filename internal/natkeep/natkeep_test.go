@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestDue(t *testing.T) {
 }
 
 // The keeper sends an Echo Request from the session's view address to the peer's once the
-// session has been idle for the interval (here in a namespace with both addresses on a veth
+// session has been idle for the interval, whatever became of other sessions' keepalives (here in a namespace with both addresses on a veth
 // pair, without a datapath: what the datapath makes of it is tested in internal/datapath).
 func TestKeeperSends(t *testing.T) {
 	ns := nstest.New(t, "enK")
@@ -84,10 +85,16 @@ func TestKeeperSends(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var now uint64 = uint64(time.Hour)
+	// A session whose view address is not (or no longer) on this host comes first: its
+	// keepalive cannot be sent, and that must not cost the next session its own.
+	gone := session(l32B, 0, now-uint64(time.Second))
+	gone.LocalView = wire.L64(0x20010db8000c0001)
+	var failed atomic.Int32
 	k := &Keeper{Interval: 100 * time.Millisecond, Now: func() uint64 { return now },
 		Sessions: func() ([]datapath.Session, error) {
-			return []datapath.Session{session(l32B, 0, now-uint64(time.Second))}, nil
-		}}
+			return []datapath.Session{gone, session(l32B, 0, now-uint64(time.Second))}, nil
+		},
+		Failed: func(error) { failed.Add(1) }}
 	errc := make(chan error, 1)
 	go func() { errc <- k.Run(ctx, send) }()
 	_ = recv.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -112,5 +119,8 @@ func TestKeeperSends(t *testing.T) {
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+	if failed.Load() == 0 {
+		t.Fatal("the keepalive from an address not on the host was not reported as failed")
 	}
 }

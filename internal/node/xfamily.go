@@ -414,7 +414,10 @@ func (n *Node) keepalive(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	defer conn.Close()
-	k := natkeep.Keeper{Interval: n.cfg.NATKeepalive, Sessions: n.dp.Sessions}
+	k := natkeep.Keeper{Interval: n.cfg.NATKeepalive, Sessions: n.dp.Sessions, Failed: func(err error) {
+		n.count("natkeep_errors")
+		n.log.Warn("NAT keepalive", "err", err)
+	}}
 	err = k.Run(ctx, conn)
 	if ctx.Err() != nil {
 		return nil

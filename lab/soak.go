@@ -17,8 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"ilnp/internal/bpffs"
 	"ilnp/internal/datapath"
 	"ilnp/internal/nstest"
 	"ilnp/internal/timeline"
@@ -132,17 +131,6 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		return rep, err
 	}
 	began := time.Now()
-	// The daemons' pins live on a bpffs mounted here, in the lab's mount namespace (one that
-	// ilnpd mounted under `ip netns exec` would be invisible here); Topology.Close unmounts it.
-	for _, node := range []string{"cn", "mn"} {
-		bpf := filepath.Join(dir, node+"-state", "bpf")
-		if err := os.MkdirAll(bpf, 0o700); err != nil {
-			return rep, err
-		}
-		if err := unix.Mount("bpffs", bpf, "bpf", 0, "mode=0700"); err != nil {
-			return rep, fmt.Errorf("soak: mount bpffs at %s: %w", bpf, err)
-		}
-	}
 	prof := Profiles["quick"]
 	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios["lan-lan"], Access: "lan", RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir})
 	if err != nil {
@@ -302,7 +290,10 @@ func sampleSoak(topo *Topology, dir string, ctl func(...string) (string, error))
 		return r, fmt.Errorf("soak: ilnpctl show stats: %w", err)
 	}
 	r.Goroutines = int(stats["goroutines"])
-	dp, err := datapath.OpenPinned(filepath.Join(dir, "mn-state", "bpf"))
+	// The MN's ilnpd runs under `ip netns exec`: its bpffs lives in its own mount namespace,
+	// kept by a holder for the next daemon (internal/bpffs), and read here through it.
+	mnState := filepath.Join(dir, "mn-state")
+	dp, err := datapath.OpenPinned(bpffs.Locate(filepath.Join(mnState, "bpf"), mnState))
 	if err != nil {
 		return r, fmt.Errorf("soak: %w", err)
 	}

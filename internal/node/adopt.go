@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/bpffs"
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
@@ -456,7 +457,7 @@ func (n *Node) flushAll() error {
 		}
 		errs = append(errs, n.host.close())
 	}
-	errs = append(errs, state.Remove(n.cfg.StateDir), unmountBPFFS(n.cfg.BPFDir()))
+	errs = append(errs, state.Remove(n.cfg.StateDir), bpffs.Release(n.cfg.BPFDir(), n.cfg.StateDir))
 	n.log.Info("flushed: datapath detached, pins, routes, addresses and state removed")
 	return errors.Join(errs...)
 }
@@ -514,21 +515,22 @@ func FlushStopped(cfg config.Config) error {
 		errs = append(errs, h.removeEncapNeighbours())
 		h.nl.Close()
 	}
-	errs = append(errs, datapath.FlushPinned(cfg.BPFDir()), state.Remove(cfg.StateDir), unmountBPFFS(cfg.BPFDir()))
+	errs = append(errs, datapath.FlushPinned(bpffs.Locate(cfg.BPFDir(), cfg.StateDir)), state.Remove(cfg.StateDir),
+		bpffs.Release(cfg.BPFDir(), cfg.StateDir))
 	return errors.Join(errs...)
 }
 
-// mountPins makes sure the pin directory is a bpffs. One that ilnpd mounts itself inside a
-// private mount namespace (`ip netns exec`) dies with the process and takes the datapath
-// with it: mount it beforehand from the persistent namespace (README, "Restart and upgrade").
+// mountPins finds or makes the bpffs the datapath pins in (internal/bpffs): under `ip netns
+// exec` one the daemon mounts itself would die with its private mount namespace, so a holder
+// keeps that namespace for the next daemon.
 func (n *Node) mountPins() error {
-	mounted, err := mountBPFFS(n.cfg.BPFDir())
+	p, err := bpffs.Prepare(n.cfg.BPFDir(), n.cfg.StateDir)
 	if err != nil {
 		return err
 	}
-	if mounted && privateMountNS() {
-		n.log.Warn("bpffs mounted in a private mount namespace: the datapath will not outlive this ilnpd; "+
-			"mount a bpffs at the pin directory from the host's namespace before starting ilnpd", "dir", n.cfg.BPFDir())
+	n.pinDir = p.Dir
+	if p.Holder != 0 {
+		n.log.Info("bpffs kept by a holder process beyond this ilnpd's mount namespace", "dir", p.Dir, "holder", p.Holder)
 	}
 	return nil
 }

@@ -56,6 +56,7 @@ type Node struct {
 	cache  *ilcc.Cache
 	engine *lu.Engine // loop-owned
 	dp     *datapath.Datapath
+	pinDir string // where dp's pins are, as this process reaches them (mountPins)
 	host   *host
 	lusock *luSocket
 	rdv    *rendezvousState      // DNS publisher and stub counters (rendezvous.go)
@@ -294,7 +295,7 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.dp, err = datapath.Load(datapath.Options{
-		PinDir:               n.cfg.BPFDir(),
+		PinDir:               n.pinDir,
 		NonceSize:            n.cfg.NonceSize,
 		NonceFirstN:          uint32(n.cfg.NonceFirstN),
 		EchoNonce:            n.cfg.EchoNonce,

@@ -15,7 +15,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
+	"ilnp/internal/bpffs"
 	"ilnp/internal/nstest"
 	"ilnp/internal/timeline"
 )
@@ -120,7 +122,7 @@ func (n *testNet) killDaemon(t *testing.T, d *daemon, sig syscall.Signal) {
 		t.Fatalf("ilnpd %s after SIGTERM: %v\n%s", d.name, err, tailFile(d.log, 20))
 	}
 	for _, pin := range []string{"sessions", "ilnp_layout"} {
-		if _, err := os.Stat(filepath.Join(d.state, "bpf", pin)); err != nil {
+		if _, err := os.Stat(filepath.Join(bpffs.Locate(filepath.Join(d.state, "bpf"), d.state), pin)); err != nil {
 			t.Fatalf("ilnpd %s: %s no longer pinned after %v: %v", d.name, pin, sig, err)
 		}
 	}
@@ -270,9 +272,12 @@ func (d *daemon) checkFlushed(t *testing.T) {
 	if out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global"); strings.TrimSpace(out) != "" {
 		t.Errorf("ilnpd %s: addresses on lo after -flush:\n%s", d.name, out)
 	}
-	ents, _ := os.ReadDir(filepath.Join(d.state, "bpf"))
+	ents, _ := os.ReadDir(bpffs.Locate(filepath.Join(d.state, "bpf"), d.state))
 	if len(ents) != 0 {
 		t.Errorf("ilnpd %s: pins left after -flush: %v", d.name, ents)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.state, bpffs.HolderFile)); !os.IsNotExist(err) {
+		t.Errorf("ilnpd %s: bpffs holder %q left after -flush: %v", d.name, b, err)
 	}
 	if _, err := os.Stat(filepath.Join(d.state, "ilnpd.state")); !os.IsNotExist(err) {
 		t.Errorf("ilnpd %s: state file left after -flush: %v", d.name, err)
@@ -299,6 +304,16 @@ func TestLayoutMismatchRefused(t *testing.T) {
 	ns.Run("ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1")
 	ns.Run("ip", "link", "set", "v0", "up")
 	state := n.stateDir("x")
+	// A bpffs the user mounted beforehand, as README's "Restart and upgrade" allows: the
+	// daemon pins there and starts no holder.
+	bpf := filepath.Join(state, "bpf")
+	if err := os.MkdirAll(bpf, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpffs", bpf, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatalf("mount bpffs at %s: %v", bpf, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bpf, unix.MNT_DETACH) })
 	conf := n.writeConfig("x", fmt.Sprintf("node x\ninterfaces v0\nnid %s\nstate-dir %s\n", mnNIDText, state))
 	rec, err := ebpf.NewMap(&ebpf.MapSpec{Name: "ilnp_layout", Type: ebpf.Array, KeySize: 4, ValueSize: 64, MaxEntries: 1})
 	if err != nil {

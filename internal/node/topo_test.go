@@ -375,20 +375,15 @@ log-level debug
 
 func (n *testNet) ilnpd() string { return filepath.Join(n.bin, "ilnpd") }
 
-// stateDir creates the daemon's state directory, with the bpffs for its pins mounted from
-// the test's own mount namespace: one that ilnpd mounted itself under `ip netns exec` would
-// end with the process, and a restarted ilnpd would find nothing to adopt.
+// stateDir creates the daemon's state directory. The daemon runs under `ip netns exec`, in a
+// private mount namespace: it mounts its bpffs there and leaves a holder so that a restarted
+// ilnpd finds its pins (internal/bpffs); the restart tests depend on that.
 func (n *testNet) stateDir(name string) string {
 	n.t.Helper()
 	state := filepath.Join(n.dir, name+"-state")
-	bpf := filepath.Join(state, "bpf")
-	if err := os.MkdirAll(bpf, 0o700); err != nil {
+	if err := os.MkdirAll(state, 0o700); err != nil {
 		n.t.Fatal(err)
 	}
-	if err := unix.Mount("bpffs", bpf, "bpf", 0, "mode=0700"); err != nil {
-		n.t.Fatalf("mount bpffs at %s: %v", bpf, err)
-	}
-	n.t.Cleanup(func() { _ = unix.Unmount(bpf, unix.MNT_DETACH) })
 	return state
 }
 

@@ -1,6 +1,8 @@
-/* ICMPv6 errors about this host's own ILNP packets: Packet Too Big (RFC 4443 s.3.2, RFC 8201).
+/* ICMPv6 errors about this host's own ILNP packets: Packet Too Big (RFC 4443 s.3.2, RFC 8201)
+ * and Parameter Problem code 2 (RFC 4443 s.3.4) from a peer that does not know the nonce option
+ * (RFC 6744 s.6; thesis s.7.2.5).
  *
- * Such an error comes from a router and carries no nonce itself; it quotes the
+ * Such an error comes from a router or a plain peer and carries no nonce itself; it quotes the
  * packet that caused it, which is ours in wire form: [locator:NID] addresses and our nonce in a
  * Destination Options header right after the fixed header (rewrite.h ilnp_encap). The quoted
  * nonce is the proof that the error answers a packet of this session; the sockets are bound to
@@ -119,13 +121,13 @@ static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp
 }
 
 /* An ICMPv6 error without a nonce of its own (ilnp_ingress_plain). Only called for Packet Too
- * Big, so data packets never come here. */
+ * Big and Parameter Problem code 2, so data packets never come here. */
 static __always_inline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pkt *pkt)
 {
 	const __u8 *addrs = (const __u8 *)&pkt->ip6.src_l64;
 	struct ilnp_session *sess;
 	struct ilnp_quote q = {};
-	__u32 hdr_len = 0;
+	__u32 hdr_len = 0, pointer;
 
 	sess = ilnp_quote_session(skb, pkt, &q, &hdr_len);
 	if (!sess)
@@ -136,12 +138,26 @@ static __always_inline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pk
 		ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
 		return ILNP_ICMPERR_DROP;
 	}
-	if (ilnp_ptb_translate(skb, pkt, sess, &q, hdr_len) < 0) {
-		ilnp_count(ILNP_C_IN_ERRORS);
+	if (pkt->icmp_type == ILNP_ICMPV6_PKT_TOO_BIG) {
+		if (ilnp_ptb_translate(skb, pkt, sess, &q, hdr_len) < 0) {
+			ilnp_count(ILNP_C_IN_ERRORS);
+			return ILNP_ICMPERR_DROP;
+		}
+		ilnp_count(ILNP_C_IN_PTB_TRANSLATED);
+		return ILNP_ICMPERR_PASS;
+	}
+	/* Parameter Problem code 2 at our nonce option: the peer is not ILNP (RFC 6744 s.6). The
+	 * session sends plain IPv6 from now on; the error itself would fail the connection
+	 * (EPROTO), and it only concerns the option, so it goes no further. */
+	if (bpf_skb_load_bytes(skb, pkt->l4_off + 4, &pointer, 4) < 0 ||
+	    bpf_ntohl(pointer) != ILNP_NONCE_OPT_POINTER) {
+		ilnp_count(ILNP_C_IN_MALFORMED);
 		return ILNP_ICMPERR_DROP;
 	}
-	ilnp_count(ILNP_C_IN_PTB_TRANSLATED);
-	return ILNP_ICMPERR_PASS;
+	sess->flags |= ILNP_SESS_IPV6_FALLBACK;
+	ilnp_count(ILNP_C_IN_PARAM_PROBLEMS);
+	ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
+	return ILNP_ICMPERR_DROP;
 }
 
 #endif

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/wire"
 )
 
 // newPMTUTopo is newTopo (hosts' TSO off) with B's second locator behind a router M whose link
@@ -253,10 +254,68 @@ func testForgedErrors(t *testing.T, tp *topo) {
 	}
 	rA := addr(lA1, 1)
 	sendICMP(t, tp.r, rA, tp.viewA, icmpError(2, 0, 1280, tp.viewA, tp.viewB, bad))
-	waitFor(t, 2*time.Second, func() bool { return counter(t, tp.da, "ingress_icmp_error_bad_nonce") >= 1 },
-		"A drops the forged error")
+	sendICMP(t, tp.r, rA, tp.viewA, icmpError(4, 2, 42, tp.viewA, tp.viewB, bad))
+	waitFor(t, 2*time.Second, func() bool { return counter(t, tp.da, "ingress_icmp_error_bad_nonce") >= 2 },
+		"A drops both forged errors")
 	if mtu := routeMTU(t, tp.a, tp.viewB); mtu != "1492" {
 		t.Errorf("A's route to B after the forged Packet Too Big: mtu %q, want 1492", mtu)
 	}
+	if s, err := tp.da.GetSession(nidA, nidB); err != nil || s.Flags&SessionIPv6Fallback != 0 {
+		t.Errorf("session after the forged Parameter Problem: %+v, %v", s.Flags, err)
+	}
 
+}
+
+// TestNetnsPeerNotILNP: A believes P is an ILNP node (a registered peer), but P is a plain Linux
+// host without the ILNP programs. Its kernel answers the nonce option (type 0x8B: discard and
+// send Parameter Problem, RFC 6744 s.2) with Parameter Problem code 2 pointing at it; A's
+// ingress finds its own nonce in the quoted SYN, flags the session for plain IPv6 and keeps
+// the error from the socket, so the retransmitted SYN connects and the stream runs.
+func TestNetnsPeerNotILNP(t *testing.T) {
+	a, r, p := nstest.New(t, "npA"), nstest.New(t, "npR"), nstest.New(t, "npP")
+	nstest.Link(t, a, "a0", r, "r0")
+	nstest.Link(t, p, "p0", r, "r1")
+	r.Run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	viewA, viewP := addr(lA1, nidA), addr(lB1, nidB)
+	for i, l := range []wire.L64{lA1, lB1} {
+		dev := "r" + strconv.Itoa(i)
+		r.Run("ip", "addr", "add", "fe80::1/64", "dev", dev, "nodad")
+		r.Run("ip", "addr", "add", addr(l, 1).String()+"/64", "dev", dev, "nodad")
+	}
+	a.Run("ip", "addr", "add", viewA.String()+"/64", "dev", "a0", "nodad")
+	p.Run("ip", "addr", "add", viewP.String()+"/64", "dev", "p0", "nodad")
+	a.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", "a0", "mtu", "1492", "advmss", "1432")
+	p.Run("ip", "-6", "route", "add", "default", "via", "fe80::1", "dev", "p0")
+	aIf := a.Ifindex("a0")
+	da := newDatapath(t, Options{})
+	ev := events(t, da)
+	must(t, da.SetLocalNID(nidA, lA1))
+	must(t, da.PutLocalLocator(LocalLocator{Locator: lA1, State: LocatorActive, Ifindex: aIf, NextHop: netip.MustParseAddr("fe80::1")}))
+	must(t, da.SetActiveLocator(lA1))
+	must(t, da.PutPeer(Peer{Addr: viewP, Active: lB1, Locators: []RemoteLocator{{Locator: lB1, State: LocatorActive}}}))
+	must(t, a.Do(func() error { return da.Attach(aIf) }))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	s := startBulk(ctx, t, a, p, netip.AddrPortFrom(viewP, 5001))
+	connected := time.Since(start)
+	nextEvent(t, ev, EventParamProblem)
+	// One SYN lost to the error, the next one (the kernel's retransmission after its 1 s
+	// initial RTO) plain: the connection does not fail.
+	if connected > 4*time.Second {
+		t.Errorf("connected after %v", connected)
+	}
+	waitAdvance(t, 5*time.Second, 1<<20, "the stream to the plain peer", map[string]*bulk{"A->P": s})
+	sess, err := da.GetSession(nidA, nidB)
+	must(t, err)
+	if sess.Flags&SessionIPv6Fallback == 0 {
+		t.Errorf("session flags %v: no ipv6-fallback", sess.Flags)
+	}
+	if n := counter(t, da, "ingress_param_problems"); n == 0 {
+		t.Error("no Parameter Problem counted")
+	}
+	if n := counter(t, da, "egress_fallback_ipv6"); n == 0 {
+		t.Error("nothing sent as plain IPv6")
+	}
 }

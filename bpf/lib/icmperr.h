@@ -155,6 +155,13 @@ static __always_inline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pk
 		return ILNP_ICMPERR_DROP;
 	}
 	sess->flags |= ILNP_SESS_IPV6_FALLBACK;
+	/* Sessions opened to the same address later start as plain IPv6 too (ilnp_new_initiator
+	 * copies the peer's flags), until the daemon registers the peer again. */
+	struct ilnp_peer_key pk = {.l64 = sess->remote_view, .nid = q.ip6.dst_nid};
+	struct ilnp_peer *peer = bpf_map_lookup_elem(&peers, &pk);
+
+	if (peer)
+		peer->flags |= ILNP_SESS_IPV6_FALLBACK;
 	ilnp_count(ILNP_C_IN_PARAM_PROBLEMS);
 	ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
 	return ILNP_ICMPERR_DROP;

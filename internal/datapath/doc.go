@@ -69,7 +69,7 @@
 // are accepted only when the packet they quote carries the session's local nonce (else
 // ingress_icmp_error_bad_nonce, dropped): Packet Too Big is translated to the session view with
 // its MTU less the nonce header (ingress_ptb_translated); Parameter Problem code 2 pointing at
-// the nonce option (a peer that is not ILNP, RFC 6744 s.6) flags the session
+// the nonce option (a peer that is not ILNP, RFC 6744 s.6) flags the session and its Peer
 // SessionIPv6Fallback at once, is reported as EventParamProblem and goes no further (it would
 // fail the connection).
 //

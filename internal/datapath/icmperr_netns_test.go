@@ -318,4 +318,17 @@ func TestNetnsPeerNotILNP(t *testing.T) {
 	if n := counter(t, da, "egress_fallback_ipv6"); n == 0 {
 		t.Error("nothing sent as plain IPv6")
 	}
+
+	// The session gone (idle), a new connection to the same address starts as plain IPv6:
+	// no SYN lost to a second Parameter Problem.
+	must(t, da.DeleteSession(nidA, nidB))
+	problems := counter(t, da, "ingress_param_problems")
+	s2 := startBulk(ctx, t, a, p, netip.AddrPortFrom(viewP, 5002))
+	waitAdvance(t, 5*time.Second, 1<<20, "the second stream", map[string]*bulk{"A->P": s2})
+	if sess, err := da.GetSession(nidA, nidB); err != nil || sess.Flags&SessionIPv6Fallback == 0 {
+		t.Errorf("second session: flags %v, %v: want ipv6-fallback from the start", sess.Flags, err)
+	}
+	if n := counter(t, da, "ingress_param_problems"); n != problems {
+		t.Errorf("second connection drew %d more parameter problems", n-problems)
+	}
 }

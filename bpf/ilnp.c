@@ -14,6 +14,7 @@
 #include "lib/encap.h"
 #include "lib/paths.h"
 #include "lib/verify.h"
+#include "lib/icmperr.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
  * same hook see the packet; that is how untouched packets leave. */
@@ -200,12 +201,12 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 	struct ilnp_session *sess;
 
 	if (pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off && !pkt->malformed) {
-		if (pkt->icmp_type == ILNP_ICMPV6_PARAM_PROBLEM && pkt->icmp_code == 2) {
-			/* "Unrecognized IPv6 option": the peer does not speak ILNP (RFC 6744 s.6);
-			 * the daemon decides whether to fall back to IPv6. */
-			ilnp_count(ILNP_C_IN_PARAM_PROBLEMS);
-			ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, key.local_nid, key.remote_nid, addrs);
-			return TCX_NEXT;
+		if (pkt->icmp_type == ILNP_ICMPV6_PKT_TOO_BIG ||
+		    (pkt->icmp_type == ILNP_ICMPV6_PARAM_PROBLEM && pkt->icmp_code == 2)) {
+			int v = ilnp_icmp_error(skb, pkt);
+
+			if (v != ILNP_ICMPERR_NOT_OURS)
+				return v == ILNP_ICMPERR_PASS ? TCX_NEXT : TCX_DROP;
 		}
 		if (pkt->icmp_type == ILNP_ICMPV6_LOCATOR_UPDATE) {
 			/* RFC 6743 s.2: a Locator Update always carries the session's nonce. */

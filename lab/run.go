@@ -73,6 +73,10 @@ type RunConfig struct {
 	// signalling-loss rule in R1); AfterFlow once the flow ended, before teardown.
 	BeforeFlow func(ctx context.Context, t *Topology, dir string) error
 	AfterFlow  func(t *Topology, dir string)
+
+	// RealPaths are smaller MTUs and Destination Options filters on R1's links (issue 24,
+	// lab/realpaths.go); runs gain pmtu_errors_translated and path_encapsulated.
+	RealPaths RealPaths
 }
 
 // Validate checks names and timings.
@@ -127,6 +131,9 @@ func (c *RunConfig) Validate() error {
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
+	if err := c.RealPaths.Validate(); err != nil {
+		return err
+	}
 	if err := c.validFamilies(); err != nil {
 		return err
 	}
@@ -177,7 +184,10 @@ type RunMeta struct {
 	// installed the MN's IPv4 lease on L3 (seconds since the flow started; IPv4 L3 only).
 	Families string   `json:"families,omitempty"`
 	LeaseAtS *float64 `json:"lease_at_s,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// PathMTU and DropExthdr are the run's real paths (issue 24) as given.
+	PathMTU    map[string]int `json:"path_mtu,omitempty"`
+	DropExthdr []string       `json:"drop_exthdr,omitempty"`
+	Error      string         `json:"error,omitempty"`
 }
 
 // Run performs cfg.Reps repetitions and writes summary.json, report.md and plots to cfg.Out.
@@ -265,6 +275,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	for _, f := range cfg.Fails {
 		meta.Fails = append(meta.Fails, f.String())
 	}
+	meta.PathMTU, meta.DropExthdr = cfg.RealPaths.MTU, cfg.RealPaths.DropExthdr
 	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware(), Policy: cfg.Policy})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
@@ -292,6 +303,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		if err := topo.multihomeAfter(ctx); err != nil {
 			return res, err
 		}
+	}
+	if err := topo.applyRealPaths(cfg.RealPaths); err != nil {
+		return res, err
 	}
 	if cfg.BeforeFlow != nil {
 		if err := cfg.BeforeFlow(ctx, topo, dir); err != nil {
@@ -564,6 +578,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}
 	res = measure.Compute(in)
 	res.Run.ReorderingRetransmissions = reorderRetrans
+	if NeedsILNP(cfg.Mode) {
+		res.Run.PMTUErrorsTranslated = pmtuErrorsTranslated(dir)
+		// ILNPv6 in UDP over IPv6 (issue 24 item 2) does not exist yet: no pair runs it.
+		encapsulated := false
+		res.Run.PathEncapsulated = &encapsulated
+	}
 	if cfg.Policy == "multipath" && !tr.UDP {
 		res.Run.AggregateGoodputBps = iperfGoodput(filepath.Join(dir, "iperf-client.json"))
 		res.Run.SingleLinkGoodputBps = singleLink

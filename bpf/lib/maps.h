@@ -198,6 +198,8 @@ enum ilnp_counter {
 	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
 	ILNP_C_EG_UNVERIFIED_REROUTED, /* over an unverified locator's credit: sent to a verified one */
 	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
+	ILNP_C_IN_PTB_TRANSLATED,      /* Packet Too Big about our packet, to the session view */
+	ILNP_C_IN_ICMP_ERROR_BAD_NONCE, /* ICMPv6 error quoting a session packet, not our nonce */
 	ILNP_C_MAX,
 };
 

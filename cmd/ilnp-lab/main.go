@@ -198,6 +198,21 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	})
 	doubleJump := fs.Bool("double-jump", false, "simultaneous mobility (issue 13): the CN gets two access networks (L4 behind R4, L5 behind R5) and moves L4 -> L5 at --enter and --leave beside the MN; runs gain recovery_ms (ILNP and MIPv6 modes; in MIPv6 the CN is a mobile node with R4 its home agent)")
+	var paths lab.RealPaths
+	fs.Func("path-mtu", "issue 24: LINK=BYTES, the MTU of R1's link LINK (r1-r2 or r1-r3) on both routers' ends (1280-1500); repeatable; runs gain pmtu_errors_translated", func(s string) error {
+		link, mtu, err := lab.ParsePathMTU(s)
+		if err == nil {
+			if paths.MTU == nil {
+				paths.MTU = map[string]int{}
+			}
+			paths.MTU[link] = mtu
+		}
+		return err
+	})
+	fs.Func("drop-exthdr", "issue 24: LINK (r1-r2 or r1-r3): R1 drops forwarded packets with a Destination Options header to and from that link (nftables exthdr dst exists drop); repeatable", func(s string) error {
+		paths.DropExthdr = append(paths.DropExthdr, s)
+		return nil
+	})
 	families := fs.String("families", "", "issue 14: the MN's access networks' address families, L2-L3: ipv6-ipv6 (default, today's testbed), ipv6-ipv4nat, ipv4nat-ipv6 or ipv4nat-ipv4nat (IPv4 only behind a NAT in R2/R3; ilnp-soft and ilnp-hard only); runs gain handover_ms and report.md the table beside HIP's")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
@@ -217,7 +232,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
 		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump,
-		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam}
+		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam, RealPaths: paths}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -65,8 +65,13 @@
 // every packet is what lets a receiver tell the two apart), except: a Locator Update (ICMPv6 156)
 // without a nonce is dropped; a session flagged SessionStrict drops them; with
 // Options.NonceFirstN (RFC 6744 s.6) packets from a session's locators after its handshake are
-// translated without a nonce. ICMPv6 Parameter Problem code 2 (unrecognized option) is reported
-// as EventParamProblem so the daemon can fall back to IPv6 for that peer; the packet passes.
+// translated without a nonce. ICMPv6 errors about this host's own packets (bpf/lib/icmperr.h)
+// are accepted only when the packet they quote carries the session's local nonce (else
+// ingress_icmp_error_bad_nonce, dropped): Packet Too Big is translated to the session view with
+// its MTU less the nonce header (ingress_ptb_translated); Parameter Problem code 2 pointing at
+// the nonce option (a peer that is not ILNP, RFC 6744 s.6) flags the session and its Peer
+// SessionIPv6Fallback at once, is reported as EventParamProblem and goes no further (it would
+// fail the connection).
 //
 // # Locator Updates
 //

@@ -710,12 +710,18 @@ func TestParameterProblemEvent(t *testing.T) {
 	msg := append([]byte{4, 2, 0, 0, 0, 0, 0, 42}, invoking...)
 	binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, msg))
 	in := frame(ipv6Packet(from, to, wire.ProtoICMPv6, msg))
-	if ret, out := d.ingress(t, in); ret != verdictNext || !bytes.Equal(out, in) {
-		t.Fatalf("parameter problem: verdict %d", ret)
+	// It concerns only the option: passed on, it would fail the socket (EPROTO).
+	if ret, _ := d.ingress(t, in); ret != verdictDrop {
+		t.Fatalf("parameter problem: verdict %d, want drop", ret)
 	}
 	e := nextEvent(t, ev, EventParamProblem)
 	if e.RemoteNID != nidB || e.Src != from {
 		t.Fatalf("event %+v", e)
+	}
+	s, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	if s.Flags&SessionIPv6Fallback == 0 {
+		t.Fatalf("session flags %v after the parameter problem: no ipv6-fallback", s.Flags)
 	}
 }
 

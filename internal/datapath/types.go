@@ -242,6 +242,8 @@ var counterNames = []string{
 	"sessions_full",
 	"egress_unverified_rerouted",
 	"egress_unverified_credit",
+	"ingress_ptb_translated",
+	"ingress_icmp_error_bad_nonce",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/control"
+	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
 	"ilnp/internal/timeline"
@@ -29,7 +31,10 @@ type SessionRow struct {
 	ActiveRemote  string `json:"active_remote"`
 	// Family is what the session's packets travel as: ipv4 (ILNPv6 in UDP/IPv4) when the
 	// active remote locator is IPv4, else ipv6.
-	Family         string  `json:"family"`
+	Family string `json:"family"`
+	// Mode is ilnp, or ipv6-fallback once the peer answered our nonce option with a Parameter
+	// Problem (it is not an ILNP node, RFC 6744 s.6): its packets go as plain IPv6.
+	Mode           string  `json:"mode"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`
@@ -73,9 +78,13 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 		return nil, err
 	}
 	traffic := map[string][2]uint64{}
+	mode := map[string]string{}
 	if sessions, err := n.dp.Sessions(); err == nil {
 		for _, s := range sessions {
 			traffic[s.RemoteNID.String()] = [2]uint64{s.TxPackets, s.RxPackets}
+			if s.Flags&datapath.SessionIPv6Fallback != 0 {
+				mode[s.RemoteNID.String()] = "ipv6-fallback"
+			}
 		}
 	}
 	rows := make([]SessionRow, 0, len(snap.Sessions))
@@ -95,6 +104,7 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 			ActiveLocal:    s.ActiveLocal,
 			ActiveRemote:   s.ActiveRemote,
 			Family:         family,
+			Mode:           cmp.Or(mode[s.PeerNID], "ilnp"),
 			RemoteLocators: strings.Join(locs, ","),
 			LocalNonce:     s.LocalNonce,
 			RemoteNonce:    s.RemoteNonce,

@@ -908,9 +908,12 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 				Detail: fmt.Sprintf("%s from %s", ev.Type, ev.Src)})
 		}
 	case datapath.EventParamProblem:
+		// The datapath checked that the error quotes our nonce and already flagged the
+		// session for plain IPv6 (bpf/lib/icmperr.h): nothing waits for the daemon.
+		n.count("peers_not_ilnp")
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.ParameterProblem, Peer: ev.RemoteNID.String(),
-			Detail: "peer does not understand the nonce option (RFC 6744 s.6)"})
-		n.log.Warn("peer rejected the nonce option; it is not an ILNP node", "src", ev.Src)
+			Detail: "peer does not understand the nonce option (RFC 6744 s.6): plain IPv6 from now on"})
+		n.log.Warn("peer rejected the nonce option; it is not an ILNP node, the session falls back to plain IPv6", "src", ev.Src)
 	case datapath.EventInvalidLocalLocator:
 		n.datapathDrop(ev)
 	case datapath.EventUnknownLocator:

@@ -508,6 +508,7 @@ type sessionRow struct {
 	ActiveLocal    string  `json:"active_local"`
 	ActiveRemote   string  `json:"active_remote"`
 	Family         string  `json:"family"`
+	Mode           string  `json:"mode"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`

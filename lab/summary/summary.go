@@ -61,6 +61,11 @@ type Run struct {
 	// locator, both as the MN's capture stamped them (null in modes without LUs, and in
 	// multihomed and double-jump runs).
 	HandoverMs *float64 `json:"handover_ms"`
+	// Issue 24 (--path-mtu, --drop-exthdr): the Packet Too Big messages the CN's and the MN's
+	// datapaths translated to the session view, and whether any locator pair ran ILNPv6 in UDP
+	// over IPv6 (null in modes without ILNP).
+	PMTUErrorsTranslated *int  `json:"pmtu_errors_translated"`
+	PathEncapsulated     *bool `json:"path_encapsulated"`
 }
 
 // Agg is a mean or a confidence half-width per field (null where no run had a value, and
@@ -89,6 +94,8 @@ type Agg struct {
 	SingleLinkGoodputBps      *float64 `json:"single_link_goodput_bps"`
 	ReorderingRetransmissions *float64 `json:"reordering_retransmissions"`
 	HandoverMs                *float64 `json:"handover_ms"`
+	PMTUErrorsTranslated      *float64 `json:"pmtu_errors_translated"`
+	PathEncapsulated          *float64 `json:"path_encapsulated"`
 }
 
 // Summary is the whole file.
@@ -139,11 +146,14 @@ var Fields = []Field{
 	{"single_link_goodput_bps", "Single-link goodput", "bit/s"},
 	{"reordering_retransmissions", "Reordering retransmissions", "segments"},
 	{"handover_ms", "Handover (first LU to data on L3)", "ms"},
+	{"pmtu_errors_translated", "Packet Too Big translated", "messages"},
+	{"path_encapsulated", "Encapsulated over IPv6", "fraction"},
 }
 
 // optionalKeys may be missing from files written before they existed.
 var optionalKeys = map[string]bool{"recovery_ms": true, "failover_ms": true, "aggregate_goodput_bps": true,
-	"single_link_goodput_bps": true, "reordering_retransmissions": true, "handover_ms": true}
+	"single_link_goodput_bps": true, "reordering_retransmissions": true, "handover_ms": true,
+	"pmtu_errors_translated": true, "path_encapsulated": true}
 
 // Values returns a run's fields as float pointers keyed like Fields (true = 1).
 func (r Run) Values() map[string]*float64 {
@@ -164,7 +174,15 @@ func (r Run) Values() map[string]*float64 {
 		"tcp_window_goodput_bps": f(r.TCPWindowGoodputBps), "recovery_ms": f(r.RecoveryMs),
 		"failover_ms": f(r.FailoverMs), "aggregate_goodput_bps": f(r.AggregateGoodputBps),
 		"single_link_goodput_bps": f(r.SingleLinkGoodputBps), "reordering_retransmissions": i(r.ReorderingRetransmissions),
-		"handover_ms": f(r.HandoverMs),
+		"handover_ms": f(r.HandoverMs), "pmtu_errors_translated": i(r.PMTUErrorsTranslated),
+	}
+	m["path_encapsulated"] = nil
+	if r.PathEncapsulated != nil {
+		v := 0.0
+		if *r.PathEncapsulated {
+			v = 1
+		}
+		m["path_encapsulated"] = &v
 	}
 	if r.TCPBytes != nil {
 		v := float64(*r.TCPBytes)
@@ -233,6 +251,10 @@ func (a *Agg) slot(key string) **float64 {
 		return &a.ReorderingRetransmissions
 	case "handover_ms":
 		return &a.HandoverMs
+	case "pmtu_errors_translated":
+		return &a.PMTUErrorsTranslated
+	case "path_encapsulated":
+		return &a.PathEncapsulated
 	}
 	panic("summary: unknown field " + key)
 }
@@ -381,7 +403,7 @@ func Validate(data []byte) error {
 			if _, ok := r[k]; !ok {
 				continue // optional, absent
 			}
-			if err := checkValue(where+"."+k, r[k], k == "session_survived"); err != nil {
+			if err := checkValue(where+"."+k, r[k], k == "session_survived" || k == "path_encapsulated"); err != nil {
 				return err
 			}
 		}

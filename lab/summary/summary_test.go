@@ -178,6 +178,25 @@ func TestValidateRejects(t *testing.T) {
 	if err := Validate(mutate(t, func(m map[string]any) { run0(m)["handover_ms"] = 1.25 })); err != nil {
 		t.Errorf("summary with a handover rejected: %v", err)
 	}
+	// Issue 24's fields: absent in older files; a count and a boolean when present.
+	if err := Validate(mutate(t, func(m map[string]any) {
+		for _, k := range []string{"pmtu_errors_translated", "path_encapsulated"} {
+			delete(run0(m), k)
+			delete(m["mean"].(map[string]any), k)
+			delete(m["ci95"].(map[string]any), k)
+		}
+	})); err != nil {
+		t.Errorf("summary without the real-path fields rejected: %v", err)
+	}
+	if err := Validate(mutate(t, func(m map[string]any) {
+		run0(m)["pmtu_errors_translated"] = 3
+		run0(m)["path_encapsulated"] = false
+	})); err != nil {
+		t.Errorf("summary with the real-path fields rejected: %v", err)
+	}
+	if err := Validate(mutate(t, func(m map[string]any) { run0(m)["path_encapsulated"] = "no" })); err == nil {
+		t.Error("path_encapsulated a string accepted")
+	}
 	if err := Validate([]byte(`{} {}`)); err == nil {
 		t.Error("trailing data accepted")
 	}

@@ -1,0 +1,170 @@
+/* ICMPv6 errors about this host's own ILNP packets: Packet Too Big (RFC 4443 s.3.2, RFC 8201)
+ * and Parameter Problem code 2 (RFC 4443 s.3.4) from a peer that does not know the nonce option
+ * (RFC 6744 s.6; thesis s.7.2.5).
+ *
+ * Such an error comes from a router or a plain peer and carries no nonce itself; it quotes the
+ * packet that caused it, which is ours in wire form: [locator:NID] addresses and our nonce in a
+ * Destination Options header right after the fixed header (rewrite.h ilnp_encap). The quoted
+ * nonce is the proof that the error answers a packet of this session; the sockets are bound to
+ * the session view, so the error is translated to it before the kernel sees it.
+ */
+#ifndef ILNP_ICMPERR_H
+#define ILNP_ICMPERR_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "maps.h"
+#include "observe.h"
+#include "parse.h"
+#include "rewrite.h"
+#include "session.h"
+
+#define ILNP_ICMPV6_PKT_TOO_BIG 2
+#define ILNP_ICMPV6_HLEN 8
+#define ILNP_IPV6_MIN_MTU 1280 /* RFC 8200 s.5 */
+/* Where the nonce option's type byte sits in our packets: after the fixed header and the
+ * Destination Options header's two bytes (the Parameter Problem's pointer, RFC 4443 s.3.4). */
+#define ILNP_NONCE_OPT_POINTER (ILNP_IP6_HLEN + 2)
+
+enum ilnp_icmperr_verdict {
+	ILNP_ICMPERR_NOT_OURS = 0, /* no nonce quoted, or no session: plain IPv6 */
+	ILNP_ICMPERR_PASS = 1,     /* translated to the session view */
+	ILNP_ICMPERR_DROP = 2,
+};
+
+/* The start of a quoted packet of ours: fixed header and nonce header (8 or 16 bytes). */
+struct ilnp_quote {
+	struct ilnp_ip6 ip6;
+	struct ilnp_nonce_hdr opt;
+};
+
+static __always_inline __u16 ilnp_csum_fold64(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+/* Reads the quoted packet and finds its session; 0 when it is not an ILNP packet of ours. */
+static __always_inline struct ilnp_session *ilnp_quote_session(struct __sk_buff *skb,
+							       const struct ilnp_pkt *pkt,
+							       struct ilnp_quote *q, __u32 *hdr_len)
+{
+	struct ilnp_session_key key;
+	__u32 off = pkt->l4_off + ILNP_ICMPV6_HLEN;
+
+	if (bpf_skb_load_bytes(skb, off, q, ILNP_IP6_HLEN + 8) < 0)
+		return 0;
+	if ((bpf_ntohl(q->ip6.vtcfl) >> 28) != 6 || q->ip6.nexthdr != ILNP_NH_DSTOPTS ||
+	    q->opt.opt_type != ILNP_OPT_NONCE)
+		return 0;
+	if (q->opt.hdr_ext_len == 0 && q->opt.opt_len == 4) {
+		*hdr_len = 8;
+	} else if (q->opt.hdr_ext_len == 1 && q->opt.opt_len == 12) {
+		*hdr_len = 16;
+		if (bpf_skb_load_bytes(skb, off + ILNP_IP6_HLEN + 8, q->opt.nonce + 4, 8) < 0)
+			return 0;
+	} else {
+		return 0;
+	}
+	/* The error goes to the quoted packet's sender (RFC 4443 s.2.2). */
+	if (q->ip6.src_nid != pkt->ip6.dst_nid)
+		return 0;
+	key.local_nid = q->ip6.src_nid;
+	key.remote_nid = q->ip6.dst_nid;
+	return bpf_map_lookup_elem(&sessions, &key);
+}
+
+/* Packet Too Big: the quoted packet's and the outer destination's locators become the session
+ * view, and the MTU shrinks by our nonce header so that the view's packets fit once it is
+ * inserted (the kernel's PMTU is for the view). Below the IPv6 minimum the kernel ignores it. */
+static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp_pkt *pkt,
+					      const struct ilnp_session *sess,
+					      const struct ilnp_quote *q, __u32 hdr_len)
+{
+	__u32 l4 = pkt->l4_off;
+	__be32 mtu_old, mtu_new;
+	__be64 from[4], to[4];
+	__u16 csum;
+	__u32 mtu;
+	__s64 diff;
+
+	if (bpf_skb_load_bytes(skb, l4 + 2, &csum, 2) < 0 || bpf_skb_load_bytes(skb, l4 + 4, &mtu_old, 4) < 0)
+		return -1;
+	mtu = bpf_ntohl(mtu_old);
+	mtu = mtu > ILNP_IPV6_MIN_MTU + hdr_len ? mtu - hdr_len : ILNP_IPV6_MIN_MTU;
+	mtu_new = bpf_htonl(mtu);
+	from[0] = pkt->ip6.dst_l64;
+	from[1] = q->ip6.src_l64;
+	from[2] = q->ip6.dst_l64;
+	from[3] = (__be64)mtu_old;
+	to[0] = sess->local_view;
+	to[1] = sess->local_view;
+	to[2] = sess->remote_view;
+	to[3] = (__be64)mtu_new;
+	diff = bpf_csum_diff((__be32 *)from, sizeof(from), (__be32 *)to, sizeof(to), 0);
+	if (diff < 0)
+		return -1;
+	csum = ~ilnp_csum_fold64((__u64)(__u16)~csum + (__u32)diff);
+	pkt->ip6.dst_l64 = sess->local_view;
+	if (ilnp_store_ip6(skb, pkt) < 0 ||
+	    bpf_skb_store_bytes(skb, l4 + 2, &csum, 2, BPF_F_RECOMPUTE_CSUM) < 0 ||
+	    bpf_skb_store_bytes(skb, l4 + 4, &mtu_new, 4, BPF_F_RECOMPUTE_CSUM) < 0 ||
+	    bpf_skb_store_bytes(skb, l4 + ILNP_ICMPV6_HLEN + 8, &sess->local_view, 8, BPF_F_RECOMPUTE_CSUM) < 0 ||
+	    bpf_skb_store_bytes(skb, l4 + ILNP_ICMPV6_HLEN + 24, &sess->remote_view, 8, BPF_F_RECOMPUTE_CSUM) < 0)
+		return -1;
+	return 0;
+}
+
+/* An ICMPv6 error without a nonce of its own (ilnp_ingress_plain). Only called for Packet Too
+ * Big and Parameter Problem code 2, so data packets never come here. */
+static __always_inline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pkt *pkt)
+{
+	const __u8 *addrs = (const __u8 *)&pkt->ip6.src_l64;
+	struct ilnp_session *sess;
+	struct ilnp_quote q = {};
+	__u32 hdr_len = 0, pointer;
+
+	sess = ilnp_quote_session(skb, pkt, &q, &hdr_len);
+	if (!sess)
+		return ILNP_ICMPERR_NOT_OURS;
+	if (!ilnp_nonce_eq(sess->local_nonce, sess->local_nonce_len, q.opt.nonce, q.opt.opt_len)) {
+		/* Not an answer to our packet: a forged error must not shrink the MSS or end ILNP. */
+		ilnp_count(ILNP_C_IN_ICMP_ERROR_BAD_NONCE);
+		ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
+		return ILNP_ICMPERR_DROP;
+	}
+	if (pkt->icmp_type == ILNP_ICMPV6_PKT_TOO_BIG) {
+		if (ilnp_ptb_translate(skb, pkt, sess, &q, hdr_len) < 0) {
+			ilnp_count(ILNP_C_IN_ERRORS);
+			return ILNP_ICMPERR_DROP;
+		}
+		ilnp_count(ILNP_C_IN_PTB_TRANSLATED);
+		return ILNP_ICMPERR_PASS;
+	}
+	/* Parameter Problem code 2 at our nonce option: the peer is not ILNP (RFC 6744 s.6). The
+	 * session sends plain IPv6 from now on; the error itself would fail the connection
+	 * (EPROTO), and it only concerns the option, so it goes no further. */
+	if (bpf_skb_load_bytes(skb, pkt->l4_off + 4, &pointer, 4) < 0 ||
+	    bpf_ntohl(pointer) != ILNP_NONCE_OPT_POINTER) {
+		ilnp_count(ILNP_C_IN_MALFORMED);
+		return ILNP_ICMPERR_DROP;
+	}
+	sess->flags |= ILNP_SESS_IPV6_FALLBACK;
+	/* Sessions opened to the same address later start as plain IPv6 too (ilnp_new_initiator
+	 * copies the peer's flags), until the daemon registers the peer again. */
+	struct ilnp_peer_key pk = {.l64 = sess->remote_view, .nid = q.ip6.dst_nid};
+	struct ilnp_peer *peer = bpf_map_lookup_elem(&peers, &pk);
+
+	if (peer)
+		peer->flags |= ILNP_SESS_IPV6_FALLBACK;
+	ilnp_count(ILNP_C_IN_PARAM_PROBLEMS);
+	ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
+	return ILNP_ICMPERR_DROP;
+}
+
+#endif

@@ -54,9 +54,9 @@ var named = map[string]Profile{
 	// This daemon: RFC 6743 LUs, one nonce per direction, IPv4 locators.
 	"ilnpd": {IPv4: true},
 	// Any RFC 6743 implementation without IPv4 locators.
-	"rfc6743": {},
-	"freebsd": {SharedNonce: true},
-	"standrews": {Layout: wire.LayoutStAndrews, Checksum: wire.ChecksumZeroLocators},
+	"rfc6743":        {},
+	"freebsd":        {SharedNonce: true},
+	"standrews":      {Layout: wire.LayoutStAndrews, Checksum: wire.ChecksumZeroLocators},
 	"standrews-code": {Layout: wire.LayoutStAndrewsCode, Checksum: wire.ChecksumZeroLocators},
 }
 

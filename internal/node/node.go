@@ -580,6 +580,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 			n.log.Warn("peer route", "peer", peer, "err", err)
 		}
 		n.engine.Forget(peer)
+		n.dialects.Forget(peer)
 		n.retireEphemeral(peer)
 		n.lvClosed(peer)
 	}
@@ -903,6 +904,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		if err != nil {
 			return
 		}
+		n.dialects.LearnNonce(ev.RemoteNID, s.RemoteNonce, s.LocalNonce) // FreeBSD answers with ours
 		eff, err := n.cache.LearnRemoteNonce(ev.RemoteNID, s.RemoteNonce, now)
 		if err != nil {
 			n.log.Warn("nonce not learned", "peer", ev.RemoteNID, "err", err)
@@ -962,6 +964,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 		Detail: fmt.Sprintf("%s %s -> %s", how, s.LocalAddr(), s.RemoteAddr())})
 	n.apply(eff, now)
 	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
+	n.dialects.LearnLocators(remote, remoteL64s(s.RemoteLocators)) // published IPv4 locators
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.

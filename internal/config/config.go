@@ -39,7 +39,9 @@
 //	nonce-size 4|12              bytes                               default: 4
 //	nonce every|first N          RFC 6744 s.6: nonce on every packet,
 //	                             or only on the first N of a session default: every
-//	echo-nonce off|on            thesis Linux code compatibility     default: off
+//	echo-nonce off|on            a responder answers with the        default: off
+//	                             initiator's nonce (one nonce per session, as the St Andrews
+//	                             code does as responder; FreeBSD ILNP's is detected without it)
 //	locator-verification off|opportunistic|strict  credit for locators default: opportunistic
 //	                             an LU announced until they echo a
 //	                             challenge (internal/locverify)

@@ -134,6 +134,12 @@ func parseDstOptsLU(pkt, oob []byte, from *net.IPAddr, realMinusMono int64) (rec
 	if pkt[0] != wire.ProtoICMPv6 || len(pkt) <= hlen || pkt[hlen] != wire.ICMPv6TypeLocatorUpdate {
 		return receivedLU{}, false
 	}
+	// An unchecked nonce option (0x8B, action bits "discard") makes the kernel drop the packet
+	// after this socket has its copy: it was not for us to see (on an ILNP interface the
+	// datapath has already dropped or marked it).
+	if d, err := wire.ParseDestOpts(pkt[:hlen]); err == nil && d.HasNonce {
+		return receivedLU{}, false
+	}
 	r := parseLUControl(oob, realMinusMono)
 	r.nonce, r.nonceErr = wire.LocallyVerifiedNonce(pkt[:hlen])
 	r.src = addrOf(from)

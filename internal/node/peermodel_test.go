@@ -55,29 +55,36 @@ type peerModel struct {
 	idx    int
 	local  wire.L64 // the model's own active locator
 	opener bool     // the model sent the session's first packet
+	moved  wire.L64 // the locator the model moved to (0: none yet)
 	// Counts.
 	echoes, fromMN, atModel, lus, acksSent, acksRecv, nonceMismatch, badChecksum int
 	luOut                                                                        []byte // the model's outstanding LU (to retransmit)
 }
 
-func newPeerModel(t *testing.T, dialect string, ns *nstest.NS) *peerModel {
+// newPeerModel runs a model with NID self at locator local in ns, talking to peer; it reads
+// the packets of ifname ("" for every interface of ns).
+func newPeerModel(t *testing.T, dialect string, ns *nstest.NS, self, peer wire.NID, local wire.L64, ifname string) *peerModel {
 	t.Helper()
-	m := &peerModel{t: t, dialect: dialect, ns: ns, self: cnNID, mn: mnNID, local: l1, fd: -1}
+	m := &peerModel{t: t, dialect: dialect, ns: ns, self: self, mn: peer, local: local, fd: -1}
 	// No Parameter Problem, port unreachable or anything else from the CN's own kernel for
 	// ILNP packets: drop them before its IPv6 input (the packet socket has seen them).
 	ns.Run("nft", "add table ip6 model")
 	ns.Run("nft", "add chain ip6 model pre { type filter hook prerouting priority -300 ; }")
-	ns.Run("nft", "add rule ip6 model pre iifname cn0 exthdr dst exists drop")
+	ns.Run("nft", "add rule ip6 model pre exthdr dst exists drop")
 	err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName("cn0")
-		if err != nil {
-			return err
+		ifindex := 0
+		if ifname != "" {
+			ifi, err := net.InterfaceByName(ifname)
+			if err != nil {
+				return err
+			}
+			ifindex = ifi.Index
 		}
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IPV6)))
 		if err != nil {
 			return err
 		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: ifi.Index}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: ifindex}); err != nil {
 			unix.Close(fd)
 			return err
 		}
@@ -144,7 +151,7 @@ func (m *peerModel) input(pkt []byte) {
 	switch {
 	case next == wire.ProtoUDP && len(l4) >= 8:
 		m.fromMN++
-		if dst.Locator == lModel {
+		if dst.Locator == m.moved {
 			m.atModel++
 		}
 		if len(m.mnLocs) == 0 {
@@ -311,7 +318,7 @@ func (m *peerModel) luInput(h wire.IPv6Header, msg []byte, nonce wire.Nonce) {
 		m.sendStAndrewsLU(l, true, h.Dst, ilv(l, m.mn))
 		m.acksSent++
 	case 2:
-		if len(msg) == wire.StAndrewsLULen && l == lModel {
+		if len(msg) == wire.StAndrewsLULen && l == m.moved {
 			m.acksRecv++
 			m.luOut = nil
 		}
@@ -343,35 +350,38 @@ func (m *peerModel) sendStAndrewsLU(l wire.L64, ack bool, src, dst netip.Addr) {
 	}
 }
 
-// move: the model gains lModel and announces it. FreeBSD lu_output: every valid local locator
-// (cc_lul64s, smallest preference first; lModel is given 5, l1 keeps ILNP6_LOCALL64PREF 10),
-// lifetime V_ilnp6_lu_ttl 300, from locall64_select's first locator, to the first of the MN's
-// locators, in6_cksum over the full addresses, n_lnonce. St Andrews ilnp6_rcv_ra: one LU per
-// correspondent naming the new prefix, from the old active locator to the MN's active one.
-func (m *peerModel) move() {
+// locEntry is one of the model's own locators as its LU lists it.
+type locEntry struct {
+	l    wire.L64
+	pref uint16
+}
+
+// moveTo: the model gains to and announces it. FreeBSD lu_output: every valid local locator
+// (cc_lul64s, smallest preference first: locs), lifetime V_ilnp6_lu_ttl 300, from
+// locall64_select's first locator, to the first of the peer's locators, in6_cksum over the
+// full addresses, n_lnonce. St Andrews ilnp6_rcv_ra: one LU per correspondent naming the new
+// prefix, from the old active locator to the peer's active one.
+func (m *peerModel) moveTo(to wire.L64, locs []locEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	mnAddr := ilv(m.mnLocs[0], m.mn)
+	peerAddr := ilv(m.mnLocs[0], m.mn)
 	if m.dialect == dialectFreeBSD {
-		msg := []byte{wire.ICMPv6TypeLocatorUpdate, 0, 0, 0, 2, 1, 0, 0}
-		for _, e := range []struct {
-			l    wire.L64
-			pref uint16
-		}{{lModel, 5}, {l1, 10}} {
+		msg := []byte{wire.ICMPv6TypeLocatorUpdate, 0, 0, 0, byte(len(locs)), 1, 0, 0}
+		for _, e := range locs {
 			msg = binary.BigEndian.AppendUint64(msg, uint64(e.l))
 			msg = binary.BigEndian.AppendUint16(msg, e.pref)
 			msg = binary.BigEndian.AppendUint16(msg, 300)
 		}
-		src := m.addr(lModel)
-		binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src, mnAddr, wire.ProtoICMPv6, msg))
-		m.luOut = modelIPv6(src, mnAddr, wire.ProtoDestOpts, destOpts(wire.ProtoICMPv6, m.nonce), msg)
+		src := m.addr(locs[0].l)
+		binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src, peerAddr, wire.ProtoICMPv6, msg))
+		m.luOut = modelIPv6(src, peerAddr, wire.ProtoDestOpts, destOpts(wire.ProtoICMPv6, m.nonce), msg)
 		if err := sendRaw(m.ns, m.luOut); err != nil {
 			m.t.Logf("model LU: %v", err)
 		}
 	} else {
-		m.sendStAndrewsLU(lModel, false, m.addr(l1), mnAddr)
+		m.sendStAndrewsLU(to, false, m.addr(m.local), peerAddr)
 	}
-	m.local = lModel
+	m.local, m.moved = to, to
 }
 
 // retransmit resends the outstanding LU (FreeBSD lu_output's callout, St Andrews ilnp6_ret).
@@ -435,7 +445,7 @@ func runPeerModel(t *testing.T, dialect string, modelOpens bool) {
 		return err == nil && stateOf(rows, l2) == "active", fmt.Sprint(rows, err)
 	})
 
-	m := newPeerModel(t, dialect, n.CN)
+	m := newPeerModel(t, dialect, n.CN, cnNID, mnNID, l1, "cn0")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -534,7 +544,7 @@ func runPeerModel(t *testing.T, dialect string, modelOpens bool) {
 	pump(15*time.Second, "echoes after the MN left L2", func() bool { return received() >= before+25 })
 
 	// The model moves to lModel.
-	m.move()
+	m.moveTo(lModel, []locEntry{{lModel, 5}, {l1, 10}})
 	pump(15*time.Second, "model's LU acknowledged by the MN", func() bool { return m.snapshot().acksRecv >= 1 })
 	before5 := m.snapshot().atModel
 	pump(15*time.Second, "the MN's datagrams reach the model's new locator", func() bool { return m.snapshot().atModel >= before5+25 })
@@ -577,4 +587,163 @@ func mnStats(n *testNet) map[string]uint64 {
 func tail(s string, lines int) string {
 	all := strings.Split(s, "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// TestPeerModelsAsMN: the model is the mobile node and moves (its own LU, our ACK); ilnpd is
+// the correspondent; the session is opened by either side; datagrams keep flowing to the
+// model's new locator and no genuine packet is dropped as a bad nonce.
+func TestPeerModelsAsMN(t *testing.T) {
+	for _, tc := range []struct {
+		dialect    string
+		modelOpens bool
+	}{
+		{dialectFreeBSD, false}, {dialectFreeBSD, true}, {dialectStAndrews, false}, {dialectStAndrews, true},
+	} {
+		t.Run(fmt.Sprintf("%s/opened-by-model=%v", tc.dialect, tc.modelOpens), func(t *testing.T) {
+			runPeerModelAsMN(t, tc.dialect, tc.modelOpens)
+		})
+	}
+}
+
+func runPeerModelAsMN(t *testing.T, dialect string, modelOpens bool) {
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "nft", "getent")
+	n := &testNet{t: t, dir: t.TempDir(), bin: binaries(t)}
+	if dialect == dialectStAndrews {
+		n.extraConf = map[string]string{"cn": "locator-verification off\n"} // see runPeerModel
+	}
+	n.buildCore("pn", "net.ipv6.conf.default.accept_ra=0")
+	n.MN.Run("ip", "addr", "add", ilv(l2, mnNID).String()+"/64", "dev", "mn1", "nodad")
+	n.MN.Run("ip", "route", "add", "default", "via", "2001:db8:2::1", "dev", "mn1")
+	n.hostsFn = filepath.Join(n.dir, "hosts")
+	writeFile(t, n.hostsFn, fmt.Sprintf("%s|10,%s mn\n", l2, mnNID))
+	n.cn = n.startDaemon("cn", n.CN, cnNIDText, "soft", "cn0")
+	n.waitFor(10*time.Second, "CN static locator L1 active", func() (bool, string) {
+		rows, err := n.cn.locators()
+		return err == nil && stateOf(rows, l1) == "active", fmt.Sprint(rows, err)
+	})
+
+	m := newPeerModel(t, dialect, n.MN, mnNID, cnNID, l2, "")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go m.run(stop, &wg)
+	defer func() { close(stop); wg.Wait() }()
+
+	conn := n.CN.ListenPacket("udp6", fmt.Sprintf("[::]:%d", modelPort))
+	defer conn.Close()
+	var echoesAtCN int
+	var cnMu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 1500)
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			k, from, err := conn.ReadFrom(buf)
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err != nil {
+				continue
+			}
+			if modelOpens {
+				_, _ = conn.WriteTo(buf[:k], from)
+			} else {
+				cnMu.Lock()
+				echoesAtCN++
+				cnMu.Unlock()
+			}
+		}
+	}()
+	mnAddr := ilv(l2, mnNID)
+	if !modelOpens {
+		if a, err := resolve(n.CN, "mn"); err != nil || a != mnAddr {
+			t.Fatalf("CN resolves mn: %v %v", a, err)
+		}
+	} else {
+		m.mu.Lock()
+		m.mnLocs, m.opener = []wire.L64{l1}, true
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		m.nonce, _ = wire.NonceFromBytes(b[:])
+		m.mu.Unlock()
+	}
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	seq := uint32(0)
+	send := func() {
+		seq++
+		p := binary.BigEndian.AppendUint32(nil, seq)
+		if modelOpens {
+			m.mu.Lock()
+			m.sendUDP(modelPort, p)
+			m.mu.Unlock()
+		} else {
+			_, _ = conn.WriteTo(p, &net.UDPAddr{IP: mnAddr.AsSlice(), Port: modelPort})
+		}
+	}
+	received := func() int {
+		if modelOpens {
+			return m.snapshot().echoes
+		}
+		cnMu.Lock()
+		defer cnMu.Unlock()
+		return echoesAtCN
+	}
+	stats := func() map[string]uint64 {
+		s, err := n.cn.stats()
+		if err != nil {
+			return map[string]uint64{"error": 1}
+		}
+		return s
+	}
+	pump := func(d time.Duration, what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: timed out after %v; model %+v; CN stats %v", what, d, m.snapshot(), stats())
+			}
+			<-ticker.C
+			send()
+			if seq%50 == 0 {
+				m.retransmit()
+			}
+		}
+	}
+	pump(10*time.Second, "echoes before the move", func() bool { return received() >= 20 })
+
+	// The model moves to mn2 (l3): FreeBSD's ilnp6_if_unroute expires l2 and lu_output lists
+	// l3 alone; St Andrews' ilnp6_rcv_ra announces l3 from l2.
+	n.MN.Run("ip", "link", "set", "mn2", "up")
+	n.MN.Run("ip", "addr", "add", ilv(l3, mnNID).String()+"/64", "dev", "mn2", "nodad")
+	n.MN.Run("ip", "route", "replace", "default", "via", "2001:db8:3::1", "dev", "mn2")
+	m.moveTo(l3, []locEntry{{l3, 10}})
+	pump(15*time.Second, "the model's LU acknowledged by ilnpd", func() bool { return m.snapshot().acksRecv >= 1 })
+	n.MN.Run("ip", "link", "set", "mn1", "down")
+	before := m.snapshot().atModel
+	pump(15*time.Second, "datagrams at the model's new locator", func() bool { return m.snapshot().atModel >= before+25 })
+	mid := received()
+	pump(15*time.Second, "echoes after the move", func() bool { return received() >= mid+25 })
+
+	s, st := m.snapshot(), stats()
+	if st["dp_ingress_bad_nonce"] != 0 || s.nonceMismatch != 0 || s.badChecksum != 0 {
+		t.Errorf("bad nonces: CN datapath %d, model %d; model bad checksums %d", st["dp_ingress_bad_nonce"], s.nonceMismatch, s.badChecksum)
+	}
+	if st["lu_applied"] < 1 || st["lu_ack_sent"] < 1 {
+		t.Errorf("CN lu_applied %d, lu_ack_sent %d", st["lu_applied"], st["lu_ack_sent"])
+	}
+	wantShared := uint64(0)
+	if dialect == dialectFreeBSD && modelOpens {
+		wantShared = 1
+	}
+	if st["dp_ingress_shared_nonce"] != wantShared {
+		t.Errorf("dp_ingress_shared_nonce = %d, want %d", st["dp_ingress_shared_nonce"], wantShared)
+	}
+	if dialect == dialectStAndrews && st["dialect_learned"] < 1 {
+		t.Errorf("the CN did not learn the St Andrews layout: %v", st)
+	}
 }

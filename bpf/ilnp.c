@@ -15,6 +15,7 @@
 #include "lib/paths.h"
 #include "lib/verify.h"
 #include "lib/icmperr.h"
+#include "lib/dialect.h"
 
 /* TCX verdicts (enum tcx_action_base in newer uapi headers). NEXT lets later programs on the
  * same hook see the packet; that is how untouched packets leave. */
@@ -323,16 +324,21 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		key.remote_nid = pkt.ip6.src_nid;
 		sess = bpf_map_lookup_elem(&sessions, &key);
 		if (sess && sess->remote_nonce_len) {
-			ilnp_count(ILNP_C_IN_BAD_NONCE);
-			ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
-			return TCX_DROP;
-		}
-		if (sess) {
+			if (!ilnp_adopt_shared_nonce(&key, sess, &pkt, 1)) {
+				ilnp_count(ILNP_C_IN_BAD_NONCE);
+				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+				return TCX_DROP;
+			}
+			ilnp_emit(ILNP_EV_NONCE_LEARNED, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		} else if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
 		} else {
 			int bad;
 
 			sess = ilnp_embryo_match(&key, &pkt, &bad);
+			if (bad && (sess = bpf_map_lookup_elem(&embryos, &key)) &&
+			    ilnp_adopt_shared_nonce(&key, sess, &pkt, 0))
+				bad = 0;
 			if (bad) {
 				ilnp_count(ILNP_C_IN_BAD_NONCE);
 				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);

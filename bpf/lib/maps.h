@@ -94,6 +94,7 @@ enum ilnp_session_flag {
 	ILNP_SESS_WEAK_NONCE = 1 << 5,    /* nonce pool was empty: local nonce from prandom */
 	ILNP_SESS_EMBRYONIC = 1 << 6,     /* responder this host has not answered yet (embryos) */
 	ILNP_SESS_REMOTE_PINNED = 1 << 7, /* sends to remote_pins' locator, LUs to remote_active */
+	ILNP_SESS_SHARED_NONCE = 1 << 8,  /* peer sends our nonce back (FreeBSD ILNP, dialect.h) */
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -200,6 +201,7 @@ enum ilnp_counter {
 	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
 	ILNP_C_IN_PTB_TRANSLATED,      /* Packet Too Big about our packet, to the session view */
 	ILNP_C_IN_ICMP_ERROR_BAD_NONCE, /* ICMPv6 error quoting a session packet, not our nonce */
+	ILNP_C_IN_SHARED_NONCE,        /* responder session switched to our nonce (dialect.h) */
 	ILNP_C_MAX,
 };
 

@@ -39,7 +39,9 @@
 //	nonce-size 4|12              bytes                               default: 4
 //	nonce every|first N          RFC 6744 s.6: nonce on every packet,
 //	                             or only on the first N of a session default: every
-//	echo-nonce off|on            thesis Linux code compatibility     default: off
+//	echo-nonce off|on            a responder answers with the        default: off
+//	                             initiator's nonce (one nonce per session, as the St Andrews
+//	                             code does as responder; FreeBSD ILNP's is detected without it)
 //	locator-verification off|opportunistic|strict  credit for locators default: opportunistic
 //	                             an LU announced until they echo a
 //	                             challenge (internal/locverify)
@@ -55,6 +57,10 @@
 //	                                                                 option (8 for a 4-byte nonce,
 //	                                                                 16 for 12); smaller is an error
 //	log-level debug|info|warn|error                                  default: info
+//	peer-dialect NID DIALECT     what correspondent NID speaks, over default: learned per session
+//	                             what it shows (internal/dialect): from its verified packets
+//	                             ilnpd, rfc6743, freebsd, standrews,
+//	                             standrews-code; one line per NID, the only key that repeats
 package config
 
 import (
@@ -66,12 +72,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"ilnp/internal/dialect"
 	"ilnp/internal/wire"
 )
 
@@ -163,6 +171,9 @@ type Config struct {
 	NATKeepalive time.Duration
 	MTUHeadroom  int
 	LogLevel     slog.Level
+	// PeerDialects overrides, per correspondent NID, the dialect internal/dialect learns
+	// (values: dialect.Names); nil when none is configured.
+	PeerDialects map[wire.NID]string
 }
 
 // Default returns the defaults; Interfaces is empty and must be set.
@@ -218,6 +229,7 @@ func Load(path string) (Config, error) {
 func Parse(r io.Reader, filename string) (Config, error) {
 	cfg := Default()
 	seen := map[string]int{}
+	dialectLines := map[wire.NID]int{}
 	headroomSet := 0
 	scanner := bufio.NewScanner(r)
 	scanner.Buffer(make([]byte, 4096), 64*1024)
@@ -229,6 +241,12 @@ func Parse(r io.Reader, filename string) (Config, error) {
 			continue
 		}
 		key, args := fields[0], fields[1:]
+		if key == "peer-dialect" {
+			if err := setPeerDialect(&cfg, args, dialectLines, line); err != nil {
+				return Config{}, fmt.Errorf("%s:%d: %s: %w", filename, line, key, err)
+			}
+			continue
+		}
 		if first, dup := seen[key]; dup {
 			return Config{}, fmt.Errorf("%s:%d: duplicate key %q (first set on line %d)", filename, line, key, first)
 		}
@@ -260,6 +278,15 @@ func Parse(r io.Reader, filename string) (Config, error) {
 	if err := checkDNS(&cfg, seen); err != nil {
 		return Config{}, fmt.Errorf("%s:%w", filename, err)
 	}
+	if cfg.NonceSize == 12 {
+		for nid, name := range cfg.PeerDialects {
+			if name == "freebsd" {
+				return Config{}, fmt.Errorf("%s:%d: peer-dialect: %s is freebsd, which cannot use nonce-size 12 (line %d): "+
+					"FreeBSD ILNP reflects a 12-byte nonce in an 8-byte header, so its LU-ACKs and echo replies are malformed",
+					filename, dialectLines[nid], nid, seen["nonce-size"])
+			}
+		}
+	}
 	need := NonceOptionSize(cfg.NonceSize)
 	if headroomSet == 0 {
 		cfg.MTUHeadroom = need
@@ -268,6 +295,29 @@ func Parse(r io.Reader, filename string) (Config, error) {
 			filename, headroomSet, cfg.MTUHeadroom, need, cfg.NonceSize)
 	}
 	return cfg, nil
+}
+
+// setPeerDialect reads "peer-dialect NID DIALECT"; lines records where each NID was set.
+func setPeerDialect(c *Config, args []string, lines map[wire.NID]int, line int) error {
+	if len(args) != 2 {
+		return fmt.Errorf("want NID and dialect, got %d values", len(args))
+	}
+	nid, err := wire.ParseNID(args[0])
+	if err != nil {
+		return err
+	}
+	if _, err := dialect.Lookup(args[1]); err != nil {
+		return err
+	}
+	if first, dup := lines[nid]; dup {
+		return fmt.Errorf("NID %s already set on line %d", nid, first)
+	}
+	lines[nid] = line
+	if c.PeerDialects == nil {
+		c.PeerDialects = map[wire.NID]string{}
+	}
+	c.PeerDialects[nid] = args[1]
+	return nil
 }
 
 // stripComment removes a comment: '#' at the start of the line or after white space (so a
@@ -717,5 +767,13 @@ func (c Config) Format() string {
 	kv("nat-keepalive", c.NATKeepalive.String())
 	kv("mtu-headroom", strconv.Itoa(c.MTUHeadroom))
 	kv("log-level", strings.ToLower(c.LogLevel.String()))
+	nids := make([]wire.NID, 0, len(c.PeerDialects))
+	for nid := range c.PeerDialects {
+		nids = append(nids, nid)
+	}
+	slices.Sort(nids)
+	for _, nid := range nids {
+		kv("peer-dialect", nid.String(), c.PeerDialects[nid])
+	}
 	return b.String()
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"ilnp/internal/wire"
+
 	"log/slog"
 	"net/netip"
 	"os"
@@ -46,6 +48,8 @@ encap-port 4500
 nat-keepalive 10s
 mtu-headroom 24
 log-level debug
+peer-dialect 0214:4fff:fe20:aaaa rfc6743   # nonce-size 12 rules out freebsd
+peer-dialect 2:0:0:1 standrews
 `
 
 func TestParseFull(t *testing.T) {
@@ -91,6 +95,7 @@ func TestParseFull(t *testing.T) {
 		NATKeepalive:           10 * time.Second,
 		MTUHeadroom:            24,
 		LogLevel:               slog.LevelDebug,
+		PeerDialects:           map[wire.NID]string{0x02144ffffe20aaaa: "rfc6743", 0x0002000000000001: "standrews"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got\n%+v\nwant\n%+v", cfg, want)
@@ -182,6 +187,11 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a/b\n", "invalid interface name"},
 		{"interfaces a\nfoo bar\n", "f.conf:2: unknown key \"foo\""},
 		{"interfaces a\nhandoff soft\nhandoff hard\n", "f.conf:3: duplicate key \"handoff\" (first set on line 2)"},
+		{"interfaces a\npeer-dialect 1:2:3:4 freebsd\n\npeer-dialect 0001:2:3:4 standrews\n", "f.conf:4: peer-dialect: NID 0001:0002:0003:0004 already set on line 2"},
+		{"interfaces a\npeer-dialect 1:2:3:4 bsd\n", "f.conf:2: peer-dialect: unknown dialect \"bsd\", want one of freebsd, ilnpd, rfc6743, standrews, standrews-code"},
+		{"interfaces a\npeer-dialect 1:2:3:4\n", "f.conf:2: peer-dialect: want NID and dialect, got 1 values"},
+		{"interfaces a\npeer-dialect 1:2:3 ilnpd\n", "f.conf:2: peer-dialect: parse NID"},
+		{"interfaces a\npeer-dialect 1:2:3:4 freebsd\nnonce-size 12\n", "f.conf:2: peer-dialect: 0001:0002:0003:0004 is freebsd, which cannot use nonce-size 12 (line 3)"},
 		{"interfaces a\n\n# c\nhandoff medium\n", "f.conf:4: handoff: want soft or hard, got \"medium\""},
 		{"interfaces a\nhandoff\n", "f.conf:2: handoff: want exactly one value, got 0"},
 		{"interfaces a\nhandoff soft hard\n", "want exactly one value, got 2"},

@@ -83,6 +83,9 @@ const (
 	// SessionRemotePinned: the session's packets go to the remote locator SetSessionsRemote
 	// pins them on, its Locator Updates and their ACKs to the active one.
 	SessionRemotePinned SessionFlags = 1 << 7
+	// SessionSharedNonce: the peer sends this host's nonce back, as FreeBSD ILNP does; the
+	// session expects it (bpf/lib/dialect.h).
+	SessionSharedNonce SessionFlags = 1 << 8
 )
 
 var sessionFlagNames = []struct {
@@ -92,6 +95,7 @@ var sessionFlagNames = []struct {
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
 	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
+	{SessionSharedNonce, "shared-nonce"},
 }
 
 // String lists the flags, comma separated ("" for none).
@@ -244,6 +248,7 @@ var counterNames = []string{
 	"egress_unverified_credit",
 	"ingress_ptb_translated",
 	"ingress_icmp_error_bad_nonce",
+	"ingress_shared_nonce",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

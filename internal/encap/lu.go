@@ -14,9 +14,13 @@ import (
 // message keeps one fixed entry size and one parser, an IPv6-only set is byte for byte RFC
 // 6743, and the two families are told apart by the entry itself, because 0000::/16 is
 // IETF-reserved and never a routable IPv6 locator. The Code field cannot carry a flag: codes
-// 1 and 2 already mean "Operation in the Code field" in the St Andrews implementation
-// (wire.QuirkOpInCode). A receiver without IPv4 support ignores such entries (they are not
-// routable as IPv6); this package rejects entries in 0000::/16 that are no valid endpoint.
+// 1 and 2 mean "Operation in the Code field" in one St Andrews build (wire.QuirkOpInCode).
+// A receiver without IPv4 support does NOT ignore such entries: FreeBSD ILNP installs every
+// listed locator and sends to each in turn (ilnp-freebsd14 sys/netinet6/ilnp6.c
+// lu_input_advert, ilnp6_update_inpcb), and the St Andrews code makes the first entry its
+// active locator (ilnp-public-1 net/ipv6/ilnp6.c rcv_lu). So IPv4 entries go only to a peer
+// that has shown it knows them (internal/dialect); this package rejects entries in
+// 0000::/16 that are no valid endpoint.
 //
 // Behind a NAT the sender cannot know the endpoint its peer sees: the LU's own source locator,
 // which the datapath replaces by the outer header's endpoint (bpf/lib/encap.h), is that

@@ -640,7 +640,10 @@ func (p *peer) touch(now time.Time) {
 }
 
 // LearnRemoteNonce records the correspondent's nonce from its first packet (thesis s.3.2.4).
-// A different nonce for a known one is rejected: that packet is not from the session.
+// A different nonce for a known one is rejected: that packet is not from the session. The one
+// exception is this host's own nonce: a correspondent with one nonce for both directions
+// (FreeBSD ILNP) switches to it after opening the session, and the datapath, having checked
+// the packet, switched the session too (bpf/lib/dialect.h).
 func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) (Effects, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -651,7 +654,7 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrUnknownPeer}
 	case nonce.IsZero():
 		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrMissingNonce}
-	case p.remoteNonce.IsZero():
+	case p.remoteNonce.IsZero(), nonce == p.localNonce:
 		p.remoteNonce = nonce
 	case p.remoteNonce != nonce:
 		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrNonceMismatch}

@@ -292,6 +292,16 @@ func TestOpenSessionIsIdempotentAndLearnsNonce(t *testing.T) {
 	if eff, err := c.LearnRemoteNonce(cnNID, nonce(9), t0); err != nil || !eff.Empty() {
 		t.Fatalf("same nonce: %+v %v", eff, err)
 	}
+	// A shared-nonce correspondent (FreeBSD ILNP) switches to ours.
+	if _, err := c.LearnRemoteNonce(cnNID, nonce(1), t0); err != nil {
+		t.Fatalf("our own nonce refused: %v", err)
+	}
+	if b, _ := c.Binding(cnNID); b.RemoteNonce != nonce(1) {
+		t.Fatalf("remote nonce after the switch: %v", b.RemoteNonce)
+	}
+	if _, err := c.LearnRemoteNonce(cnNID, nonce(9), t0); !errors.Is(err, ErrNonceMismatch) {
+		t.Fatalf("its old nonce accepted after the switch: %v", err)
+	}
 	if _, err := c.LearnRemoteNonce(cn2NID, nonce(9), t0); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("unknown: %v", err)
 	}

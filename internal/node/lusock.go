@@ -30,6 +30,9 @@ import (
 type luSocket struct {
 	conn *net.IPConn
 	pc   *ipv6.PacketConn
+	// do receives the LUs that carry a Destination Options header (dialect.go); conn then
+	// only those without one, which onLU refuses as unverified.
+	do *net.IPConn
 }
 
 // receivedLU is one LU or LU-ACK read from the socket.
@@ -37,7 +40,10 @@ type receivedLU struct {
 	src, dst netip.Addr
 	ifindex  int
 	update   wire.LocatorUpdate
+	peer     wire.PeerLU // update with the layout and checksum rule it came in
 	err      error
+	// dstopts: the packet had a Destination Options header (read from luSocket.do instead).
+	dstopts bool
 	// nonce is the nonce the datapath verified and marked in the packet; nonceErr says why
 	// there is none (no Destination Options header, an unchecked nonce option, ...).
 	nonce    wire.Nonce
@@ -76,10 +82,15 @@ func openLUSocket() (*luSocket, error) {
 		conn.Close()
 		return nil, fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
-	return &luSocket{conn: conn, pc: pc}, nil
+	do, err := openLUDstOpts()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &luSocket{conn: conn, pc: pc, do: do}, nil
 }
 
-func (s *luSocket) Close() error { return s.conn.Close() }
+func (s *luSocket) Close() error { return errors.Join(s.conn.Close(), s.do.Close()) }
 
 // joinSolicitedNode joins the solicited-node multicast group (RFC 4291 s.2.7.1) of [any
 // locator:nid] on ifindex for as long as the socket is open. Every locator of the node shares
@@ -101,9 +112,10 @@ func (s *luSocket) joinSolicitedNode(ifindex int, nid wire.NID) error {
 	return nil
 }
 
-// send writes one LU (advertisement or ACK) from src to dst. The kernel fills in the ICMPv6
-// checksum for raw ICMPv6 sockets (RFC 3542 s.3.1); the datapath adjusts it after rewriting.
-func (s *luSocket) send(src, dst netip.Addr, lu wire.LocatorUpdate) error {
+// sendPeer writes one LU (advertisement or ACK) from src to dst in lu's layout. The kernel
+// fills in the ICMPv6 checksum for raw ICMPv6 sockets (RFC 3542 s.3.1), always over the full
+// addresses, and the datapath adjusts it after rewriting: lu.Checksum cannot take effect here.
+func (s *luSocket) sendPeer(src, dst netip.Addr, lu wire.PeerLU) error {
 	msg, err := lu.Marshal(src, dst)
 	if err != nil {
 		return fmt.Errorf("encode LU: %w", err)
@@ -116,7 +128,8 @@ func (s *luSocket) send(src, dst netip.Addr, lu wire.LocatorUpdate) error {
 }
 
 // read delivers received LUs until ctx ends or the socket is closed.
-func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<- receivedLU) {
+func (s *luSocket) read(ctx context.Context, out chan<- receivedLU) {
+	go s.readDstOpts(ctx, out)
 	buf := make([]byte, 1500)
 	oob := make([]byte, 512)
 	for {
@@ -132,11 +145,13 @@ func (s *luSocket) read(ctx context.Context, opts wire.LUParseOptions, out chan<
 		offset := time.Now().UnixNano() - timeline.Now()
 		src, _ := netip.AddrFromSlice(from.IP)
 		r := parseLUControl(oob[:oobn], offset)
+		if r.dstopts {
+			continue // readDstOpts has it
+		}
 		r.src = src.Unmap()
 		r.size = n
-		// IPv4 locators (internal/encap) are checked here too: an entry in 0000::/16 that is
-		// no IPv4 endpoint makes the LU malformed.
-		r.update, _, r.err = encap.ParseLocatorUpdate(buf[:n], r.src, r.dst, opts)
+		r.peer, r.err = parseLU(buf[:n], r.src, r.dst)
+		r.update = r.peer.Update
 		select {
 		case out <- r:
 		case <-ctx.Done():
@@ -175,10 +190,33 @@ func parseLUControl(oob []byte, realMinusMono int64) receivedLU {
 				r.ifindex = int(binary.NativeEndian.Uint32(m.Data[16:20]))
 			}
 		case unix.IPV6_DSTOPTS:
+			r.dstopts = true
 			r.nonce, r.nonceErr = wire.LocallyVerifiedNonce(m.Data)
 		}
 	}
 	return r
+}
+
+// parseLU parses an LU in any known layout (wire.ParsePeerLU). IPv4 locators
+// (internal/encap) are checked here too: an entry in 0000::/16 that is no IPv4 endpoint makes
+// the LU malformed.
+func parseLU(msg []byte, src, dst netip.Addr) (wire.PeerLU, error) {
+	p, err := wire.ParsePeerLU(msg, src, dst)
+	if err != nil {
+		return wire.PeerLU{}, err
+	}
+	if _, err := encap.SplitLocators(p.Update.Locators); err != nil {
+		return wire.PeerLU{}, fmt.Errorf("locator update: %w", err)
+	}
+	return p, nil
+}
+
+func addrOf(a *net.IPAddr) netip.Addr {
+	if a == nil {
+		return netip.Addr{}
+	}
+	ip, _ := netip.AddrFromSlice(a.IP)
+	return ip.Unmap()
 }
 
 func setSockoptInt(conn *net.IPConn, level, opt, value int) error {

@@ -2,11 +2,14 @@ package node
 
 import (
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"ilnp/internal/wire"
 )
 
 // cmsg builds one control message as the kernel lays it out (struct cmsghdr + data, aligned).
@@ -50,5 +53,43 @@ func TestParseLUControlArrivalStamp(t *testing.T) {
 					r.at, r.ifindex, r.dst, tc.wantAt, tc.wantIf, tc.wantDst)
 			}
 		})
+	}
+}
+
+// TestParseDstOptsLU: what the Destination Options socket hands on. A St Andrews LU (checksum
+// over zeroed locators, which the ICMPv6 socket would drop) behind a datapath-verified nonce is
+// an LU with its layout; an unchecked nonce option (the kernel drops that packet), another
+// ICMPv6 message, another upper layer and a truncated header are not ours.
+func TestParseDstOptsLU(t *testing.T) {
+	src := netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01")
+	dst := netip.MustParseAddr("2001:db8:3::214:4fff:fe20:ee64")
+	pktinfo := make([]byte, unix.SizeofInet6Pktinfo)
+	copy(pktinfo, dst.AsSlice())
+	binary.NativeEndian.PutUint32(pktinfo[16:], 3)
+	oob := cmsg(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, pktinfo)
+	lu, err := wire.PeerLU{Update: wire.LocatorUpdate{Op: wire.OpAdvertisement,
+		Locators: []wire.LocatorEntry{{Locator: 0x20010db800060000, Preference: 10, Lifetime: 30}}},
+		Layout: wire.LayoutStAndrews, Checksum: wire.ChecksumZeroLocators}.Marshal(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(opt byte) []byte { return []byte{wire.ProtoICMPv6, 0, opt, 4, 1, 2, 3, 4} }
+	from := &net.IPAddr{IP: src.AsSlice()}
+	r, ok := parseDstOptsLU(append(do(wire.VerifiedNonceOptionType), lu...), oob, from, 0)
+	if !ok || r.err != nil || r.nonceErr != nil || r.peer.Layout != wire.LayoutStAndrews ||
+		r.peer.Checksum != wire.ChecksumZeroLocators || r.src != src || r.dst != dst || r.ifindex != 3 || r.size != len(lu) {
+		t.Fatalf("verified St Andrews LU: ok=%v %+v", ok, r)
+	}
+	echo := []byte{128, 0, 0, 0, 0, 1, 0, 1}
+	udp := append([]byte{wire.ProtoUDP, 0, wire.VerifiedNonceOptionType, 4, 1, 2, 3, 4}, make([]byte, 8)...)
+	for name, pkt := range map[string][]byte{
+		"unchecked nonce": append(do(wire.NonceOptionType), lu...),
+		"echo request":    append(do(wire.VerifiedNonceOptionType), echo...),
+		"UDP":             udp,
+		"truncated":       do(wire.VerifiedNonceOptionType)[:6],
+	} {
+		if _, ok := parseDstOptsLU(pkt, oob, from, 0); ok {
+			t.Errorf("%s: handed on as an LU", name)
+		}
 	}
 }

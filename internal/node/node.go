@@ -20,6 +20,7 @@ import (
 
 	"ilnp/internal/config"
 	"ilnp/internal/datapath"
+	"ilnp/internal/dialect"
 	"ilnp/internal/encap"
 	"ilnp/internal/ephemeral"
 	"ilnp/internal/ilcc"
@@ -71,6 +72,8 @@ type Node struct {
 	// (xfamily.go).
 	encapLocal wire.L64
 	v4         *ipv4Watch // nil unless ipv4-locators on (xfamily.go)
+	// dialects: what each correspondent speaks (dialect.go).
+	dialects *dialect.Table
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
@@ -135,6 +138,9 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		peers:    map[string][]wire.RankedILV{},
 		counters: map[string]uint64{},
 		timeline: timeline.NewWriter(events),
+	}
+	if n.dialects, err = newDialects(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.NIDMode == config.NIDEphemeral {
 		if n.eph, err = newEphemeralPool(nid); err != nil {
@@ -205,7 +211,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("datapath events: %w", err)
 	}
 	luIn := make(chan receivedLU, 64)
-	go n.lusock.read(ctx, wire.LUParseOptions{}, luIn)
+	go n.lusock.read(ctx, luIn)
 	var echoIn chan receivedEcho // nil (never ready) without locator verification
 	if n.chsock != nil {
 		echoIn = make(chan receivedEcho, 64)
@@ -575,6 +581,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 			n.log.Warn("peer route", "peer", peer, "err", err)
 		}
 		n.engine.Forget(peer)
+		n.dialects.Forget(peer)
 		n.retireEphemeral(peer)
 		n.lvClosed(peer)
 	}
@@ -753,7 +760,7 @@ func (n *Node) perform(actions []lu.Action) {
 			// Stamped as it is handed to the socket: its ACK, stamped at kernel arrival, can
 			// come back over a LAN before the write call has returned.
 			sentAt := timeline.Now()
-			err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), a.Message.Update)
+			err := n.sendLU(b, a.Message.Update) // in the peer's dialect (dialect.go)
 			detail := fmt.Sprintf("locators=%d timeout=%s", len(a.Message.Update.Locators), a.Timeout)
 			if a.Redirected {
 				n.count("lu_redirected")
@@ -781,7 +788,7 @@ func (n *Node) sendAck(ack ilcc.Ack) {
 	if !ok {
 		return
 	}
-	if err := n.lusock.send(b.SessionLocal.Addr(), b.SessionRemote.Addr(), ack.Update); err != nil {
+	if err := n.sendLUAck(b, ack.Update); err != nil {
 		n.count("lu_send_errors")
 		n.log.Warn("LU-ACK send", "peer", ack.Peer, "err", err)
 		return
@@ -851,6 +858,7 @@ func (n *Node) onLU(r receivedLU) {
 		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
 		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
 		n.count("lu_applied")
+		n.learnDialect(peer, r)
 		// New locators get their credit limit before anything leaves towards them, the
 		// LU-ACK included.
 		later := n.lvAnnounced(peer, translateLU(r.update, src.Locator), src.Locator, r.size)
@@ -867,7 +875,8 @@ func (n *Node) onLU(r receivedLU) {
 			}
 			return
 		}
-		res, actions := n.engine.Ack(peer, r.update, now)
+		n.learnDialect(peer, r)
+		res, actions := n.engine.Ack(peer, n.dialects.Ack(peer, r.update), now)
 		n.count("lu_ack_" + res.Outcome.String())
 		ev := timeline.Event{MonoNS: r.at, Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
 			Attempt: res.Attempts, Detail: "outcome=" + res.Outcome.String()}
@@ -896,6 +905,7 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		if err != nil {
 			return
 		}
+		n.dialects.LearnNonce(ev.RemoteNID, s.RemoteNonce, s.LocalNonce) // FreeBSD answers with ours
 		eff, err := n.cache.LearnRemoteNonce(ev.RemoteNID, s.RemoteNonce, now)
 		if err != nil {
 			n.log.Warn("nonce not learned", "peer", ev.RemoteNID, "err", err)
@@ -958,6 +968,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 		Detail: fmt.Sprintf("%s %s -> %s", how, s.LocalAddr(), s.RemoteAddr())})
 	n.apply(eff, now)
 	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
+	n.dialects.LearnLocators(remote, remoteL64s(s.RemoteLocators)) // published IPv4 locators
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.

@@ -34,7 +34,10 @@ var (
 	natIP = netip.MustParseAddr("198.51.100.1")
 )
 
-const xfConf = "ipv4-locators on\nnat-keepalive 25s\n"
+// Each end declares the other an ilnpd peer: IPv4 locator entries go only to a correspondent
+// that has shown it knows them (internal/dialect), and the MN is known to the CN by no IPv4
+// locator before it moves.
+const xfConf = "ipv4-locators on\nnat-keepalive 25s\npeer-dialect " + cnNIDText + " ilnpd\npeer-dialect " + mnNIDText + " ilnpd\n"
 
 func newCrossFamilyNet(t *testing.T) *testNet {
 	t.Helper()

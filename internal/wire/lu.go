@@ -102,8 +102,9 @@ func checkLUAddrs(src, dst netip.Addr) error {
 type LUParseOptions struct {
 	// ZeroLocatorChecksum also accepts an ICMPv6 checksum computed with the
 	// upper 64 bits (the locators) of both pseudo-header addresses zeroed, as
-	// the St Andrews Linux ILNP code sends (measured). Off, only the
-	// RFC 4443 checksum over the real addresses is accepted.
+	// the St Andrews Linux ILNP code sends (ilnp-public-1 net/ipv6/ilnp6.c
+	// send_lu). Off, only the RFC 4443 checksum over the real addresses is
+	// accepted.
 	ZeroLocatorChecksum bool
 }
 
@@ -112,9 +113,13 @@ type LUQuirks uint8
 
 // Receive liberalities.
 const (
-	// QuirkOpInCode: Operation carried in the Code field, byte 5 zero.
+	// QuirkOpInCode: Operation carried in the Code field, byte 5 zero (the
+	// St Andrews build at ilnp-public-1 commit 96efc65 only).
 	QuirkOpInCode LUQuirks = 1 << iota
-	// QuirkTrailingPad: 1 to 7 bytes after the last locator entry.
+	// QuirkTrailingPad: 1 to 7 bytes after the last 12-byte entry. No
+	// implementation pads a message: the 4 bytes the 96efc65 St Andrews build
+	// sends after 12 are the tail padding of its 16-byte struct lu_data entry
+	// (see peerlu.go), which this reading takes for padding.
 	QuirkTrailingPad
 	// QuirkZeroLocatorChecksum: checksum valid only with locators zeroed.
 	QuirkZeroLocatorChecksum
@@ -132,23 +137,29 @@ func ParseLocatorUpdate(msg []byte, src, dst netip.Addr, opts LUParseOptions) (L
 //
 // The RFC form is type 156, code 0, Num of Locs >= 1, Operation 1 or 2 in
 // byte 5, a zero reserved field and exactly Num of Locs 12-byte entries.
-// Received messages are accepted more liberally where implementations in the
-// wild differ (the St Andrews Linux ILNP code, measured):
+// This parser reads only 12-byte entries; ParsePeerLU (peerlu.go) knows the
+// layouts the other implementations really send and is what the daemon uses.
+// The liberal forms accepted here are the St Andrews build at ilnp-public-1
+// commit 96efc65 read as 12-byte entries:
 //   - the Operation in the Code field (1 or 2) with byte 5 zero;
-//   - up to 7 trailing pad bytes after the last entry (an 8-byte aligned
-//     message);
+//   - up to 7 bytes after the last entry (that build's 16-byte entry is 12
+//     bytes of fields and 4 of struct padding);
 //   - with opts.ZeroLocatorChecksum only, a checksum computed with both
 //     locators zeroed.
+//
+// The St Andrews build at commit 61f77af does not put the Operation in the
+// Code field: it puts it in byte 5 with code 0, as the RFC text does, and its
+// 16-byte entry holds 32-bit little-endian preference and lifetime, which
+// this parser would misread; FreeBSD ILNP writes the RFC form.
 //
 // Erratum 5911 to RFC 6743 (status "Reported", i.e. not verified) says the
 // Operation field of the s.2 layout is not defined or used and that byte 5
 // should be RESERVED, as the RFC's own example message shows it. Wireshark
-// 4.0 dissects byte 5 as "Reserved" accordingly. An implementation reading
-// the RFC that way needs another place for advertisement vs acknowledgement,
-// and the Code field is where the St Andrews code puts it. So this parser
-// takes the Operation from byte 5 (RFC text) or, when byte 5 is zero, from
-// the Code field, and Marshal always sends the RFC text form (code 0,
-// Operation in byte 5).
+// 4.0 dissects byte 5 as "Reserved" accordingly. Every public implementation
+// nonetheless reads and writes byte 5 as the Operation except the 96efc65
+// St Andrews build (Code field). So this parser takes the Operation from
+// byte 5 (RFC text) or, when byte 5 is zero, from the Code field, and
+// Marshal always sends the RFC text form (code 0, Operation in byte 5).
 //
 // The reserved field (bytes 6-7) is ignored on receive, as reserved fields
 // are in ICMPv6 (RFC 4443 s.2.1).

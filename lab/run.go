@@ -24,6 +24,7 @@ import (
 	"ilnp/lab/pcap"
 	"ilnp/lab/plots"
 	"ilnp/lab/summary"
+	"ilnp/lab/window"
 )
 
 // Profile is a movement timing: the thesis's 30-s flows, or a scaled-down one for tests.
@@ -254,6 +255,12 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		Families: cfg.Families})
 	if err != nil {
 		return res, err
+	}
+	if !tr.UDP {
+		if err := topo.ClampWindow(window.ThesisBytes); err != nil {
+			topo.Close()
+			return res, err
+		}
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
@@ -497,6 +504,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			cwndNote = serr.Error()
 		}
 		writeJSON(filepath.Join(dir, "cwnd.json"), cwndSamples)
+		writeJSON(filepath.Join(dir, "window.json"), topo.windowReport(cwndSamples))
 	}
 	progress("collecting")
 	server.Stop(2 * time.Second)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"ilnp/lab/linkemu"
+	"ilnp/lab/window"
 	"ilnp/lab/netns"
 	"ilnp/lab/ping"
 )
@@ -104,6 +105,7 @@ type Topology struct {
 	Named                     *DNSServer // only with Rendezvous "dns"
 	all                       []*netns.NS
 	emu                       *Proc
+	window                    *window.Clamp // iperf3's TCP window (lab/window.go)
 	mu                        sync.Mutex
 	procs                     []*Proc
 	closed                    bool
@@ -524,7 +526,7 @@ func (t *Topology) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, unmountUnder(t.Cfg.Dir), t.closeDNS())
+	errs = append(errs, unmountUnder(t.Cfg.Dir), t.closeDNS(), t.window.Close())
 	return errors.Join(errs...)
 }
 

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"ilnp/lab/linkemu"
-	"ilnp/lab/window"
 	"ilnp/lab/netns"
 	"ilnp/lab/ping"
+	"ilnp/lab/window"
 )
 
 // Identifiers (the NID half of every address): the MN's is the thesis's example.

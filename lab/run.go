@@ -48,6 +48,8 @@ type RunConfig struct {
 	Profile  Profile
 	Reps     int
 	Access   string // shape of the MN's access links (default wlan)
+	// AccessR2, AccessR3: one access link's shape each (empty: Access; lab/access.go).
+	AccessR2, AccessR3 string
 	// Rendezvous is how the CN finds the MN in ILNP modes: "hosts" or "dns" (lab/dns.go);
 	// empty: DefaultRendezvous.
 	Rendezvous string
@@ -129,6 +131,9 @@ func (c *RunConfig) Validate() error {
 		return fmt.Errorf("--out is required")
 	}
 	if err := c.validFamilies(); err != nil {
+		return err
+	}
+	if err := c.validAccess(); err != nil {
 		return err
 	}
 	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
@@ -250,7 +255,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}()
 	progress("building testbed")
 	rendezvous := effectiveRendezvous(cfg)
-	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
+	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access, AccessR2: cfg.AccessR2, AccessR3: cfg.AccessR3,
 		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump,
 		Families: cfg.Families})
 	if err != nil {

@@ -78,6 +78,9 @@ var ScenarioNames = []string{"lan-lan", "lan-wan", "wan-lan", "wan-wan"}
 type TopologyConfig struct {
 	Scenario Scenario
 	Access   string        // shape of the MN's two access links (default wlan)
+	// AccessR2 and AccessR3 shape one access link each (empty: Access), e.g. thesis 3.3's
+	// WiFi on R2 and 3G on R3.
+	AccessR2, AccessR3 string
 	RAMin    time.Duration // radvd MinRtrAdvInterval
 	RAMax    time.Duration // radvd MaxRtrAdvInterval
 	Dir      string        // run directory: configs, logs, captures
@@ -300,8 +303,8 @@ func (t *Topology) emulatedLinks() []emulated {
 	links := []emulated{
 		{t.R1, "r1-r2", t.R2, "r2-r1", "r1r2a", "r1r2b", sc.R2Link},
 		{t.R1, "r1-r3", t.R3, "r3-r1", "r1r3a", "r1r3b", sc.R3Link},
-		{t.R2, "r2-mn", t.MN, IfMNR2, "r2mna", "r2mnb", t.Cfg.Access},
-		{t.R3, "r3-mn", t.MN, IfMNR3, "r3mna", "r3mnb", t.Cfg.Access},
+		{t.R2, "r2-mn", t.MN, IfMNR2, "r2mna", "r2mnb", cmpOr(t.Cfg.AccessR2, t.Cfg.Access)},
+		{t.R3, "r3-mn", t.MN, IfMNR3, "r3mna", "r3mnb", cmpOr(t.Cfg.AccessR3, t.Cfg.Access)},
 	}
 	if t.Cfg.DoubleJump {
 		links = append(links, t.cnAccessLinks()...)

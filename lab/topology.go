@@ -77,13 +77,13 @@ var ScenarioNames = []string{"lan-lan", "lan-wan", "wan-lan", "wan-wan"}
 // TopologyConfig shapes one testbed.
 type TopologyConfig struct {
 	Scenario Scenario
-	Access   string        // shape of the MN's two access links (default wlan)
+	Access   string // shape of the MN's two access links (default wlan)
 	// AccessR2 and AccessR3 shape one access link each (empty: Access), e.g. thesis 3.3's
 	// WiFi on R2 and 3G on R3.
 	AccessR2, AccessR3 string
-	RAMin    time.Duration // radvd MinRtrAdvInterval
-	RAMax    time.Duration // radvd MaxRtrAdvInterval
-	Dir      string        // run directory: configs, logs, captures
+	RAMin              time.Duration // radvd MinRtrAdvInterval
+	RAMax              time.Duration // radvd MaxRtrAdvInterval
+	Dir                string        // run directory: configs, logs, captures
 	// EmulatorExe is a binary that runs linkemu.Main when linkemu.EnvVar is set (default:
 	// this executable).
 	EmulatorExe string

@@ -77,13 +77,10 @@ var ScenarioNames = []string{"lan-lan", "lan-wan", "wan-lan", "wan-wan"}
 // TopologyConfig shapes one testbed.
 type TopologyConfig struct {
 	Scenario Scenario
-	Access   string // shape of the MN's two access links (default wlan)
-	// AccessR2 and AccessR3 shape one access link each (empty: Access), e.g. thesis 3.3's
-	// WiFi on R2 and 3G on R3.
-	AccessR2, AccessR3 string
-	RAMin              time.Duration // radvd MinRtrAdvInterval
-	RAMax              time.Duration // radvd MaxRtrAdvInterval
-	Dir                string        // run directory: configs, logs, captures
+	Access   string        // shape of the MN's two access links (default wlan)
+	RAMin    time.Duration // radvd MinRtrAdvInterval
+	RAMax    time.Duration // radvd MaxRtrAdvInterval
+	Dir      string        // run directory: configs, logs, captures
 	// EmulatorExe is a binary that runs linkemu.Main when linkemu.EnvVar is set (default:
 	// this executable).
 	EmulatorExe string
@@ -96,6 +93,9 @@ type TopologyConfig struct {
 	// Families is the address family of the MN's access networks (lab/families.go; empty:
 	// ipv6-ipv6, today's testbed).
 	Families Families
+	// AccessR2 and AccessR3 shape one access link each (empty: Access), e.g. thesis 3.3's
+	// WiFi on R2 and 3G on R3.
+	AccessR2, AccessR3 string
 }
 
 // Topology is a built testbed. Close tears all of it down and may be called more than once.

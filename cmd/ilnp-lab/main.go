@@ -106,7 +106,8 @@ func usage() {
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
-  ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success]
+  ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success,fig4,fig5]
+                  [--scenarios ...] [--quick] [--report-only]
                   (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
   ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
                   (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
@@ -401,14 +402,39 @@ func cmdResults(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", d.Reps, "repetitions per run")
 	handoffs := fs.Int("handoffs", d.Handoffs, "signalling exchanges per mode for the success rate")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "table columns")
-	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success")
+	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success; fig4, fig5: the runs and PNGs of the thesis's figs. 4.4-4.7 and 5.4-5.11")
 	tha := fs.Duration("mipv6-tha", 0, "mipv6 modes: T_HA on top of the HA's DAD (default 0)")
+	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "scenarios of the figures' runs")
+	quick := fs.Bool("quick", false, "a check under 20 minutes: profile quick, 1 rep, scenarios lan-lan,wan-wan, 20 exchanges (flags given beside it still apply)")
+	reportOnly := fs.Bool("report-only", false, "redraw results.md, results.json and fig-*.png from the runs already in --out")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return fmt.Errorf("--out is required")
 	}
 	cfg := lab.DefaultResults(*out, *bin)
-	cfg.ProfileName, cfg.Reps, cfg.Handoffs, cfg.Modes, cfg.Rows, cfg.THA, cfg.Progress = *profile, *reps, *handoffs, split(*modes), split(*rows), *tha, os.Stderr
+	if *quick {
+		cfg = lab.QuickResults(*out, *bin)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "profile":
+			cfg.ProfileName = *profile
+		case "reps":
+			cfg.Reps = *reps
+		case "handoffs":
+			cfg.Handoffs = *handoffs
+		case "scenarios":
+			cfg.Scenarios = split(*scenarios)
+		}
+	})
+	cfg.Modes, cfg.Rows, cfg.THA, cfg.Progress, cfg.ReportOnly = split(*modes), split(*rows), *tha, os.Stderr, *reportOnly
+	if *reportOnly {
+		if err := lab.Results(ctx, cfg); err != nil {
+			return err
+		}
+		fmt.Printf("results: %s\n", filepath.Join(*out, "results.md"))
+		return nil
+	}
 	c := common{out: *out, bin: *bin}
 	var err error
 	if cfg.BinDir, err = c.binaries(append(cfg.Modes, "ilnp-soft")); err != nil {

@@ -1,0 +1,134 @@
+package lab
+
+import (
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ilnp/lab/measure"
+	"ilnp/lab/summary"
+)
+
+// recordRuns writes summary.json (and rep-1/result.json) under results' layout as a run
+// would, with metric values from f(scenario, mode, traffic, rep).
+func recordRuns(t *testing.T, out string, scenarios, modes, traffics []string, reps int, f func(sc, mo, tr string, rep int) summary.Run) {
+	t.Helper()
+	for _, sc := range scenarios {
+		for _, mo := range modes {
+			for _, tr := range traffics {
+				dir := ResultsRunDir(out)(sc, mo, tr)
+				var runs []summary.Run
+				for rep := 1; rep <= reps; rep++ {
+					runs = append(runs, f(sc, mo, tr, rep))
+				}
+				if err := os.MkdirAll(filepath.Join(dir, "rep-1"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := summary.New(sc, mo, tr, runs).Write(filepath.Join(dir, "summary.json")); err != nil {
+					t.Fatal(err)
+				}
+				r := measure.Result{Run: runs[0], Enter: 3, Leave: 8, Duration: 12}
+				for s := 0; s < 12; s++ {
+					r.Rate = append(r.Rate, measure.Point{T: float64(s), V: 1.5e6})
+				}
+				writeJSON(filepath.Join(dir, "rep-1", "result.json"), r)
+			}
+		}
+	}
+}
+
+// results --report-only over recorded runs: every figure of the chosen scenarios is a PNG
+// named after the thesis's figure, results.json holds each bar's mean, 95 % half-width, n and
+// the thesis's value, and results.md prints them with the command that reruns the cell.
+func TestResultsFigures(t *testing.T) {
+	out := t.TempDir()
+	scenarios, modes := []string{"lan-lan", "wan-wan"}, []string{"ilnp-soft", "ilnp-hard", "mipv6", "mipv6-ro"}
+	recordRuns(t, out, scenarios, modes, []string{"udp-voip", "udp-hd", "tcp"}, 2, func(sc, mo, tr string, rep int) summary.Run {
+		d := 200.0 + float64(rep)       // 201, 202: mean 201.5, half-width t(1)*0.707 = 6.35
+		thr := 2.3e6 + 1e4*float64(rep) // 2310, 2320 kbit/s
+		lost, bytes := 230+rep, int64(12e6)+int64(rep)*1e6
+		return summary.Run{HandoffDelayMs: &d, ThroughputWindowBps: &thr, TCPLost: &lost, TCPBytes: &bytes}
+	})
+	cfg := QuickResults(out, "")
+	cfg.Reps, cfg.Rows, cfg.Modes, cfg.Scenarios = 2, []string{"fig4", "fig5"}, modes, scenarios
+	if err := WriteResults(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"4.4", "4.5", "4.6", "4.7", "5.4", "5.7", "5.8", "5.9", "5.10", "5.11"} {
+		f, err := os.Open(filepath.Join(out, "fig-"+id+".png"))
+		if err != nil {
+			t.Errorf("fig. %s: %v", id, err)
+			continue
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 300 {
+			t.Errorf("fig. %s: not a drawn PNG: %v", id, err)
+		}
+	}
+	for _, id := range []string{"5.5", "5.6"} { // LAN-WAN and WAN-LAN were not run
+		if _, err := os.Stat(filepath.Join(out, "fig-"+id+".png")); err == nil {
+			t.Errorf("fig. %s drawn without its scenario's runs", id)
+		}
+	}
+	var doc struct {
+		Figures []FigureCell `json:"figures"`
+		Files   []string     `json:"figure_files"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	find := func(fig, panel, sc, mo string) FigureCell {
+		for _, c := range doc.Figures {
+			if c.Figure == fig && strings.HasPrefix(c.Panel, panel) && c.Scenario == sc && c.Mode == mo {
+				return c
+			}
+		}
+		t.Fatalf("no cell fig. %s %s %s %s", fig, panel, sc, mo)
+		return FigureCell{}
+	}
+	c := find("5.11", "TCP", "wan-wan", "mipv6")
+	if c.N != 2 || c.Mean == nil || *c.Mean != 201.5 || c.CI95 == nil || *c.CI95 < 6.3 || *c.CI95 > 6.4 || c.Thesis == nil || *c.Thesis != 1400 {
+		t.Errorf("fig. 5.11 wan-wan mipv6: %+v, want mean 201.5 ± 6.35 (n=2), thesis 1400 (Table 6.11)", c)
+	}
+	if !strings.Contains(c.Command, "--scenario wan-wan --mode mipv6 --traffic tcp --profile quick --reps 2") {
+		t.Errorf("fig. 5.11 command %q", c.Command)
+	}
+	c = find("4.4", "(b)", "lan-lan", "ilnp-soft")
+	if c.Mean == nil || *c.Mean != 2315 || c.Thesis == nil || *c.Thesis != 2350 || c.Unit != "kbit/s" {
+		t.Errorf("fig. 4.4(b) lan-lan soft: %+v, want 2315 kbit/s beside the offered 2350", c)
+	}
+	if c = find("4.6", "HD", "lan-lan", "ilnp-hard"); c.Thesis == nil || *c.Thesis != 7 {
+		t.Errorf("fig. 4.6 lan-lan hard: thesis %v, want 7 ms (Table 6.5)", c.Thesis)
+	}
+	if c = find("5.10", "TCP", "wan-wan", "ilnp-hard"); c.Mean == nil || *c.Mean != 231.5 || *c.Thesis != 234 {
+		t.Errorf("fig. 5.10 wan-wan hard: %+v, want 231.5 beside 234", c)
+	}
+	if c = find("5.9", "TCP", "lan-lan", "mipv6"); c.Mean != nil || c.N != 0 || c.Thesis != nil {
+		t.Errorf("fig. 5.9: runs without retransmission figures gave %+v, want no mean and no thesis value", c)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"![Fig. 5.10](fig-5.10.png)",
+		"| WAN to WAN | 202 ± 6.35 (n=2) [202] | 202 ± 6.35 (n=2) [202] | 202 ± 6.35 (n=2) [1400] | 202 ± 6.35 (n=2) [2204] |",
+		"`ilnp-lab run --scenario SCENARIO --mode MODE --traffic tcp --profile quick --reps 2 --mipv6-tha 0s --out " + out,
+		"A `--quick` check",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q", want)
+		}
+	}
+	if len(doc.Files) != 10 {
+		t.Errorf("figure_files %v, want 10", doc.Files)
+	}
+}

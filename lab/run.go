@@ -50,6 +50,8 @@ type RunConfig struct {
 	Access   string // shape of the MN's access links (default wlan)
 	// AccessR2, AccessR3: one access link's shape each (empty: Access; lab/access.go).
 	AccessR2, AccessR3 string
+	// Cycle repeats the move every Cycle after Enter, back and forth (thesis 3.3; cycle.go).
+	Cycle time.Duration
 	// Rendezvous is how the CN finds the MN in ILNP modes: "hosts" or "dns" (lab/dns.go);
 	// empty: DefaultRendezvous.
 	Rendezvous string
@@ -134,6 +136,9 @@ func (c *RunConfig) Validate() error {
 		return err
 	}
 	if err := c.validAccess(); err != nil {
+		return err
+	}
+	if err := c.validCycle(); err != nil {
 		return err
 	}
 	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
@@ -416,6 +421,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if cfg.Multihome {
 		entered, left = true, true // no movement
 	}
+	cycle := newHandoffCycle(cfg)
 	for {
 		el := time.Since(t0Wall)
 		for len(pending) > 0 && el >= pending[0].At {
@@ -465,6 +471,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			leaveMoves = moves
 			meta.recordMoves(moves, t0Wall)
 			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
+		}
+		if cycle != nil && left {
+			if err := cycle.step(topo, el, &meta, events); err != nil {
+				return res, err
+			}
 		}
 		phase := "in L2"
 		switch {
@@ -615,6 +626,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	writeJSON(filepath.Join(dir, "result.json"), res)
+	if c := cycle.report(cfg, measureInputs{in.MN, in.CN, t0Wall, in.MNNID, in.CNNID}); c != nil {
+		writeJSON(filepath.Join(dir, "cycle.json"), c)
+	}
 	if err := runPlots(cfg, dir, rep, res); err != nil {
 		return res, err
 	}

@@ -103,7 +103,8 @@ func TestWindowClampThesis(t *testing.T) {
 	if w.Counters.Clamped < 2 || w.Counters.Failed != 0 || w.Counters.LastSegs != uint64(segs) {
 		t.Errorf("counters %+v: want the data connection clamped at both ends (>= 2, no failure) at %d segments", w.Counters, segs)
 	}
-	if w.MaxCwnd != segs || w.MaxUnacked > segs || w.MaxInFlightBytes > window.ThesisBytes {
+	// In flight may pass the cwnd by one segment (a tail loss probe sends new data beyond it).
+	if w.MaxCwnd != segs || w.MaxUnacked > segs+1 || w.MaxInFlightBytes > uint64(segs+1)*uint64(w.MSS) {
 		t.Errorf("max cwnd %d, in flight %d segments / %d bytes: want the cwnd to reach and stay at %d segments, at most %d bytes in flight",
 			w.MaxCwnd, w.MaxUnacked, w.MaxInFlightBytes, segs, window.ThesisBytes)
 	}

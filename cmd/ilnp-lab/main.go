@@ -97,7 +97,7 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--access-r2 SHAPE --access-r3 SHAPE] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
+               [--access wlan] [--access-r2 SHAPE --access-r3 SHAPE] [--cycle 9s] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
                [--double-jump] [--families %s] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
@@ -202,6 +202,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	families := fs.String("families", "", "issue 14: the MN's access networks' address families, L2-L3: ipv6-ipv6 (default, today's testbed), ipv6-ipv4nat, ipv4nat-ipv6 or ipv4nat-ipv4nat (IPv4 only behind a NAT in R2/R3; ilnp-soft and ilnp-hard only); runs gain handover_ms and report.md the table beside HIP's")
 	accessR2 := fs.String("access-r2", "", "shape of the MN's access link to R2 alone (default: --access)")
 	accessR3 := fs.String("access-r3", "", "shape of the MN's access link to R3 alone (default: --access)")
+	cycle := fs.Duration("cycle", 0, "thesis 3.3: hand off back and forth every CYCLE after --enter, the old link down --leave minus --enter after each (e.g. --cycle 9s --enter 9s --leave 14s --duration 75s); rep-N/cycle.json")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
@@ -220,7 +221,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
 		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump,
-		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam, AccessR2: *accessR2, AccessR3: *accessR3}
+		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam, AccessR2: *accessR2, AccessR3: *accessR3, Cycle: *cycle}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

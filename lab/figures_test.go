@@ -2,7 +2,9 @@ package lab
 
 import (
 	"encoding/json"
+	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +132,65 @@ func TestResultsFigures(t *testing.T) {
 	}
 	if len(doc.Files) != 10 {
 		t.Errorf("figure_files %v, want 10", doc.Files)
+	}
+}
+
+// Row fig3 over recorded cycle.json files: fig-3.15.png, each bar's mean ± half-width (n) in
+// results.json and results.md, and Table 3.5 pooled by network.
+func TestResultsFig315(t *testing.T) {
+	out := t.TempDir()
+	cfg := QuickResults(out, "")
+	cfg.Reps, cfg.Rows = 2, []string{"fig3"}
+	for _, mo := range Fig315Modes {
+		for rep := 1; rep <= 2; rep++ {
+			hd := 200.0 + 100*float64(rep) // 300, 400
+			loss := 1.0
+			if mo == "ilnp-soft" {
+				loss = 0
+			}
+			r := CycleResult{Sent: 100, DelayMs: 70 + float64(rep), HandoffDelayMs: &hd, LUsPerHandoff: 1, GratuitousLossPct: loss,
+				Handoffs: []CycleHandoff{{AtS: 9, ToL3: true, LUs: 1}},
+				L2:       NetworkStats{Shape: "wifi", Sent: 60, LossPct: 0, DelayMean: 33}, L3: NetworkStats{Shape: "3g", Sent: 40, LossPct: 10, DelayMean: 112}}
+			dir := filepath.Join(cfg.fig315Dir(mo, "udp-voip"), fmt.Sprintf("rep-%d", rep))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeJSON(filepath.Join(dir, "cycle.json"), r)
+		}
+	}
+	if err := WriteResults(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(filepath.Join(out, "fig-3.15.png")); err != nil {
+		t.Fatal(err)
+	} else if _, err := png.Decode(f); err != nil {
+		t.Errorf("fig-3.15.png: %v", err)
+	}
+	var doc struct {
+		Cells []Fig315Cell            `json:"fig_3_15"`
+		Table map[string]NetworkStats `json:"table_3_5"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var got *Fig315Cell
+	for i, c := range doc.Cells {
+		if c.Metric == "handoff_delay_ms" && c.Mode == "ilnp-hard" && c.Traffic == "udp-voip" {
+			got = &doc.Cells[i]
+		}
+	}
+	if got == nil || got.N != 2 || got.Mean == nil || *got.Mean != 350 || got.CI95 == nil || math.Abs(*got.CI95-635.3) > 0.1 || got.Thesis != 145 {
+		t.Errorf("handoff delay, hard, VoIP: %+v, want 350 ± 635.3 (n=2) beside 145", got)
+	}
+	if n := doc.Table["3g"]; n.Sent != 160 || n.LossPct != 10 || n.DelayMean != 112 {
+		t.Errorf("Table 3.5 3g: %+v, want 160 datagrams, 10 %% loss, 112 ms", n)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
+	for _, want := range []string{"![Fig. 3.15](fig-3.15.png)", "| (d) gratuitous loss (%) | udp-voip | 1.00 ± 0.00 (n=2) | 0.00 ± 0.00 (n=2) |",
+		"| 3g | 10.00 | 112.0 |", "--access-r2 wifi --access-r3 3g --cycle 9s --enter 9s --leave 14s --duration 30s"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
 	}
 }

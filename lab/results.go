@@ -46,7 +46,8 @@ type ResultsConfig struct {
 // ResultsRows are the table's row groups: lan-lan UDP HD (handoff delay, UDP lost in the
 // window), wan-wan TCP (handoff delay, lost segments), success at 10 % loss.
 // fig4 and fig5 are the runs behind the thesis's figs. 4.4-4.7 and 5.4-5.11 (figures.go).
-var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5"}
+// fig3 is thesis 3.3's WiFi/3G handoff loop (figure315.go).
+var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5", "fig3"}
 
 // ResultsModes are the table's columns.
 var ResultsModes = []string{"ilnp-soft", "ilnp-hard", "mipv6", "mipv6-ro"}
@@ -271,6 +272,11 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 			}
 		}
 	}
+	if cfg.has(cfg.Rows, "fig3") && !cfg.ReportOnly {
+		if err := cfg.runFig315(ctx); err != nil {
+			return err
+		}
+	}
 	return WriteResults(cfg, cells)
 }
 
@@ -291,18 +297,28 @@ func WriteResults(cfg ResultsConfig, cells []ResultsCell) error {
 		}
 		files = append(files, f.File())
 	}
-	b, err := json.MarshalIndent(map[string]any{"config": map[string]any{"profile": cfg.ProfileName, "reps": cfg.Reps,
+	doc := map[string]any{"config": map[string]any{"profile": cfg.ProfileName, "reps": cfg.Reps,
 		"handoffs": cfg.Handoffs, "modes": cfg.Modes, "rows": cfg.Rows, "tha_ms": float64(cfg.THA) / 1e6,
-		"scenarios": cfg.Scenarios, "quick": cfg.Quick}, "cells": cells, "figures": figCells, "figure_files": files}, "", "  ")
+		"scenarios": cfg.Scenarios, "quick": cfg.Quick}, "cells": cells, "figures": figCells, "figure_files": files}
+	md := ResultsMarkdown(cfg, cells)
+	if len(figs) > 0 {
+		md += "\n" + FiguresMarkdown(figs, cfg.Scenarios, cfg.Modes, figCells, runs, drawErr)
+	}
+	if cfg.has(cfg.Rows, "fig3") && len(cfg.fig315Modes()) > 0 {
+		fc := Fig315Cells(cfg)
+		err := DrawFig315(cfg, fc)
+		if err == nil {
+			files = append(files, "fig-3.15.png")
+		}
+		md += "\n" + Fig315Markdown(cfg, fc, Table35(cfg), err)
+		doc["fig_3_15"], doc["table_3_5"], doc["figure_files"] = fc, Table35(cfg), files
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(cfg.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
-	}
-	md := ResultsMarkdown(cfg, cells)
-	if len(figs) > 0 {
-		md += "\n" + FiguresMarkdown(figs, cfg.Scenarios, cfg.Modes, figCells, runs, drawErr)
 	}
 	return os.WriteFile(filepath.Join(cfg.Out, "results.md"), []byte(md), 0o644)
 }

@@ -194,3 +194,35 @@ func TestResultsFig315(t *testing.T) {
 		}
 	}
 }
+
+// Row ch6 reads `signalling --parts delay`'s lost-LU/BU rows into the table beside Tables
+// 6.5-6.11.
+func TestResultsCh6(t *testing.T) {
+	out := t.TempDir()
+	cfg := QuickResults(out, "")
+	cfg.Rows = []string{"ch6"}
+	d, th, ours := 1215.0, 1202.0, 1210.0
+	res := SignallingResults{Delay: []DelayRow{
+		{Scenario: "wan-wan", Mode: "ilnp-soft", Case: "no_loss", HandoffDelayMs: &th},
+		{Scenario: "wan-wan", Mode: "ilnp-soft", Case: "update_lost", HandoffDelayMs: &d, ThesisDelayMs: &th, OursDelayMs: &ours, Attempts: 2},
+		{Scenario: "wan-wan", Mode: "mipv6", Case: "update_lost", Error: "injector did not fire"},
+	}}
+	if err := os.MkdirAll(filepath.Join(out, "ch6"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeJSON(filepath.Join(out, "ch6", "signalling.json"), res)
+	cells := cfg.ch6Cells()
+	if len(cells) != 2 || cells[0].Value == nil || *cells[0].Value != d || cells[0].N != 1 || cells[1].Error != "injector did not fire" {
+		t.Fatalf("cells %+v", cells)
+	}
+	md := ResultsMarkdown(cfg, cells)
+	for _, want := range []string{
+		"| handoff delay, one LU/BU lost (wan-wan) | 1215 (n=1) [1] |  | failed: injector did not fire [1] |  | ILNP 1202, MIPv6 2900 / RO 3704 |",
+		"thesis 1202 ms, the same expression with our inputs 1210 ms; 2 attempts",
+		"`ilnp-lab signalling --parts delay --scenarios wan-wan --modes ilnp-soft,mipv6 --mipv6-tha 0s --out " + out,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -47,7 +47,8 @@ type ResultsConfig struct {
 // window), wan-wan TCP (handoff delay, lost segments), success at 10 % loss.
 // fig4 and fig5 are the runs behind the thesis's figs. 4.4-4.7 and 5.4-5.11 (figures.go).
 // fig3 is thesis 3.3's WiFi/3G handoff loop (figure315.go).
-var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5", "fig3"}
+// ch6 is chapter 6's delay with one lost LU/BU (results_ch6.go).
+var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5", "fig3", "ch6"}
 
 // ResultsModes are the table's columns.
 var ResultsModes = []string{"ilnp-soft", "ilnp-hard", "mipv6", "mipv6-ro"}
@@ -277,6 +278,14 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 			return err
 		}
 	}
+	if cfg.has(cfg.Rows, "ch6") && !cfg.ReportOnly {
+		if err := cfg.runCh6(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.has(cfg.Rows, "ch6") {
+		cells = append(cells, cfg.ch6Cells()...)
+	}
 	return WriteResults(cfg, cells)
 }
 
@@ -412,6 +421,10 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 		}
 	}
 	thesis[fmt.Sprintf("handoff success at %g %% loss, first try", successLoss*100)] = "eq. 19: 0.81, eq. 17: 0.656"
+	for _, sc := range ScenarioNames {
+		l := fmt.Sprintf("handoff delay, one LU/BU lost (%s)", sc)
+		thesis[l] = ch6Thesis(l)
+	}
 	byRow := map[string]map[string]ResultsCell{}
 	for _, c := range cells {
 		if byRow[c.Row] == nil {
@@ -439,7 +452,7 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	if len(sources) > 0 {
-		b.WriteString("\nWhere the MIPv6 delays come from:\n\n" + strings.Join(sources, "\n") + "\n")
+		b.WriteString("\nWhere the delays come from (MIPv6: the HA's DAD and the round trips; one LU/BU lost: the thesis's and the analytic value):\n\n" + strings.Join(sources, "\n") + "\n")
 	}
 	b.WriteString("\nCommands:\n\n")
 	for i, c := range commands {

@@ -57,7 +57,7 @@ func barPlot(path, title, ylabel string, groups []string, series []BarSeries) (*
 	const span = 0.8
 	w := span / float64(len(series))
 	ymax := 0.0
-	refLegend := false
+	var refLegend *plotter.Scatter // the legend's "thesis" entry, after the series
 	for j, s := range series {
 		if len(s.Values) != len(groups) || (s.CI != nil && len(s.CI) != len(groups)) || (s.Ref != nil && len(s.Ref) != len(groups)) {
 			return nil, fmt.Errorf("grouped bars %s: series %s has %d values for %d groups", path, s.Label, len(s.Values), len(groups))
@@ -103,11 +103,13 @@ func barPlot(path, title, ylabel string, groups []string, series []BarSeries) (*
 					ymax = max(ymax, v)
 				}
 			}
-			if !refLegend {
-				p.Legend.Add("thesis", r)
-				refLegend = true
+			if refLegend == nil {
+				refLegend = r
 			}
 		}
+	}
+	if refLegend != nil {
+		p.Legend.Add("thesis", refLegend)
 	}
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5

@@ -48,7 +48,8 @@ type ResultsConfig struct {
 // fig4 and fig5 are the runs behind the thesis's figs. 4.4-4.7 and 5.4-5.11 (figures.go).
 // fig3 is thesis 3.3's WiFi/3G handoff loop (figure315.go).
 // ch6 is chapter 6's delay with one lost LU/BU (results_ch6.go).
-var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5", "fig3", "ch6"}
+// seed004 is seed 004's figs. 12-16 (seed004.go).
+var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5", "fig3", "ch6", "seed004"}
 
 // ResultsModes are the table's columns.
 var ResultsModes = []string{"ilnp-soft", "ilnp-hard", "mipv6", "mipv6-ro"}
@@ -283,6 +284,11 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 			return err
 		}
 	}
+	if cfg.has(cfg.Rows, "seed004") && !cfg.ReportOnly {
+		if err := cfg.runSeed004(ctx, prof); err != nil {
+			return err
+		}
+	}
 	if cfg.has(cfg.Rows, "ch6") {
 		cells = append(cells, cfg.ch6Cells()...)
 	}
@@ -321,6 +327,12 @@ func WriteResults(cfg ResultsConfig, cells []ResultsCell) error {
 		}
 		md += "\n" + Fig315Markdown(cfg, fc, Table35(cfg), err)
 		doc["fig_3_15"], doc["table_3_5"], doc["figure_files"] = fc, Table35(cfg), files
+	}
+	if cfg.has(cfg.Rows, "seed004") {
+		sf, notes := cfg.DrawSeed004()
+		files = append(files, sf...)
+		doc["figure_files"] = files
+		md += "\n" + cfg.Seed004Markdown(sf, notes)
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

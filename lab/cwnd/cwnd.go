@@ -32,6 +32,8 @@ type Sample struct {
 	// Unacked * SndMSS is the data in flight (lab/window's clamp bounds it).
 	SndMSS uint32 `json:"snd_mss,omitempty"`
 	SndWnd uint32 `json:"snd_wnd,omitempty"`
+	// RTOus is the sender's retransmission timeout (tcpi_rto, µs): seed 004's fig. 13.
+	RTOus uint32 `json:"rto_us,omitempty"`
 }
 
 // Conn is one socket of a sock_diag dump, as pick sees it.
@@ -58,7 +60,7 @@ func Pick(conns []Conn, port uint16, mono int64) (Sample, bool) {
 	}
 	return Sample{MonoNS: mono, Cwnd: best.Snd_cwnd, Ssthresh: best.Snd_ssthresh, CaState: best.Ca_state,
 		Unacked: best.Unacked, Lost: best.Lost, TotalRetrans: best.Total_retrans, BytesAcked: best.Bytes_acked,
-		SndMSS: best.Snd_mss, SndWnd: best.Snd_wnd}, true
+		SndMSS: best.Snd_mss, SndWnd: best.Snd_wnd, RTOus: best.Rto}, true
 }
 
 // Sampler samples one namespace's data connection until stopped.

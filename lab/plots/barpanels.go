@@ -76,3 +76,9 @@ func GroupedBarPanels(path string, panels []BarPanel) error {
 	}
 	return f.Close()
 }
+
+// Lines draws each series as a line over time with the run's marks (a Rate or Cwnd plot of
+// any quantity).
+func Lines(path, title, ylabel string, series []Series, m Marks) error {
+	return lines(path, title, ylabel, 1.2, series, m)
+}

@@ -226,3 +226,27 @@ func TestResultsCh6(t *testing.T) {
 		}
 	}
 }
+
+// The success run's LUs per handoff at 10 and 20 % loss become their own rows.
+func TestResultsAttempts(t *testing.T) {
+	res := SignallingResults{Success: []SuccessRow{
+		{Mode: "ilnp-soft", Loss: 0.1, Exchanges: 40, Attempts: 46, AttemptsPerExchange: 1.15},
+		{Mode: "ilnp-soft", Loss: 0.2, Exchanges: 40, Attempts: 0},
+		{Mode: "mipv6", Loss: 0.2, Error: "HA gone"},
+	}}
+	cells := []ResultsCell{attemptsCell("ilnp-soft", 0.1, "C", res, nil), attemptsCell("ilnp-soft", 0.2, "C", res, nil),
+		attemptsCell("mipv6", 0.2, "C", res, nil), attemptsCell("mipv6", 0.1, "C", res, nil)}
+	if c := cells[0]; c.Value == nil || *c.Value != 1.15 || c.N != 40 {
+		t.Errorf("10 %%: %+v, want 1.15 over 40 exchanges", c)
+	}
+	if c := cells[1]; c.Value != nil {
+		t.Errorf("no attempts recorded (a summary from before they were): %+v, want no value", c)
+	}
+	if cells[2].Error != "HA gone" || cells[3].Error != "no row in signalling.json" {
+		t.Errorf("errors %q, %q", cells[2].Error, cells[3].Error)
+	}
+	md := ResultsMarkdown(ResultsConfig{ProfileName: "quick", Reps: 1, Handoffs: 40, Modes: []string{"ilnp-soft", "mipv6"}, Rows: ResultsRows}, cells)
+	if !strings.Contains(md, "| LUs (BUs) sent per handoff at 10 % loss | 1.15 (n=40) [1] | failed: no row in signalling.json [1] | ILNP (overlay, 10-20 %): 1.1-1.4 |") {
+		t.Errorf("results.md:\n%s", md)
+	}
+}

@@ -406,7 +406,7 @@ func cmdResults(ctx context.Context, args []string) error {
 	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success; fig4, fig5: the runs and PNGs of the thesis's figs. 4.4-4.7 and 5.4-5.11")
 	tha := fs.Duration("mipv6-tha", 0, "mipv6 modes: T_HA on top of the HA's DAD (default 0)")
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "scenarios of the figures' runs")
-	quick := fs.Bool("quick", false, "a check under 20 minutes: profile quick, 1 rep, scenarios lan-lan,wan-wan, 20 exchanges (flags given beside it still apply)")
+	quick := fs.Bool("quick", false, "a check under 20 minutes: profile quick, 1 rep, scenarios lan-lan,wan-wan, 10 exchanges per loss (flags given beside it still apply)")
 	reportOnly := fs.Bool("report-only", false, "redraw results.md, results.json and fig-*.png from the runs already in --out")
 	_ = fs.Parse(args)
 	if *out == "" {

@@ -52,9 +52,10 @@ bench: generate
 demo: build
 	$(GO) run ./cmd/ilnp-lab demo
 
-# README's results table regenerated into out/results.md (every figure with its command, n and
-# 95 % interval). LONG: roughly 40 minutes to an hour on 2 cores (24 thesis-profile runs and 80
-# signalling exchanges under loss). RESULTS_ARGS narrows it, e.g. RESULTS_ARGS="--rows lan-udp --reps 1".
+# README's results table and the thesis's figures (fig-3.15, fig-4.4 ... fig-5.11.png) regenerated
+# into out/ (every figure with its command, n and 95 % interval). LONG: hours on 2 cores (the
+# figures' 48 thesis-profile cells and the 3.3 loop, 3 reps each). RESULTS_ARGS narrows it, e.g.
+# RESULTS_ARGS=--quick (under 20 minutes) or RESULTS_ARGS="--rows lan-udp --reps 1".
 results: build
 	$(GO) run ./cmd/ilnp-lab results --out out $(RESULTS_ARGS)
 

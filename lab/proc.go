@@ -36,6 +36,9 @@ func (t *Topology) StartEnv(ns *netns.NS, name string, env []string, args ...str
 		return nil, err
 	}
 	cmd := ns.Command(args...)
+	if len(args) > 0 && args[0] == "iperf3" {
+		t.window.Apply(cmd) // the thesis's TCP window (lab/window.go), when the run clamps it
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)

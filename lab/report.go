@@ -47,7 +47,7 @@ func RunReport(cfg RunConfig, s summary.Summary, results []measure.Result) strin
 	tr := Traffics[cfg.Traffic]
 	mode := Modes[cfg.Mode](ModeOptions{})
 	fmt.Fprintf(&b, "# %s, %s, %s\n\n", sc.Title, cfg.Mode, cfg.Traffic)
-	fmt.Fprintf(&b, "- Scenario: %s (%s); MN access links: %s\n", sc.Name, sc.Definition, orDefault(cfg.Access, "wlan"))
+	fmt.Fprintf(&b, "- Scenario: %s (%s); MN access links: %s\n", sc.Name, sc.Definition, cfg.accessText())
 	fmt.Fprintf(&b, "- Mode: %s\n- Traffic: %s\n", mode.Describe(), tr.Describe)
 	if s.Congestion != "" {
 		fmt.Fprintf(&b, "- TCP congestion control (iperf3 -C): %s%s\n", s.Congestion, congestionNote(s.Congestion))

@@ -34,11 +34,22 @@ type ResultsConfig struct {
 	// THA is --mipv6-tha of the MIPv6 runs (default 0: the HA's DAD alone).
 	THA      time.Duration
 	Progress io.Writer
+	// Scenarios of the figures' runs (rows fig4, fig5; default all four).
+	Scenarios []string
+	// ReportOnly redraws results.md, results.json and the figures from the runs already in
+	// Out instead of running anything.
+	ReportOnly bool
+	// Quick marks a --quick check (QuickResults); results.md says so.
+	Quick bool
 }
 
 // ResultsRows are the table's row groups: lan-lan UDP HD (handoff delay, UDP lost in the
 // window), wan-wan TCP (handoff delay, lost segments), success at 10 % loss.
-var ResultsRows = []string{"lan-udp", "wan-tcp", "success"}
+// fig4 and fig5 are the runs behind the thesis's figs. 4.4-4.7 and 5.4-5.11 (figures.go).
+// fig3 is thesis 3.3's WiFi/3G handoff loop (figure315.go).
+// ch6 is chapter 6's delay with one lost LU/BU (results_ch6.go).
+// seed004 is seed 004's figs. 12-16 (seed004.go).
+var ResultsRows = []string{"lan-udp", "wan-tcp", "success", "fig4", "fig5", "fig3", "ch6", "seed004"}
 
 // ResultsModes are the table's columns.
 var ResultsModes = []string{"ilnp-soft", "ilnp-hard", "mipv6", "mipv6-ro"}
@@ -46,7 +57,76 @@ var ResultsModes = []string{"ilnp-soft", "ilnp-hard", "mipv6", "mipv6-ro"}
 // DefaultResults is the README's table as published.
 func DefaultResults(out, bin string) ResultsConfig {
 	return ResultsConfig{Out: out, BinDir: bin, ProfileName: "thesis", Reps: 3, Handoffs: 40,
-		Modes: slices.Clone(ResultsModes), Rows: slices.Clone(ResultsRows)}
+		Modes: slices.Clone(ResultsModes), Rows: slices.Clone(ResultsRows), Scenarios: slices.Clone(ScenarioNames)}
+}
+
+// QuickResults is the --quick check (about 19 minutes of lab time here): the quick movement
+// profile, one repetition, the LAN-LAN and WAN-WAN scenarios of the figures, 10 exchanges
+// per success rate. Flags given beside --quick still apply on top.
+func QuickResults(out, bin string) ResultsConfig {
+	c := DefaultResults(out, bin)
+	c.ProfileName, c.Reps, c.Handoffs, c.Scenarios, c.Quick = "quick", 1, 10, []string{"lan-lan", "wan-wan"}, true
+	return c
+}
+
+// figureRows maps the figure rows to the figures they draw.
+func (c ResultsConfig) figures() []FigureSpec {
+	var out []FigureSpec
+	for _, f := range ThesisFigures {
+		if (strings.HasPrefix(f.ID, "4.") && c.has(c.Rows, "fig4")) || (strings.HasPrefix(f.ID, "5.") && c.has(c.Rows, "fig5")) {
+			if f.RateScenario != "" && !slices.Contains(c.Scenarios, f.RateScenario) {
+				continue
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// runCommand is the `ilnp-lab run` that makes (or remakes) one cell's runs.
+func (c ResultsConfig) runCommand(scenario, mode, traffic string) string {
+	cmd := fmt.Sprintf("ilnp-lab run --scenario %s --mode %s --traffic %s --profile %s --reps %d", scenario, mode, traffic, c.ProfileName, c.Reps)
+	if strings.HasPrefix(mode, "mipv6") || mode == "MODE" {
+		cmd += fmt.Sprintf(" --mipv6-tha %v", c.THA)
+	}
+	return cmd + " --out " + ResultsRunDir(c.Out)(scenario, mode, traffic)
+}
+
+// cellRunner runs each (scenario, mode, traffic) once per Results call, or with ReportOnly
+// reads what an earlier call left.
+type cellRunner struct {
+	cfg  ResultsConfig
+	prof Profile
+	done map[string]cellRun
+}
+
+type cellRun struct {
+	s   summary.Summary
+	err error
+}
+
+func (r *cellRunner) run(ctx context.Context, scenario, mode, traffic string) (summary.Summary, string, error) {
+	dir := ResultsRunDir(r.cfg.Out)(scenario, mode, traffic)
+	cmd := r.cfg.runCommand(scenario, mode, traffic)
+	if c, ok := r.done[dir]; ok {
+		return c.s, cmd, c.err
+	}
+	var s summary.Summary
+	var err error
+	if r.cfg.ReportOnly {
+		s, err = summary.Read(filepath.Join(dir, "summary.json"))
+	} else {
+		r.cfg.progress("%s", cmd)
+		old := MIPv6HAProcessing
+		MIPv6HAProcessing = r.cfg.THA
+		s, err = Run(ctx, RunConfig{Scenario: scenario, Mode: mode, Traffic: traffic, Profile: r.prof, Reps: r.cfg.Reps,
+			Out: dir, BinDir: r.cfg.BinDir, Progress: r.cfg.Progress})
+		MIPv6HAProcessing = old
+	}
+	if !errors.Is(err, context.Canceled) {
+		r.done[dir] = cellRun{s, err}
+	}
+	return s, cmd, err
 }
 
 // resultsGroup is one set of `ilnp-lab run`s, one per mode.
@@ -70,8 +150,41 @@ var resultsGroups = []resultsGroup{
 	}},
 }
 
-// successLoss is the loss of the success row (on R1-R2 and R1-R3).
-const successLoss = 0.10
+// successLoss is the loss of the success row (on R1-R2 and R1-R3); attemptsLoss the second
+// loss of the LUs-per-handoff row (thesis: 10-20 %).
+const (
+	successLoss  = 0.10
+	attemptsLoss = 0.20
+)
+
+// attemptsLabel is the row of LUs (BUs) sent per handoff at a loss.
+func attemptsLabel(loss float64) string {
+	return fmt.Sprintf("LUs (BUs) sent per handoff at %g %% loss", loss*100)
+}
+
+// attemptsCell is one mode's LUs (BUs) per handoff at loss from the success run.
+func attemptsCell(mode string, loss float64, cmd string, res SignallingResults, err error) ResultsCell {
+	c := ResultsCell{Row: attemptsLabel(loss), Mode: mode, Command: cmd}
+	if err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	for _, r := range res.Success {
+		if r.Mode != mode || r.Loss != loss {
+			continue
+		}
+		if r.Error != "" {
+			c.Error = r.Error
+			return c
+		}
+		if r.Exchanges > 0 && r.Attempts > 0 {
+			c.Value, c.N = ptrF(r.AttemptsPerExchange), r.Exchanges
+		}
+		return c
+	}
+	c.Error = "no row in signalling.json"
+	return c
+}
 
 // ResultsCell is one figure of the table.
 type ResultsCell struct {
@@ -119,9 +232,15 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 			return fmt.Errorf("row %q is not in the table (%s)", r, strings.Join(ResultsRows, ", "))
 		}
 	}
+	for _, sc := range cfg.Scenarios {
+		if _, ok := Scenarios[sc]; !ok {
+			return fmt.Errorf("unknown scenario %q (want some of %s)", sc, strings.Join(ScenarioNames, ", "))
+		}
+	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return err
 	}
+	runner := &cellRunner{cfg: cfg, prof: prof, done: map[string]cellRun{}}
 	var cells []ResultsCell
 	for _, g := range resultsGroups {
 		if !cfg.has(cfg.Rows, g.id) {
@@ -131,18 +250,7 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			dir := filepath.Join(cfg.Out, "runs", g.scenario+"-"+g.traffic, mode)
-			cmd := fmt.Sprintf("ilnp-lab run --scenario %s --mode %s --traffic %s --profile %s --reps %d", g.scenario, mode, g.traffic, cfg.ProfileName, cfg.Reps)
-			if strings.HasPrefix(mode, "mipv6") {
-				cmd += fmt.Sprintf(" --mipv6-tha %v", cfg.THA)
-			}
-			cmd += " --out " + dir
-			cfg.progress("%s", cmd)
-			old := MIPv6HAProcessing
-			MIPv6HAProcessing = cfg.THA
-			s, err := Run(ctx, RunConfig{Scenario: g.scenario, Mode: mode, Traffic: g.traffic, Profile: prof, Reps: cfg.Reps,
-				Out: dir, BinDir: cfg.BinDir, Progress: cfg.Progress})
-			MIPv6HAProcessing = old
+			s, cmd, err := runner.run(ctx, g.scenario, mode, g.traffic)
 			if errors.Is(err, context.Canceled) {
 				return err
 			}
@@ -160,14 +268,17 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 		}
 		if len(modes) > 0 {
 			dir := filepath.Join(cfg.Out, "success")
-			cmd := fmt.Sprintf("ilnp-lab signalling --parts success --losses %g --success-modes %s --handoffs %d --mipv6-tha %v --out %s",
-				successLoss, strings.Join(modes, ","), cfg.Handoffs, cfg.THA, dir)
-			cfg.progress("%s", cmd)
-			sc := DefaultSignalling(dir, cfg.BinDir)
-			sc.Parts, sc.Losses, sc.SuccessModes, sc.Handoffs, sc.THA, sc.Progress = []string{"success"}, []float64{successLoss}, modes, cfg.Handoffs, cfg.THA, cfg.Progress
-			err := Signalling(ctx, sc)
-			if errors.Is(err, context.Canceled) {
-				return err
+			cmd := fmt.Sprintf("ilnp-lab signalling --parts success --losses %g,%g --success-modes %s --handoffs %d --mipv6-tha %v --out %s",
+				successLoss, attemptsLoss, strings.Join(modes, ","), cfg.Handoffs, cfg.THA, dir)
+			var err error
+			if !cfg.ReportOnly {
+				cfg.progress("%s", cmd)
+				sc := DefaultSignalling(dir, cfg.BinDir)
+				sc.Parts, sc.Losses, sc.SuccessModes, sc.Handoffs, sc.THA, sc.Progress = []string{"success"}, []float64{successLoss, attemptsLoss}, modes, cfg.Handoffs, cfg.THA, cfg.Progress
+				err = Signalling(ctx, sc)
+				if errors.Is(err, context.Canceled) {
+					return err
+				}
 			}
 			var res SignallingResults
 			if err == nil {
@@ -179,17 +290,96 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 			for _, m := range modes {
 				cells = append(cells, successCell(m, cmd, res, err))
 			}
+			for _, loss := range []float64{successLoss, attemptsLoss} {
+				for _, m := range modes {
+					cells = append(cells, attemptsCell(m, loss, cmd, res, err))
+				}
+			}
 		}
 	}
-	b, err := json.MarshalIndent(map[string]any{"config": map[string]any{"profile": cfg.ProfileName, "reps": cfg.Reps,
-		"handoffs": cfg.Handoffs, "modes": cfg.Modes, "rows": cfg.Rows, "tha_ms": float64(cfg.THA) / 1e6}, "cells": cells}, "", "  ")
+	figs := cfg.figures()
+	for _, f := range figs {
+		for _, tr := range f.Traffics() {
+			for _, sc := range cfg.Scenarios {
+				for _, mode := range cfg.Modes {
+					if f.RateScenario != "" && sc != f.RateScenario {
+						continue
+					}
+					if _, _, err := runner.run(ctx, sc, mode, tr); errors.Is(err, context.Canceled) {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if cfg.has(cfg.Rows, "fig3") && !cfg.ReportOnly {
+		if err := cfg.runFig315(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.has(cfg.Rows, "ch6") && !cfg.ReportOnly {
+		if err := cfg.runCh6(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.has(cfg.Rows, "seed004") && !cfg.ReportOnly {
+		if err := cfg.runSeed004(ctx, prof); err != nil {
+			return err
+		}
+	}
+	if cfg.has(cfg.Rows, "ch6") {
+		cells = append(cells, cfg.ch6Cells()...)
+	}
+	return WriteResults(cfg, cells)
+}
+
+// WriteResults writes results.json, results.md and the figures from the table's cells and
+// the runs under cfg.Out (what --report-only redoes, and what the tests feed recorded runs).
+func WriteResults(cfg ResultsConfig, cells []ResultsCell) error {
+	figs := cfg.figures()
+	runs := FigureRuns{Dir: ResultsRunDir(cfg.Out), Command: cfg.runCommand}
+	var figCells []FigureCell
+	drawErr := map[string]string{}
+	var files []string
+	for _, f := range figs {
+		fc := FigureCells(f, cfg.Scenarios, cfg.Modes, runs)
+		figCells = append(figCells, fc...)
+		if err := DrawFigure(cfg.Out, f, cfg.Scenarios, cfg.Modes, fc, runs); err != nil {
+			drawErr[f.ID] = err.Error()
+			continue
+		}
+		files = append(files, f.File())
+	}
+	doc := map[string]any{"config": map[string]any{"profile": cfg.ProfileName, "reps": cfg.Reps,
+		"handoffs": cfg.Handoffs, "modes": cfg.Modes, "rows": cfg.Rows, "tha_ms": float64(cfg.THA) / 1e6,
+		"scenarios": cfg.Scenarios, "quick": cfg.Quick}, "cells": cells, "figures": figCells, "figure_files": files}
+	md := ResultsMarkdown(cfg, cells)
+	if len(figs) > 0 {
+		md += "\n" + FiguresMarkdown(figs, cfg.Scenarios, cfg.Modes, figCells, runs, drawErr)
+	}
+	if cfg.has(cfg.Rows, "fig3") && len(cfg.fig315Modes()) > 0 {
+		fc := Fig315Cells(cfg)
+		err := DrawFig315(cfg, fc)
+		if err == nil {
+			files = append(files, "fig-3.15.png")
+		}
+		md += "\n" + Fig315Markdown(cfg, fc, Table35(cfg), err)
+		doc["fig_3_15"], doc["table_3_5"], doc["figure_files"] = fc, Table35(cfg), files
+	}
+	if cfg.has(cfg.Rows, "seed004") {
+		sf, notes := cfg.DrawSeed004()
+		files = append(files, sf...)
+		doc["figure_files"] = files
+		md += "\n" + cfg.Seed004Markdown(sf, notes)
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(cfg.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(cfg.Out, "results.md"), []byte(ResultsMarkdown(cfg, cells)), 0o644)
+	return os.WriteFile(filepath.Join(cfg.Out, "results.md"), []byte(md), 0o644)
 }
 
 func runCell(label, mode, cmd string, s summary.Summary, key string, runErr error, tha time.Duration) ResultsCell {
@@ -256,6 +446,9 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Results (`ilnp-lab results`, profile %s, %d repetitions per run, %d exchanges per success rate)\n\n",
 		cfg.ProfileName, cfg.Reps, cfg.Handoffs)
+	if cfg.Quick {
+		fmt.Fprintf(&b, "A `--quick` check (scenarios %s of the figures): not the thesis's 10 repetitions of 30-s flows.\n\n", strings.Join(cfg.Scenarios, ", "))
+	}
 	if len(cfg.Modes) < len(ResultsModes) || len(cfg.Rows) < len(ResultsRows) {
 		fmt.Fprintf(&b, "Narrowed table: modes %s, rows %s.\n\n", strings.Join(cfg.Modes, ", "), strings.Join(cfg.Rows, ", "))
 	}
@@ -278,6 +471,12 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 		}
 	}
 	thesis[fmt.Sprintf("handoff success at %g %% loss, first try", successLoss*100)] = "eq. 19: 0.81, eq. 17: 0.656"
+	thesis[attemptsLabel(successLoss)] = "ILNP (overlay, 10-20 %): 1.1-1.4"
+	thesis[attemptsLabel(attemptsLoss)] = "ILNP (overlay, 10-20 %): 1.1-1.4"
+	for _, sc := range ScenarioNames {
+		l := fmt.Sprintf("handoff delay, one LU/BU lost (%s)", sc)
+		thesis[l] = ch6Thesis(l)
+	}
 	byRow := map[string]map[string]ResultsCell{}
 	for _, c := range cells {
 		if byRow[c.Row] == nil {
@@ -305,7 +504,7 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	if len(sources) > 0 {
-		b.WriteString("\nWhere the MIPv6 delays come from:\n\n" + strings.Join(sources, "\n") + "\n")
+		b.WriteString("\nWhere the delays come from (MIPv6: the HA's DAD and the round trips; one LU/BU lost: the thesis's and the analytic value):\n\n" + strings.Join(sources, "\n") + "\n")
 	}
 	b.WriteString("\nCommands:\n\n")
 	for i, c := range commands {

@@ -24,6 +24,7 @@ import (
 	"ilnp/lab/pcap"
 	"ilnp/lab/plots"
 	"ilnp/lab/summary"
+	"ilnp/lab/window"
 )
 
 // Profile is a movement timing: the thesis's 30-s flows, or a scaled-down one for tests.
@@ -47,6 +48,10 @@ type RunConfig struct {
 	Profile  Profile
 	Reps     int
 	Access   string // shape of the MN's access links (default wlan)
+	// AccessR2, AccessR3: one access link's shape each (empty: Access; lab/access.go).
+	AccessR2, AccessR3 string
+	// Cycle repeats the move every Cycle after Enter, back and forth (thesis 3.3; cycle.go).
+	Cycle time.Duration
 	// Rendezvous is how the CN finds the MN in ILNP modes: "hosts" or "dns" (lab/dns.go);
 	// empty: DefaultRendezvous.
 	Rendezvous string
@@ -135,6 +140,12 @@ func (c *RunConfig) Validate() error {
 		return err
 	}
 	if err := c.validFamilies(); err != nil {
+		return err
+	}
+	if err := c.validAccess(); err != nil {
+		return err
+	}
+	if err := c.validCycle(); err != nil {
 		return err
 	}
 	if c.DoubleJump && !DoubleJumpModes[c.Mode] {
@@ -259,11 +270,17 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	}()
 	progress("building testbed")
 	rendezvous := effectiveRendezvous(cfg)
-	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access,
+	topo, err := Build(ctx, TopologyConfig{Scenario: Scenarios[cfg.Scenario], Access: cfg.Access, AccessR2: cfg.AccessR2, AccessR3: cfg.AccessR3,
 		RAMin: prof.RAMin, RAMax: prof.RAMax, Dir: dir, Rendezvous: rendezvous, DoubleJump: cfg.DoubleJump,
 		Families: cfg.Families})
 	if err != nil {
 		return res, err
+	}
+	if !tr.UDP {
+		if err := topo.ClampWindow(window.ThesisBytes); err != nil {
+			topo.Close()
+			return res, err
+		}
 	}
 	meta := RunMeta{Scenario: cfg.Scenario, Mode: cfg.Mode, Traffic: cfg.Traffic, Profile: prof.Name, Rep: rep,
 		Namespaces: "ilab-" + topo.ID + "-*", EnterS: prof.Enter.Seconds(), LeaveS: prof.Leave.Seconds(), DurationS: prof.Duration.Seconds(),
@@ -418,6 +435,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if cfg.Multihome {
 		entered, left = true, true // no movement
 	}
+	cycle := newHandoffCycle(cfg)
 	for {
 		el := time.Since(t0Wall)
 		for len(pending) > 0 && el >= pending[0].At {
@@ -468,6 +486,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			meta.recordMoves(moves, t0Wall)
 			meta.LeaveAtS, left = time.Since(t0Wall).Seconds(), true
 		}
+		if cycle != nil && left {
+			if err := cycle.step(topo, el, &meta, events); err != nil {
+				return res, err
+			}
+		}
 		phase := "in L2"
 		switch {
 		case cfg.Multihome:
@@ -511,6 +534,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			cwndNote = serr.Error()
 		}
 		writeJSON(filepath.Join(dir, "cwnd.json"), cwndSamples)
+		writeJSON(filepath.Join(dir, "window.json"), topo.windowReport(cwndSamples))
 	}
 	progress("collecting")
 	server.Stop(2 * time.Second)
@@ -622,6 +646,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		}
 	}
 	writeJSON(filepath.Join(dir, "result.json"), res)
+	if c := cycle.report(cfg, measureInputs{in.MN, in.CN, t0Wall, in.MNNID, in.CNNID}); c != nil {
+		writeJSON(filepath.Join(dir, "cycle.json"), c)
+	}
 	if err := runPlots(cfg, dir, rep, res); err != nil {
 		return res, err
 	}

@@ -238,7 +238,11 @@ type SuccessRow struct {
 	// Eventually (acked at all).
 	Eventually      int     `json:"eventually"`
 	AnalyticRetries float64 `json:"analytic_retries"`
-	Error           string  `json:"error,omitempty"`
+	// Attempts is every LU (BU) sent over the exchanges, retransmissions included;
+	// AttemptsPerExchange the mean (thesis 3.3's and ch. 6's LUs per handoff).
+	Attempts            int     `json:"attempts"`
+	AttemptsPerExchange float64 `json:"attempts_per_exchange"`
+	Error               string  `json:"error,omitempty"`
 }
 
 func columnOf(mode string) (analysis.Column, bool) {
@@ -677,9 +681,11 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 		if x.Acked {
 			row.Eventually++
 		}
+		row.Attempts += x.Attempts
 	}
 	if row.Exchanges > 0 {
 		row.Rate = float64(row.FirstTry) / float64(row.Exchanges)
+		row.AttemptsPerExchange = float64(row.Attempts) / float64(row.Exchanges)
 	}
 	row.CILow, row.CIHigh = wilson(row.FirstTry, row.Exchanges)
 	return row, nil

@@ -18,6 +18,7 @@ import (
 	"ilnp/lab/linkemu"
 	"ilnp/lab/netns"
 	"ilnp/lab/ping"
+	"ilnp/lab/window"
 )
 
 // Identifiers (the NID half of every address): the MN's is the thesis's example.
@@ -92,6 +93,9 @@ type TopologyConfig struct {
 	// Families is the address family of the MN's access networks (lab/families.go; empty:
 	// ipv6-ipv6, today's testbed).
 	Families Families
+	// AccessR2 and AccessR3 shape one access link each (empty: Access), e.g. thesis 3.3's
+	// WiFi on R2 and 3G on R3.
+	AccessR2, AccessR3 string
 }
 
 // Topology is a built testbed. Close tears all of it down and may be called more than once.
@@ -104,6 +108,7 @@ type Topology struct {
 	Named                     *DNSServer // only with Rendezvous "dns"
 	all                       []*netns.NS
 	emu                       *Proc
+	window                    *window.Clamp // iperf3's TCP window (lab/window.go)
 	mu                        sync.Mutex
 	procs                     []*Proc
 	closed                    bool
@@ -298,8 +303,8 @@ func (t *Topology) emulatedLinks() []emulated {
 	links := []emulated{
 		{t.R1, "r1-r2", t.R2, "r2-r1", "r1r2a", "r1r2b", sc.R2Link},
 		{t.R1, "r1-r3", t.R3, "r3-r1", "r1r3a", "r1r3b", sc.R3Link},
-		{t.R2, "r2-mn", t.MN, IfMNR2, "r2mna", "r2mnb", t.Cfg.Access},
-		{t.R3, "r3-mn", t.MN, IfMNR3, "r3mna", "r3mnb", t.Cfg.Access},
+		{t.R2, "r2-mn", t.MN, IfMNR2, "r2mna", "r2mnb", cmpOr(t.Cfg.AccessR2, t.Cfg.Access)},
+		{t.R3, "r3-mn", t.MN, IfMNR3, "r3mna", "r3mnb", cmpOr(t.Cfg.AccessR3, t.Cfg.Access)},
 	}
 	if t.Cfg.DoubleJump {
 		links = append(links, t.cnAccessLinks()...)
@@ -524,7 +529,7 @@ func (t *Topology) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, unmountUnder(t.Cfg.Dir), t.closeDNS())
+	errs = append(errs, unmountUnder(t.Cfg.Dir), t.closeDNS(), t.window.Close())
 	return errors.Join(errs...)
 }
 

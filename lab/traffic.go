@@ -26,6 +26,8 @@ type Traffic struct {
 var Traffics = map[string]Traffic{
 	"udp-voip": {Name: "udp-voip", UDP: true, RateBps: 64e3, Length: 300, Bidir: true,
 		Describe: "UDP 64 kbit/s, 300-byte datagrams, both directions (Skype VoIP)"},
+	"udp-video": {Name: "udp-video", UDP: true, RateBps: 250e3, Length: 1000, Bidir: true,
+		Describe: "UDP 250 kbit/s, 1000-byte datagrams, both directions (thesis 3.3's mobile YouTube video)"},
 	"udp-hd": {Name: "udp-hd", UDP: true, RateBps: 2350e3, Length: 1300, Bidir: true,
 		Describe: "UDP 2350 kbit/s, 1300-byte datagrams, both directions (Netflix HD video)"},
 	"tcp": {Name: "tcp", Window: "320K", Congestion: "cubic",

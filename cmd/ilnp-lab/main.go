@@ -97,7 +97,7 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ilnp-lab run --scenario %s --mode %s --traffic %s [--congestion cubic|hybla|veno|bbr]
                [--profile thesis|quick] [--reps N] [--duration 30s --enter 5s --leave 20s]
-               [--access wlan] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
+               [--access wlan] [--access-r2 SHAPE --access-r3 SHAPE] [--cycle 9s] [--bin DIR] [--mipv6-tha 0] [--rendezvous hosts|dns] [--tcp-aware on|off]
                [--double-jump] [--families %s] --out DIR
   ilnp-lab matrix --out DIR [--reps 3] [--profile thesis] [--scenarios ...] [--modes ...] [--traffics ...] [--congestions cubic,hybla,veno]
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
@@ -106,7 +106,8 @@ func usage() {
   ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
-  ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success]
+  ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success,fig4,fig5]
+                  [--scenarios ...] [--quick] [--report-only]
                   (README's results table into DIR/results.md, each figure with its command, n and 95 %% interval; hours)
   ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
                   (moves L2 <-> L3 under TCP and UDP, soft and hard; DIR/soak.json)
@@ -214,6 +215,9 @@ func cmdRun(ctx context.Context, args []string) error {
 		return nil
 	})
 	families := fs.String("families", "", "issue 14: the MN's access networks' address families, L2-L3: ipv6-ipv6 (default, today's testbed), ipv6-ipv4nat, ipv4nat-ipv6 or ipv4nat-ipv4nat (IPv4 only behind a NAT in R2/R3; ilnp-soft and ilnp-hard only); runs gain handover_ms and report.md the table beside HIP's")
+	accessR2 := fs.String("access-r2", "", "shape of the MN's access link to R2 alone (default: --access)")
+	accessR3 := fs.String("access-r3", "", "shape of the MN's access link to R3 alone (default: --access)")
+	cycle := fs.Duration("cycle", 0, "thesis 3.3: hand off back and forth every CYCLE after --enter, the old link down --leave minus --enter after each (e.g. --cycle 9s --enter 9s --leave 14s --duration 75s); rep-N/cycle.json")
 	_ = fs.Parse(args)
 	prof, err := c.timing()
 	if err != nil {
@@ -232,7 +236,8 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	cfg := lab.RunConfig{Scenario: *scenario, Mode: *mode, Traffic: *traffic, Profile: prof, Reps: c.reps,
 		Access: c.access, Out: c.out, Progress: os.Stderr, Congestion: *congestion, TCPAware: aware, DoubleJump: *doubleJump,
-		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam, RealPaths: paths}
+		Multihome: *multihome, Fails: fails, Policy: *policy, Families: fam, RealPaths: paths,
+		AccessR2: *accessR2, AccessR3: *accessR3, Cycle: *cycle}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -414,14 +419,39 @@ func cmdResults(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", d.Reps, "repetitions per run")
 	handoffs := fs.Int("handoffs", d.Handoffs, "signalling exchanges per mode for the success rate")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "table columns")
-	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success")
+	rows := fs.String("rows", strings.Join(d.Rows, ","), "table rows: lan-udp, wan-tcp, success; fig4, fig5: the runs and PNGs of the thesis's figs. 4.4-4.7 and 5.4-5.11")
 	tha := fs.Duration("mipv6-tha", 0, "mipv6 modes: T_HA on top of the HA's DAD (default 0)")
+	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "scenarios of the figures' runs")
+	quick := fs.Bool("quick", false, "a check under 20 minutes: profile quick, 1 rep, scenarios lan-lan,wan-wan, 10 exchanges per loss (flags given beside it still apply)")
+	reportOnly := fs.Bool("report-only", false, "redraw results.md, results.json and fig-*.png from the runs already in --out")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return fmt.Errorf("--out is required")
 	}
 	cfg := lab.DefaultResults(*out, *bin)
-	cfg.ProfileName, cfg.Reps, cfg.Handoffs, cfg.Modes, cfg.Rows, cfg.THA, cfg.Progress = *profile, *reps, *handoffs, split(*modes), split(*rows), *tha, os.Stderr
+	if *quick {
+		cfg = lab.QuickResults(*out, *bin)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "profile":
+			cfg.ProfileName = *profile
+		case "reps":
+			cfg.Reps = *reps
+		case "handoffs":
+			cfg.Handoffs = *handoffs
+		case "scenarios":
+			cfg.Scenarios = split(*scenarios)
+		}
+	})
+	cfg.Modes, cfg.Rows, cfg.THA, cfg.Progress, cfg.ReportOnly = split(*modes), split(*rows), *tha, os.Stderr, *reportOnly
+	if *reportOnly {
+		if err := lab.Results(ctx, cfg); err != nil {
+			return err
+		}
+		fmt.Printf("results: %s\n", filepath.Join(*out, "results.md"))
+		return nil
+	}
 	c := common{out: *out, bin: *bin}
 	var err error
 	if cfg.BinDir, err = c.binaries(append(cfg.Modes, "ilnp-soft")); err != nil {

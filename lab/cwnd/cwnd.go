@@ -28,6 +28,12 @@ type Sample struct {
 	Lost         uint32 `json:"lost"`
 	TotalRetrans uint32 `json:"total_retrans"`
 	BytesAcked   uint64 `json:"bytes_acked"`
+	// SndMSS and SndWnd: the sender's MSS and the window the receiver advertised (bytes):
+	// Unacked * SndMSS is the data in flight (lab/window's clamp bounds it).
+	SndMSS uint32 `json:"snd_mss,omitempty"`
+	SndWnd uint32 `json:"snd_wnd,omitempty"`
+	// RTOus is the sender's retransmission timeout (tcpi_rto, µs): seed 004's fig. 13.
+	RTOus uint32 `json:"rto_us,omitempty"`
 }
 
 // Conn is one socket of a sock_diag dump, as pick sees it.
@@ -53,7 +59,8 @@ func Pick(conns []Conn, port uint16, mono int64) (Sample, bool) {
 		return Sample{}, false
 	}
 	return Sample{MonoNS: mono, Cwnd: best.Snd_cwnd, Ssthresh: best.Snd_ssthresh, CaState: best.Ca_state,
-		Unacked: best.Unacked, Lost: best.Lost, TotalRetrans: best.Total_retrans, BytesAcked: best.Bytes_acked}, true
+		Unacked: best.Unacked, Lost: best.Lost, TotalRetrans: best.Total_retrans, BytesAcked: best.Bytes_acked,
+		SndMSS: best.Snd_mss, SndWnd: best.Snd_wnd, RTOus: best.Rto}, true
 }
 
 // Sampler samples one namespace's data connection until stopped.

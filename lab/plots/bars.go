@@ -16,6 +16,9 @@ import (
 type BarSeries struct {
 	Label      string
 	Values, CI []float64
+	// Ref, when set, is a reference value per group (NaN: none), drawn as a black marker
+	// beside the series' bar (the thesis's value next to ours).
+	Ref []float64
 }
 
 type errPoints struct {
@@ -34,8 +37,18 @@ func (e *errPoints) add(x, y, half float64) {
 // GroupedBars draws one cluster of bars per group (x axis labelled by groups), one colour per
 // series, with 95 % error bars.
 func GroupedBars(path, title, ylabel string, groups []string, series []BarSeries) error {
+	p, err := barPlot(path, title, ylabel, groups, series)
+	if err != nil {
+		return err
+	}
+	width := max(6, 0.9*float64(len(groups))+2)
+	return p.Save(vg.Length(width)*vg.Inch, 4.5*vg.Inch, path)
+}
+
+// barPlot builds GroupedBars' plot (path only names it in errors).
+func barPlot(path, title, ylabel string, groups []string, series []BarSeries) (*plot.Plot, error) {
 	if len(groups) == 0 || len(series) == 0 {
-		return fmt.Errorf("grouped bars %s: nothing to draw", path)
+		return nil, fmt.Errorf("grouped bars %s: nothing to draw", path)
 	}
 	p := plot.New()
 	p.Title.Text = title
@@ -44,9 +57,10 @@ func GroupedBars(path, title, ylabel string, groups []string, series []BarSeries
 	const span = 0.8
 	w := span / float64(len(series))
 	ymax := 0.0
+	var refLegend *plotter.Scatter // the legend's "thesis" entry, after the series
 	for j, s := range series {
-		if len(s.Values) != len(groups) || (s.CI != nil && len(s.CI) != len(groups)) {
-			return fmt.Errorf("grouped bars %s: series %s has %d values for %d groups", path, s.Label, len(s.Values), len(groups))
+		if len(s.Values) != len(groups) || (s.CI != nil && len(s.CI) != len(groups)) || (s.Ref != nil && len(s.Ref) != len(groups)) {
+			return nil, fmt.Errorf("grouped bars %s: series %s has %d values for %d groups", path, s.Label, len(s.Values), len(groups))
 		}
 		var eb errPoints
 		var legend *plotter.Polygon
@@ -57,7 +71,7 @@ func GroupedBars(path, title, ylabel string, groups []string, series []BarSeries
 			x0 := float64(i) - span/2 + float64(j)*w
 			bar, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x0 + w, Y: 0}, {X: x0 + w, Y: v}, {X: x0, Y: v}})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			bar.Color = plotutil.Color(j)
 			bar.LineStyle.Width = vg.Points(0.5)
@@ -76,14 +90,29 @@ func GroupedBars(path, title, ylabel string, groups []string, series []BarSeries
 		if eb.Len() > 0 {
 			e, err := plotter.NewYErrorBars(eb)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			p.Add(e)
 		}
+		if r, err := refMarks(s.Ref, j, span, w); err != nil {
+			return nil, err
+		} else if r != nil {
+			p.Add(r)
+			for _, v := range s.Ref {
+				if !math.IsNaN(v) {
+					ymax = max(ymax, v)
+				}
+			}
+			if refLegend == nil {
+				refLegend = r
+			}
+		}
+	}
+	if refLegend != nil {
+		p.Legend.Add("thesis", refLegend)
 	}
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	p.Y.Min, p.Y.Max = 0, max(ymax*1.15, 1)
-	width := max(6, 0.9*float64(len(groups))+2)
-	return p.Save(vg.Length(width)*vg.Inch, 4.5*vg.Inch, path)
+	return p, nil
 }

@@ -324,7 +324,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		key.remote_nid = pkt.ip6.src_nid;
 		sess = bpf_map_lookup_elem(&sessions, &key);
 		if (sess && sess->remote_nonce_len) {
-			if (!ilnp_adopt_shared_nonce(&key, sess, &pkt, 1)) {
+			if (!ilnp_adopt_shared_nonce(&key, sess, &pkt, &nk)) {
 				ilnp_count(ILNP_C_IN_BAD_NONCE);
 				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 				return TCX_DROP;

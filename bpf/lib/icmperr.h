@@ -84,11 +84,11 @@ static __always_inline struct ilnp_session *ilnp_quote_session(struct __sk_buff 
  * inserted (the kernel's PMTU is for the view). Below the IPv6 minimum the kernel ignores it. */
 static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp_pkt *pkt,
 					      const struct ilnp_session *sess,
-					      const struct ilnp_quote *q, __u32 hdr_len)
+					      const struct ilnp_quote *q, __u32 hdr_len,
+					      __be64 *from, __be64 *to)
 {
 	__u32 l4 = pkt->l4_off;
 	__be32 mtu_old, mtu_new;
-	__be64 from[4], to[4];
 	__u16 csum;
 	__u32 mtu;
 	__s64 diff;
@@ -106,7 +106,7 @@ static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp
 	to[1] = sess->local_view;
 	to[2] = sess->remote_view;
 	to[3] = (__be64)mtu_new;
-	diff = bpf_csum_diff((__be32 *)from, sizeof(from), (__be32 *)to, sizeof(to), 0);
+	diff = bpf_csum_diff((__be32 *)from, 4 * sizeof(*from), (__be32 *)to, 4 * sizeof(*to), 0);
 	if (diff < 0)
 		return -1;
 	csum = ~ilnp_csum_fold64((__u64)(__u16)~csum + (__u32)diff);
@@ -120,26 +120,37 @@ static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp
 	return 0;
 }
 
+_Static_assert(sizeof(struct ilnp_quote) <= sizeof(((struct ilnp_icmperr_scratch *)0)->quote),
+	       "icmperr_scratch's quote holds a struct ilnp_quote");
+
 /* An ICMPv6 error without a nonce of its own (ilnp_ingress_plain). Only called for Packet Too
- * Big and Parameter Problem code 2, so data packets never come here. */
-static __always_inline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pkt *pkt)
+ * Big and Parameter Problem code 2, so data packets never come here. A subprogram with its
+ * working memory in icmperr_scratch: inlined, it would take the ingress past the verifier's
+ * 512-byte stack. */
+static __noinline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pkt *pkt)
 {
 	const __u8 *addrs = (const __u8 *)&pkt->ip6.src_l64;
+	struct ilnp_icmperr_scratch *w;
 	struct ilnp_session *sess;
-	struct ilnp_quote q = {};
-	__u32 hdr_len = 0, pointer;
+	struct ilnp_quote *qp;
+	__u32 hdr_len = 0, pointer, zero = 0;
 
-	sess = ilnp_quote_session(skb, pkt, &q, &hdr_len);
+	w = bpf_map_lookup_elem(&icmperr_scratch, &zero);
+	if (!w)
+		return ILNP_ICMPERR_NOT_OURS;
+	__builtin_memset(w->quote, 0, sizeof(w->quote));
+	qp = (struct ilnp_quote *)w->quote;
+	sess = ilnp_quote_session(skb, pkt, qp, &hdr_len);
 	if (!sess)
 		return ILNP_ICMPERR_NOT_OURS;
-	if (!ilnp_nonce_eq(sess->local_nonce, sess->local_nonce_len, q.opt.nonce, q.opt.opt_len)) {
+	if (!ilnp_nonce_eq(sess->local_nonce, sess->local_nonce_len, qp->opt.nonce, qp->opt.opt_len)) {
 		/* Not an answer to our packet: a forged error must not shrink the MSS or end ILNP. */
 		ilnp_count(ILNP_C_IN_ICMP_ERROR_BAD_NONCE);
-		ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
+		ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, qp->ip6.src_nid, qp->ip6.dst_nid, addrs);
 		return ILNP_ICMPERR_DROP;
 	}
 	if (pkt->icmp_type == ILNP_ICMPV6_PKT_TOO_BIG) {
-		if (ilnp_ptb_translate(skb, pkt, sess, &q, hdr_len) < 0) {
+		if (ilnp_ptb_translate(skb, pkt, sess, qp, hdr_len, w->from, w->to) < 0) {
 			ilnp_count(ILNP_C_IN_ERRORS);
 			return ILNP_ICMPERR_DROP;
 		}
@@ -157,13 +168,13 @@ static __always_inline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pk
 	sess->flags |= ILNP_SESS_IPV6_FALLBACK;
 	/* Sessions opened to the same address later start as plain IPv6 too (ilnp_new_initiator
 	 * copies the peer's flags), until the daemon registers the peer again. */
-	struct ilnp_peer_key pk = {.l64 = sess->remote_view, .nid = q.ip6.dst_nid};
+	struct ilnp_peer_key pk = {.l64 = sess->remote_view, .nid = qp->ip6.dst_nid};
 	struct ilnp_peer *peer = bpf_map_lookup_elem(&peers, &pk);
 
 	if (peer)
 		peer->flags |= ILNP_SESS_IPV6_FALLBACK;
 	ilnp_count(ILNP_C_IN_PARAM_PROBLEMS);
-	ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, q.ip6.src_nid, q.ip6.dst_nid, addrs);
+	ilnp_emit(ILNP_EV_PARAM_PROBLEM, skb->ifindex, qp->ip6.src_nid, qp->ip6.dst_nid, addrs);
 	return ILNP_ICMPERR_DROP;
 }
 

@@ -341,6 +341,21 @@ struct {
 	__type(value, struct ilnp_session);
 } scratch SEC(".maps");
 
+/* ICMPv6 errors about our own packets (icmperr.h) are rare and their quoted header, address
+ * copies and checksum arrays would not fit on the ingress program's stack beside the rest. */
+struct ilnp_icmperr_scratch {
+	__u8 quote[64]; /* struct ilnp_quote */
+	__be64 from[4];
+	__be64 to[4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_icmperr_scratch);
+} icmperr_scratch SEC(".maps");
+
 /* ---- encap (issue 14): ILNPv6 in UDP/IPv4 across IPv4-only networks and NAT, bpf/lib/encap.h ---- */
 
 /* ilnp_encap_config.flags */

@@ -79,8 +79,7 @@ struct ilnp_pkt {
 	__u8 malformed;        /* enum ilnp_malformed */
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 tcp_flags;
-	__u8 pad[2];
+	__u8 pad[3];
 	__u8 nonce[ILNP_NONCE_MAX];
 };
 
@@ -255,7 +254,7 @@ upper:
 	}
 	switch (nh) {
 	case ILNP_NH_TCP:
-		if (off + 20 > end || bpf_skb_load_bytes(skb, off + 13, &pkt->tcp_flags, 1) < 0)
+		if (off + 20 > end)
 			pkt->malformed = ILNP_BAD_L4;
 		break;
 	case ILNP_NH_UDP:

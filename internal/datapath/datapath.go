@@ -134,6 +134,12 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if opts.PinDir != "" && !fresh {
+		if err := d.reflagSessions(); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
+	}
 	if fresh {
 		if err := writeLayout(opts.PinDir, layout); err != nil {
 			d.objs.Close()
@@ -458,13 +464,16 @@ func (d *Datapath) PutSession(s Session) error {
 	defer d.mu.Unlock()
 	k := sessionKey(s.LocalNID, s.RemoteNID)
 	var v ilnpBPFIlnpSession
+	exists := false
 	if err := d.objs.Sessions.Lookup(k, &v); err == nil {
+		exists = true
 		if old := nonceFrom(v.RemoteNonce, v.RemoteNonceLen); !old.IsZero() && old != s.RemoteNonce {
 			_ = d.objs.NonceIndex.Delete(nonceKey(s.RemoteNID, old))
 		}
 	} else {
 		v = ilnpBPFIlnpSession{CreatedNs: MonotonicNs()}
 	}
+	mapFlags := SessionFlags(v.Flags) & sessionMapFlags
 	v.LocalView = be64(uint64(s.LocalView))
 	v.RemoteView = be64(uint64(s.RemoteView))
 	v.LocalLocator = be64(uint64(s.LocalLocator))
@@ -474,7 +483,10 @@ func (d *Datapath) PutSession(s Session) error {
 	copy(v.LocalNonce[:], s.LocalNonce.Bytes())
 	v.RemoteNonce, v.RemoteNonceLen = [12]uint8{}, uint8(s.RemoteNonce.Len())
 	copy(v.RemoteNonce[:], s.RemoteNonce.Bytes())
-	v.Flags = uint32(s.Flags)
+	if !exists {
+		mapFlags = d.mapFlagsOf(k, &v)
+	}
+	v.Flags = uint32(s.Flags&^sessionMapFlags | mapFlags)
 	if err := d.objs.Sessions.Put(k, &v); err != nil {
 		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
 	}

@@ -83,7 +83,15 @@ const (
 	// SessionRemotePinned: the session's packets go to the remote locator SetSessionsRemote
 	// pins them on, its Locator Updates and their ACKs to the active one.
 	SessionRemotePinned SessionFlags = 1 << 7
+	// SessionMultipath and SessionUnverified are kept by the datapath package while the
+	// session has a multipath entry (SetMultipath) or an unverified locator (PutUnverified):
+	// the packet path reads those maps only for sessions flagged so. PutSession keeps them.
+	SessionMultipath  SessionFlags = 1 << 8
+	SessionUnverified SessionFlags = 1 << 9
 )
+
+// sessionMapFlags are the flags that mirror other maps' entries (datapath-kept).
+const sessionMapFlags = SessionMultipath | SessionUnverified
 
 var sessionFlagNames = []struct {
 	f    SessionFlags
@@ -92,6 +100,7 @@ var sessionFlagNames = []struct {
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
 	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
+	{SessionMultipath, "multipath"}, {SessionUnverified, "unverified"},
 }
 
 // String lists the flags, comma separated ("" for none).

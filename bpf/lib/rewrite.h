@@ -115,11 +115,9 @@ static __always_inline int ilnp_decap(struct __sk_buff *skb, struct ilnp_pkt *pk
 	pkt->ip6.dst_l64 = dst;
 	if (pkt->nonce_strippable) {
 		__u32 len = pkt->nonce_hdr_len;
-		__u8 next;
+		__u8 next = pkt->nonce_hdr_next;
 
 		if (len < 8 || len > ILNP_DO_SCAN)
-			return -1;
-		if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF + ILNP_IP6_HLEN, &next, 1) < 0)
 			return -1;
 		if (bpf_skb_adjust_room(skb, -(__s32)len, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO) < 0)
 			return -1;

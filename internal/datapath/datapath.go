@@ -45,7 +45,8 @@ type Options struct {
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
 	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
-	// map of embryonic responder sessions (bpf/lib/maps.h embryos); 0: 65536.
+	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and the least size of the
+	// LRU map of locator pairs (paths, 16384 otherwise); 0: 65536 (paths 16384).
 	SessionTableSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
 	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
@@ -87,6 +88,11 @@ func Load(opts Options) (*Datapath, error) {
 	if opts.SessionTableSize != 0 {
 		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
 			spec.Maps[name].MaxEntries = opts.SessionTableSize
+		}
+		// Every proven session counts at least one locator pair: a smaller paths map evicts
+		// pairs in use, and each of their packets then inserts its pair again.
+		if m := spec.Maps["paths"]; m.MaxEntries < opts.SessionTableSize {
+			m.MaxEntries = opts.SessionTableSize
 		}
 	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)

@@ -175,9 +175,13 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 {
 	__u32 off = ILNP_IP6_OFF + ILNP_IP6_HLEN;
 	__u32 end; /* the packet ends where its payload length says, not where the buffer does */
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	__u8 nh;
 
-	if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF, &pkt->ip6, sizeof(pkt->ip6)) < 0)
+	/* In place when the linear data holds the fixed header (no helper call). */
+	if (data + ILNP_IP6_OFF + sizeof(pkt->ip6) <= data_end)
+		__builtin_memcpy(&pkt->ip6, data + ILNP_IP6_OFF, sizeof(pkt->ip6));
+	else if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF, &pkt->ip6, sizeof(pkt->ip6)) < 0)
 		return -1;
 	if ((bpf_ntohl(pkt->ip6.vtcfl) >> 28) != 6)
 		return -1;

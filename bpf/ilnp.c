@@ -129,7 +129,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	if (!lu)
 		remote = ilnp_remote_pinned(&key, sess, remote);
 
-	ilnp_multipath_pair(skb, &pkt, &key, &local, &remote);
+	ilnp_multipath_pair(skb, &pkt, &key, sess, &local, &remote);
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
 	if (probe)
@@ -163,12 +163,14 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_ERRORS);
 		return TCX_DROP;
 	}
+	__u64 now = bpf_ktime_get_coarse_ns();
+
 	if (!probe) {
 		__sync_fetch_and_add(&sess->tx_packets, 1);
-		sess->last_tx_ns = bpf_ktime_get_coarse_ns();
+		sess->last_tx_ns = now;
 	}
 	if (ilnp_path_proven(sess))
-		ilnp_path_tx(&key, local, remote, skb->len, probe);
+		ilnp_path_tx(&key, local, remote, skb->len, probe, now);
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
@@ -399,13 +401,15 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_count(ILNP_C_IN_ERRORS);
 		return TCX_DROP;
 	}
+	__u64 now = bpf_ktime_get_coarse_ns();
+
 	if (!probe) {
 		__sync_fetch_and_add(&sess->rx_packets, 1);
-		sess->last_rx_ns = bpf_ktime_get_coarse_ns();
+		sess->last_rx_ns = now;
 	}
 	if (ilnp_path_proven(sess))
-		ilnp_path_rx(&key, wire_local, wire_remote, skb->len);
-	ilnp_unverified_received(&key, wire_src, skb->len);
+		ilnp_path_rx(&key, wire_local, wire_remote, skb->len, now);
+	ilnp_unverified_received(&key, sess, wire_src, skb->len);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	if (rx->state == ILNP_ENCAP_RX_DECAP)

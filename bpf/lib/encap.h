@@ -232,6 +232,10 @@ static __always_inline int ilnp_encap_ingress(struct __sk_buff *skb, struct ilnp
 	__u32 tot, udp_len;
 	__s64 sum;
 
+	/* skb->protocol is the EtherType the kernel took from the frame: native IPv6 leaves
+	 * without a helper call. */
+	if (skb->protocol != bpf_htons(ILNP_ETH_P_IP))
+		return 0;
 	if (bpf_skb_load_bytes(skb, ILNP_ETH_HLEN - 2, &proto, 2) < 0 || proto != bpf_htons(ILNP_ETH_P_IP))
 		return 0;
 	ec = ilnp_encap_get_config();

@@ -95,6 +95,10 @@ enum ilnp_session_flag {
 	ILNP_SESS_EMBRYONIC = 1 << 6,     /* responder this host has not answered yet (embryos) */
 	ILNP_SESS_REMOTE_PINNED = 1 << 7, /* sends to remote_pins' locator, LUs to remote_active */
 	ILNP_SESS_SHARED_NONCE = 1 << 8,  /* peer sends our nonce back (FreeBSD ILNP, dialect.h) */
+	/* Set by the daemon while the session has an entry in multipath / in unverified: the
+	 * packet path looks those maps up only for sessions flagged so. */
+	ILNP_SESS_MULTIPATH = 1 << 9,
+	ILNP_SESS_UNVERIFIED = 1 << 10,
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */

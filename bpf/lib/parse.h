@@ -79,17 +79,21 @@ struct ilnp_pkt {
 	__u8 malformed;        /* enum ilnp_malformed */
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 tcp_flags;
+	__u8 nonce_hdr_next;   /* Next Header of the nonce's header when nonce_strippable */
 	__u8 pad[2];
 	__u8 nonce[ILNP_NONCE_MAX];
 };
 
-/* Returns 0 for IPv6 in Ethernet, -1 otherwise. */
+/* Returns 0 for IPv6 in Ethernet, -1 otherwise. The EtherType is read in place when the
+ * linear part holds it (no helper call). */
 static __always_inline int ilnp_is_ipv6(struct __sk_buff *skb)
 {
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	__be16 proto;
 
-	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) < 0)
+	if (data + ILNP_ETH_HLEN <= data_end)
+		proto = *(__be16 *)(data + 12);
+	else if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) < 0)
 		return -1;
 	return proto == bpf_htons(ILNP_ETH_P_IPV6) ? 0 : -1;
 }
@@ -171,9 +175,13 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 {
 	__u32 off = ILNP_IP6_OFF + ILNP_IP6_HLEN;
 	__u32 end; /* the packet ends where its payload length says, not where the buffer does */
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	__u8 nh;
 
-	if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF, &pkt->ip6, sizeof(pkt->ip6)) < 0)
+	/* In place when the linear data holds the fixed header (no helper call). */
+	if (data + ILNP_IP6_OFF + sizeof(pkt->ip6) <= data_end)
+		__builtin_memcpy(&pkt->ip6, data + ILNP_IP6_OFF, sizeof(pkt->ip6));
+	else if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF, &pkt->ip6, sizeof(pkt->ip6)) < 0)
 		return -1;
 	if ((bpf_ntohl(pkt->ip6.vtcfl) >> 28) != 6)
 		return -1;
@@ -208,6 +216,8 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 				ilnp_scan_dstopts(skb, pkt, off, len, i == 0);
 				if (pkt->malformed)
 					return 0;
+				if (i == 0)
+					pkt->nonce_hdr_next = hdr[0];
 			}
 			nh = hdr[0];
 			off += len;
@@ -255,7 +265,7 @@ upper:
 	}
 	switch (nh) {
 	case ILNP_NH_TCP:
-		if (off + 20 > end || bpf_skb_load_bytes(skb, off + 13, &pkt->tcp_flags, 1) < 0)
+		if (off + 20 > end)
 			pkt->malformed = ILNP_BAD_L4;
 		break;
 	case ILNP_NH_UDP:

@@ -55,10 +55,9 @@ ilnp_path_get(const struct ilnp_session_key *key, __be64 local, __be64 remote)
  * (ours, or our kernel's echo of the peer's) is answered on whichever pair the peer chooses,
  * so an idle pair is never judged by its probes' silence. */
 static __always_inline void ilnp_path_tx(const struct ilnp_session_key *key, __be64 local,
-					 __be64 remote, __u32 len, int probe)
+					 __be64 remote, __u32 len, int probe, __u64 now)
 {
 	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
-	__u64 now = bpf_ktime_get_coarse_ns();
 
 	if (!st)
 		return;
@@ -73,7 +72,7 @@ static __always_inline void ilnp_path_tx(const struct ilnp_session_key *key, __b
 
 /* A packet carrying the session's nonce arrived on (local, remote): proof of life. */
 static __always_inline void ilnp_path_rx(const struct ilnp_session_key *key, __be64 local,
-					 __be64 remote, __u32 len)
+					 __be64 remote, __u32 len, __u64 now)
 {
 	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
 
@@ -81,7 +80,7 @@ static __always_inline void ilnp_path_rx(const struct ilnp_session_key *key, __b
 		return;
 	__sync_fetch_and_add(&st->rx_packets, 1);
 	__sync_fetch_and_add(&st->rx_bytes, len);
-	st->last_rx_ns = bpf_ktime_get_coarse_ns();
+	st->last_rx_ns = now;
 	st->unanswered = 0;
 	st->first_unanswered_ns = 0;
 }
@@ -151,11 +150,14 @@ static __always_inline __u64 ilnp_flow_hash(struct __sk_buff *skb, const struct 
 /* Under the multipath policy a TCP or UDP packet leaves on its flow's pair. */
 static __always_inline void ilnp_multipath_pair(struct __sk_buff *skb, const struct ilnp_pkt *pkt,
 						const struct ilnp_session_key *key,
+						const struct ilnp_session *sess,
 						__be64 *local, __be64 *remote)
 {
 	struct ilnp_multipath *mp;
 	__u64 x;
 
+	if (!(sess->flags & ILNP_SESS_MULTIPATH))
+		return;
 	if (pkt->l4_proto != ILNP_NH_TCP && pkt->l4_proto != ILNP_NH_UDP)
 		return;
 	mp = bpf_map_lookup_elem(&multipath, key);

@@ -35,13 +35,17 @@ static __always_inline int ilnp_fix_l4(struct __sk_buff *skb, struct ilnp_pkt *p
 {
 	int field = ilnp_csum_field(pkt->l4_proto);
 	__u64 flags = BPF_F_PSEUDO_HDR;
-	__s64 diff;
+	const __u32 *o = (const __u32 *)pseudo_old, *n = (const __u32 *)pseudo_new;
+	__u64 diff = 0;
 
 	if (field < 0 || !pkt->l4_off)
 		return 0;
-	diff = bpf_csum_diff((__be32 *)pseudo_old, 16, (__be32 *)pseudo_new, 16, 0);
-	if (diff < 0)
-		return -1;
+	/* What bpf_csum_diff(old, 16, new, 16, 0) gives, without the helper call: the ones'
+	 * complement sum of new and of old's complement, folded to 32 bits. */
+	for (int i = 0; i < 4; i++)
+		diff += (__u64)(__u32)~o[i] + n[i];
+	diff = (diff & 0xffffffff) + (diff >> 32);
+	diff = (diff & 0xffffffff) + (diff >> 32);
 	/* UDP: a zero checksum means "none" (RFC 768); keep a computed zero as 0xffff. */
 	if (pkt->l4_proto == ILNP_NH_UDP)
 		flags |= BPF_F_MARK_MANGLED_0;
@@ -115,11 +119,9 @@ static __always_inline int ilnp_decap(struct __sk_buff *skb, struct ilnp_pkt *pk
 	pkt->ip6.dst_l64 = dst;
 	if (pkt->nonce_strippable) {
 		__u32 len = pkt->nonce_hdr_len;
-		__u8 next;
+		__u8 next = pkt->nonce_hdr_next;
 
 		if (len < 8 || len > ILNP_DO_SCAN)
-			return -1;
-		if (bpf_skb_load_bytes(skb, ILNP_IP6_OFF + ILNP_IP6_HLEN, &next, 1) < 0)
 			return -1;
 		if (bpf_skb_adjust_room(skb, -(__s32)len, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO) < 0)
 			return -1;

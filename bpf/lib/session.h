@@ -96,11 +96,22 @@ static __always_inline struct ilnp_session *ilnp_scratch_session(void)
 	return s;
 }
 
+/* A multipath entry the daemon set for the session's key before the session (re)appeared. */
+static __always_inline void ilnp_flag_multipath(const struct ilnp_session_key *key,
+						struct ilnp_session *s)
+{
+	if (bpf_map_lookup_elem(&multipath, key))
+		s->flags |= ILNP_SESS_MULTIPATH;
+}
+
 static __always_inline struct ilnp_session *ilnp_commit_session(const struct ilnp_session_key *key,
 								struct ilnp_session *s)
 {
+	long err;
+
+	ilnp_flag_multipath(key, s);
 	/* NOEXIST: when two CPUs race, the first session wins and both use it. */
-	long err = bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST);
+	err = bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST);
 
 	if (err == 0) {
 		ilnp_count(ILNP_C_SESSIONS_CREATED);
@@ -169,6 +180,7 @@ ilnp_new_responder(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 		ilnp_take_nonce(s, cfg->nonce_len, pkt);
 	}
 	s->flags |= ILNP_SESS_EMBRYONIC;
+	ilnp_flag_multipath(key, s);
 	s->created_ns = bpf_ktime_get_ns();
 	/* An embryo: no nonce index (ilnp_embryo_match finds it by key), no event. */
 	if (bpf_map_update_elem(&embryos, key, s, BPF_NOEXIST) == 0) {
@@ -208,12 +220,17 @@ static __always_inline struct ilnp_session *ilnp_embryo_match(const struct ilnp_
  * errors, TCP SYN-ACKs and RSTs. A spoofed packet can draw them out, so they prove nothing
  * about the session. (Echo replies promote: ping is how people use a session, and the lab's
  * ping flows must move; a spoofed ping flood is bounded by new_sessions_per_s, README.) */
-static __always_inline int ilnp_mechanical_answer(const struct ilnp_pkt *pkt)
+static __always_inline int ilnp_mechanical_answer(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
 {
+	__u8 tcp_flags;
+
 	if (pkt->l4_proto == ILNP_NH_ICMPV6)
 		return pkt->icmp_type < 128;
-	if (pkt->l4_proto == ILNP_NH_TCP)
-		return pkt->tcp_flags & (ILNP_TCP_SYN | ILNP_TCP_RST);
+	/* Read here, not by ilnp_parse: only a packet on an embryo needs them. ilnp_parse saw
+	 * the whole TCP header within the packet. */
+	if (pkt->l4_proto == ILNP_NH_TCP && pkt->l4_off && !pkt->malformed &&
+	    bpf_skb_load_bytes(skb, pkt->l4_off + 13, &tcp_flags, 1) == 0)
+		return tcp_flags & (ILNP_TCP_SYN | ILNP_TCP_RST);
 	return 0;
 }
 
@@ -228,7 +245,7 @@ static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff
 	struct ilnp_session *e = bpf_map_lookup_elem(&embryos, key);
 	struct ilnp_session *s;
 
-	if (!e || ilnp_mechanical_answer(pkt))
+	if (!e || ilnp_mechanical_answer(skb, pkt))
 		return e;
 	e->flags &= ~ILNP_SESS_EMBRYONIC;
 	if (bpf_map_update_elem(&sessions, key, e, BPF_NOEXIST) != 0) {

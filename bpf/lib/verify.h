@@ -44,8 +44,11 @@ static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key 
 {
 	struct ilnp_unverified_key uk = {.local_nid = key->local_nid, .remote_nid = key->remote_nid,
 					 .l64 = *remote};
-	struct ilnp_unverified *u = bpf_map_lookup_elem(&unverified, &uk);
+	struct ilnp_unverified *u;
 
+	if (!(sess->flags & ILNP_SESS_UNVERIFIED))
+		return 0;
+	u = bpf_map_lookup_elem(&unverified, &uk);
 	if (!u)
 		return 0;
 	len = ilnp_credit_cost(len, segs);
@@ -90,12 +93,16 @@ static __always_inline int ilnp_challenge_remote(const struct __sk_buff *skb,
 
 /* A packet of the session arrived from src: it adds to src's credit if src is unverified. */
 static __always_inline void ilnp_unverified_received(const struct ilnp_session_key *key,
+						     const struct ilnp_session *sess,
 						     __be64 src, __u64 len)
 {
 	struct ilnp_unverified_key uk = {.local_nid = key->local_nid, .remote_nid = key->remote_nid,
 					 .l64 = src};
-	struct ilnp_unverified *u = bpf_map_lookup_elem(&unverified, &uk);
+	struct ilnp_unverified *u;
 
+	if (!(sess->flags & ILNP_SESS_UNVERIFIED))
+		return;
+	u = bpf_map_lookup_elem(&unverified, &uk);
 	if (u)
 		__sync_fetch_and_add(&u->rx_bytes, len);
 }

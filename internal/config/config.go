@@ -150,7 +150,8 @@ type Config struct {
 	// NewSessionsPerSecond bounds the sessions incoming packets may create (0: no bound).
 	NewSessionsPerSecond int
 	// SessionTableSize is the number of sessions the datapath holds, and separately of
-	// embryonic responder sessions (those this host has not answered yet, an LRU map).
+	// embryonic responder sessions (those this host has not answered yet, an LRU map); the
+	// LRU map of locator pairs holds at least as many.
 	SessionTableSize int
 	// SessionUnprovenTimeout is the idle timeout of responder sessions whose correspondent
 	// sent only the packet that opened them: what a spoofed ping leaves behind (0: SessionIdleTimeout).

@@ -45,7 +45,8 @@ type Options struct {
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
 	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
-	// map of embryonic responder sessions (bpf/lib/maps.h embryos); 0: 65536.
+	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and the least size of the
+	// LRU map of locator pairs (paths, 16384 otherwise); 0: 65536 (paths 16384).
 	SessionTableSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
 	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
@@ -87,6 +88,11 @@ func Load(opts Options) (*Datapath, error) {
 	if opts.SessionTableSize != 0 {
 		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
 			spec.Maps[name].MaxEntries = opts.SessionTableSize
+		}
+		// Every proven session counts at least one locator pair: a smaller paths map evicts
+		// pairs in use, and each of their packets then inserts its pair again.
+		if m := spec.Maps["paths"]; m.MaxEntries < opts.SessionTableSize {
+			m.MaxEntries = opts.SessionTableSize
 		}
 	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
@@ -133,6 +139,12 @@ func Load(opts Options) (*Datapath, error) {
 	if _, err := d.RefillNonces(); err != nil {
 		d.objs.Close()
 		return nil, err
+	}
+	if opts.PinDir != "" && !fresh {
+		if err := d.reflagSessions(); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
 	}
 	if fresh {
 		if err := writeLayout(opts.PinDir, layout); err != nil {
@@ -458,13 +470,16 @@ func (d *Datapath) PutSession(s Session) error {
 	defer d.mu.Unlock()
 	k := sessionKey(s.LocalNID, s.RemoteNID)
 	var v ilnpBPFIlnpSession
+	exists := false
 	if err := d.objs.Sessions.Lookup(k, &v); err == nil {
+		exists = true
 		if old := nonceFrom(v.RemoteNonce, v.RemoteNonceLen); !old.IsZero() && old != s.RemoteNonce {
 			_ = d.objs.NonceIndex.Delete(nonceKey(s.RemoteNID, old))
 		}
 	} else {
 		v = ilnpBPFIlnpSession{CreatedNs: MonotonicNs()}
 	}
+	mapFlags := SessionFlags(v.Flags) & sessionMapFlags
 	v.LocalView = be64(uint64(s.LocalView))
 	v.RemoteView = be64(uint64(s.RemoteView))
 	v.LocalLocator = be64(uint64(s.LocalLocator))
@@ -474,7 +489,10 @@ func (d *Datapath) PutSession(s Session) error {
 	copy(v.LocalNonce[:], s.LocalNonce.Bytes())
 	v.RemoteNonce, v.RemoteNonceLen = [12]uint8{}, uint8(s.RemoteNonce.Len())
 	copy(v.RemoteNonce[:], s.RemoteNonce.Bytes())
-	v.Flags = uint32(s.Flags)
+	if !exists {
+		mapFlags = d.mapFlagsOf(k, &v)
+	}
+	v.Flags = uint32(s.Flags&^sessionMapFlags | mapFlags)
 	if err := d.objs.Sessions.Put(k, &v); err != nil {
 		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
 	}

@@ -122,7 +122,12 @@ func (d *Datapath) SetMultipath(local, remote wire.NID, pairs []MultipathPair) e
 		v.Total += p.Weight
 		v.Count++
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if v.Count == 0 {
+		if err := d.setSessionFlags(k, 0, SessionMultipath); err != nil {
+			return err
+		}
 		if err := d.objs.Multipath.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("datapath: multipath %v-%v: %w", local, remote, err)
 		}
@@ -131,5 +136,5 @@ func (d *Datapath) SetMultipath(local, remote wire.NID, pairs []MultipathPair) e
 	if err := d.objs.Multipath.Put(k, &v); err != nil {
 		return fmt.Errorf("datapath: multipath %v-%v: %w", local, remote, err)
 	}
-	return nil
+	return d.setSessionFlags(k, SessionMultipath, 0)
 }

@@ -86,7 +86,15 @@ const (
 	// SessionSharedNonce: the peer sends this host's nonce back, as FreeBSD ILNP does; the
 	// session expects it (bpf/lib/dialect.h).
 	SessionSharedNonce SessionFlags = 1 << 8
+	// SessionMultipath and SessionUnverified are kept by the datapath package while the
+	// session has a multipath entry (SetMultipath) or an unverified locator (PutUnverified):
+	// the packet path reads those maps only for sessions flagged so. PutSession keeps them.
+	SessionMultipath  SessionFlags = 1 << 9
+	SessionUnverified SessionFlags = 1 << 10
 )
+
+// sessionMapFlags are the flags that mirror other maps' entries (datapath-kept).
+const sessionMapFlags = SessionMultipath | SessionUnverified
 
 var sessionFlagNames = []struct {
 	f    SessionFlags
@@ -95,7 +103,7 @@ var sessionFlagNames = []struct {
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
 	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
-	{SessionSharedNonce, "shared-nonce"},
+	{SessionSharedNonce, "shared-nonce"}, {SessionMultipath, "multipath"}, {SessionUnverified, "unverified"},
 }
 
 // String lists the flags, comma separated ("" for none).

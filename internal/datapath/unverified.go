@@ -36,6 +36,11 @@ func (d *Datapath) PutUnverified(local, remote wire.NID, l wire.L64, rx, tx uint
 	if _, err := d.GetSession(local, remote); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.setSessionFlags(sessionKey(local, remote), SessionUnverified, 0); err != nil {
+		return err
+	}
 	v := ilnpBPFIlnpUnverified{RxBytes: rx, TxBytes: tx}
 	err := d.objs.Unverified.Update(unverifiedKey(local, remote, l), &v, ebpf.UpdateNoExist)
 	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
@@ -88,20 +93,37 @@ func (d *Datapath) ChargeUnverified(local, remote wire.NID, l wire.L64, tx uint6
 }
 
 // DeleteUnverified marks locator l of every session with remote verified; l 0 deletes every
-// entry of remote (the session closed).
+// entry of remote (the session closed). A session left without entries loses
+// SessionUnverified.
 func (d *Datapath) DeleteUnverified(remote wire.NID, l wire.L64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	all, err := d.Unverified()
 	if err != nil {
 		return err
 	}
 	var errs []error
+	left := map[wire.NID]bool{} // local NIDs of remote's sessions, true: an entry stays
 	for _, u := range all {
-		if u.RemoteNID != remote || (l != 0 && u.Locator != l) {
+		if u.RemoteNID != remote {
 			continue
+		}
+		if l != 0 && u.Locator != l {
+			left[u.LocalNID] = true
+			continue
+		}
+		if _, seen := left[u.LocalNID]; !seen {
+			left[u.LocalNID] = false
 		}
 		err := d.objs.Unverified.Delete(unverifiedKey(u.LocalNID, remote, u.Locator))
 		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			left[u.LocalNID] = true
 			errs = append(errs, fmt.Errorf("datapath: verified locator %v of %v: %w", u.Locator, remote, err))
+		}
+	}
+	for local, stays := range left {
+		if !stays {
+			errs = append(errs, d.setSessionFlags(sessionKey(local, remote), 0, SessionUnverified))
 		}
 	}
 	return errors.Join(errs...)

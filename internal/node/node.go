@@ -735,7 +735,7 @@ func (n *Node) syncBinding(b ilcc.Binding) {
 			Lifetime:   r.Lifetime,
 		})
 	}
-	if _, err := n.dp.SetRemoteLocators(b.Peer, locs, b.RemoteLocator); err != nil &&
+	if _, err := n.dp.SetRemoteLocatorsOf(n.localNIDsFor(b.Peer), b.Peer, locs, b.RemoteLocator); err != nil &&
 		!errors.Is(err, datapath.ErrNotFound) {
 		n.log.Warn("datapath remote locators", "peer", b.Peer, "err", err)
 	}

@@ -103,6 +103,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	// One timer: the next poll, or the tracker's next decision if that comes first.
 	wake := time.NewTimer(pathPollInterval)
 	defer wake.Stop()
+	var notBefore time.Time // the earliest next poll (pathPollShare)
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,7 +111,9 @@ func (n *Node) runPaths(ctx context.Context) {
 		case a := <-answers:
 			_ = n.do(ctx, func() error { n.pathAnswered(m, a); return nil })
 		case <-m.kick:
-			wake.Reset(0)
+			// An LU's step now, but within the poll's share of the loop: a mass move's every LU
+			// kicks, and a step is a poll.
+			wake.Reset(max(time.Until(notBefore), 0))
 		case <-wake.C:
 			var next time.Time
 			began := time.Now()
@@ -131,6 +134,7 @@ func (n *Node) runPaths(ctx context.Context) {
 					next = now.Add(pathPollInterval)
 				}
 				next = nextPathPoll(began, time.Since(began), next)
+				notBefore = nextPathPoll(began, time.Since(began), began)
 				return nil
 			}); err != nil {
 				return

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"ilnp/internal/nstest"
 )
 
 // cmsg builds one control message as the kernel lays it out (struct cmsghdr + data, aligned).
@@ -50,5 +52,27 @@ func TestParseLUControlArrivalStamp(t *testing.T) {
 					r.at, r.ifindex, r.dst, tc.wantAt, tc.wantIf, tc.wantDst)
 			}
 		})
+	}
+}
+
+// The LU socket's receive buffer holds a burst of thousands of LUs (issue 28).
+func TestLUSocketBuffer(t *testing.T) {
+	nstest.RequireRoot(t)
+	s, err := openLUSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	raw, err := s.conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var gerr error
+	if err := raw.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil || gerr != nil {
+		t.Fatal(err, gerr)
+	}
+	if got < luSocketBuffer {
+		t.Fatalf("LU socket receive buffer %d bytes, want at least %d", got, luSocketBuffer)
 	}
 }

@@ -315,3 +315,18 @@ func TestSetRemoteLocatorsOf(t *testing.T) {
 		t.Fatalf("no local NID: %v", err)
 	}
 }
+
+// embryo-table-size sizes the embryos apart from the session table and its nonce index (issue
+// 28: at a million sessions the embryos' copy is 300 MB of kernel memory).
+func TestEmbryoTableSize(t *testing.T) {
+	d := newDatapath(t, Options{SessionTableSize: 4096, EmbryoTableSize: 512})
+	for _, c := range []struct {
+		name string
+		m    interface{ MaxEntries() uint32 }
+		want uint32
+	}{{"sessions", d.objs.Sessions, 4096}, {"nonce_index", d.objs.NonceIndex, 4096}, {"embryos", d.objs.Embryos, 512}} {
+		if got := c.m.MaxEntries(); got != c.want {
+			t.Errorf("%s: %d entries, want %d", c.name, got, c.want)
+		}
+	}
+}

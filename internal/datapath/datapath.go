@@ -47,6 +47,8 @@ type Options struct {
 	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
 	// map of embryonic responder sessions (bpf/lib/maps.h embryos); 0: 65536.
 	SessionTableSize uint32
+	// EmbryoTableSize sizes the embryos map alone; 0: SessionTableSize.
+	EmbryoTableSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
 	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
 	// the same PinDir take both over (pin.go). Flush removes them.
@@ -88,6 +90,9 @@ func Load(opts Options) (*Datapath, error) {
 		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
 			spec.Maps[name].MaxEntries = opts.SessionTableSize
 		}
+	}
+	if opts.EmbryoTableSize != 0 {
+		spec.Maps["embryos"].MaxEntries = opts.EmbryoTableSize
 	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
 	if err != nil {

@@ -301,6 +301,7 @@ func (n *Node) setup() error {
 		EchoNonce:            n.cfg.EchoNonce,
 		NewSessionsPerSecond: uint32(n.cfg.NewSessionsPerSecond),
 		SessionTableSize:     uint32(n.cfg.SessionTableSize),
+		EmbryoTableSize:      uint32(n.cfg.EmbryoTableSize),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft

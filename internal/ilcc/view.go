@@ -49,6 +49,13 @@ func (c *Cache) Advertisement(now time.Time) []wire.LocatorEntry {
 	return c.advertisement(now)
 }
 
+// Has reports whether the cache has a session with nid (Binding without building one).
+func (c *Cache) Has(nid wire.NID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peers[nid] != nil
+}
+
 // Binding returns the datapath entry of one correspondent.
 func (c *Cache) Binding(nid wire.NID) (Binding, bool) {
 	c.mu.Lock()

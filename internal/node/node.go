@@ -974,6 +974,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
+	n.recoverSessions(sessions)
 	n.expireUnproven(sessions, now)
 	n.lvProbe(sessions)
 }

@@ -76,7 +76,7 @@ func (s *scaleRun) openUntil(ctx context.Context, ns *netns.NS, sock string, g *
 			}
 			if len(have) != last {
 				last, still = len(have), time.Now()
-			} else if time.Since(still) > 3*time.Second {
+			} else if time.Since(still) > 6*time.Second { // the daemon recovers lost session events every 5 s
 				break
 			}
 		}
@@ -100,6 +100,9 @@ func (s *scaleRun) openCN(ctx context.Context, r *Result) error {
 	}
 	n, err := s.openUntil(ctx, s.t.CN, s.cnSock, s.cn, loc, s.cnAddr, s.cfg.OpenRate)
 	r.Notes.Opened, r.Notes.OpenSeconds = n, time.Since(begin).Seconds()
+	if st, serr := s.stats(s.t.CN, s.cnSock); serr == nil {
+		r.Notes.EventsLost, r.Notes.Recovered = st["dp_events_lost"], st["sessions_recovered"]
+	}
 	fmt.Fprintf(s.cfg.Log, "scale: the CN has %d sessions after %.1f s\n", n, r.Notes.OpenSeconds)
 	if err != nil {
 		return err

@@ -59,6 +59,7 @@ type Notes struct {
 	FanoutRetransmits, FanoutSendErrors         int
 	RestartBefore, RestartAdopted, RestartAfter int
 	LUAckSentByCN                               uint64
+	EventsLost, Recovered                       uint64
 }
 
 // Config is one run.
@@ -195,7 +196,8 @@ func Report(r Result, cfg Config) string {
 	row("adopt_ms", fmt.Sprintf("%.1f", r.AdoptMs))
 	fmt.Fprintf(&b, `
 - *sessions*: %d of %d opened at the CN in %.1f s (a UDP datagram to its echo service from each correspondent, the echo,
-  a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info.
+  a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info; the CN's datapath
+  lost %d events (dp_events_lost) meanwhile and its daemon recovered %d sessions from its table (sessions_recovered).
 - *egress/ingress_ns_per_pkt*: kernel run time per run of the CN's TCX programs on cn-r1 (BPF_ENABLE_STATS), while every
   correspondent sends one datagram to the echo service and gets the echo (%d egress, %d ingress runs).
 - *kernel_bytes_per_session*: memlock of every BPF map ilnpd holds (%d bytes, sized by session-table-size) / sessions;
@@ -210,7 +212,7 @@ func Report(r Result, cfg Config) string {
   last lu_ack_received on its timeline; %d LUs, %d acknowledged, %d retransmissions, %d send errors.
 - *adopt_ms*: the CN's ilnpd SIGTERMed with %d sessions and started again: from the start to its "adopted" event
   (%d sessions adopted, %d in its ILCC afterwards).
-`, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
+`, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, n.EventsLost, n.Recovered, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
 		r.KernelBytesPerSession, r.DaemonBytesPerSession, // bytes per session x 1e6 / 1e6 bytes per MB
 		n.LUSeconds, n.LUAckSentByCN, n.LUAckMaxMs,
 		n.BystanderSent, n.FanoutOpened, n.FanoutLUs, n.FanoutAcked, n.FanoutRetransmits, n.FanoutSendErrors,

@@ -51,3 +51,15 @@ func TestNextDeadlineIncremental(t *testing.T) {
 	c.Tick(at.Add(3 * time.Second))
 	check("tick", true)
 }
+
+// Len counts the sessions, as `ilnpctl show stats` reports them (ilcc_sessions).
+func TestLen(t *testing.T) {
+	c := cnSide(t)
+	if c.Len() != 1 || !c.Has(myNID) || c.Has(wire.NID(0x77)) {
+		t.Fatalf("one session: Len %d, Has %v %v", c.Len(), c.Has(myNID), c.Has(wire.NID(0x77)))
+	}
+	c.CloseSession(myNID, "test")
+	if c.Len() != 0 || c.Has(myNID) {
+		t.Fatalf("closed: Len %d", c.Len())
+	}
+}

@@ -56,6 +56,13 @@ func (c *Cache) Has(nid wire.NID) bool {
 	return c.peers[nid] != nil
 }
 
+// Len is the number of sessions (correspondents) in the cache.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.peers)
+}
+
 // Binding returns the datapath entry of one correspondent.
 func (c *Cache) Binding(nid wire.NID) (Binding, bool) {
 	c.mu.Lock()

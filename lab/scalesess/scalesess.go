@@ -59,7 +59,7 @@ type Notes struct {
 	FanoutRetransmits, FanoutSendErrors         int
 	RestartBefore, RestartAdopted, RestartAfter int
 	LUAckSentByCN                               uint64
-	EventsLost, Recovered                       uint64
+	EventsLost, Recovered, LUReceivedByCN       uint64
 }
 
 // Config is one run.
@@ -204,7 +204,7 @@ func Report(r Result, cfg Config) string {
   *daemon_bytes_per_session*: ilnpd's VmRSS with the sessions (%d) minus before them (%d) / sessions.
   For 1 M sessions: %.0f MB of maps + %.0f MB of daemon growth (linear extrapolation).
 - *lus_sent*: LUs from distinct sessions, each from the session's new locator with its nonce, at lu_rate for %.1f s;
-  *lus_acked*: LU-ACKs the correspondents received (the CN counted %d lu_ack_sent); LU -> LU-ACK measured at the
+  *lus_acked*: LU-ACKs the correspondents received (the CN counted %d lu_received, %d lu_ack_sent); LU -> LU-ACK measured at the
   correspondents' socket (LAN both ways through R1), max %.2f ms.
 - *bystander_lost*: of %d UDP datagrams the MN sent to the CN's echo service at 1 per ms during the move (1 s before
   and after too), those whose echo never came back.
@@ -214,7 +214,7 @@ func Report(r Result, cfg Config) string {
   (%d sessions adopted, %d in its ILCC afterwards).
 `, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, n.EventsLost, n.Recovered, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
 		r.KernelBytesPerSession, r.DaemonBytesPerSession, // bytes per session x 1e6 / 1e6 bytes per MB
-		n.LUSeconds, n.LUAckSentByCN, n.LUAckMaxMs,
+		n.LUSeconds, n.LUReceivedByCN, n.LUAckSentByCN, n.LUAckMaxMs,
 		n.BystanderSent, n.FanoutOpened, n.FanoutLUs, n.FanoutAcked, n.FanoutRetransmits, n.FanoutSendErrors,
 		n.RestartBefore, n.RestartAdopted, n.RestartAfter)
 	return b.String()

@@ -59,7 +59,7 @@ func TestScaleSmall(t *testing.T) {
 		t.Errorf("fan-out: %d of %d correspondents acknowledged, %d send errors, %.1f ms",
 			n.FanoutAcked, cfg.Correspondents, n.FanoutSendErrors, r.FanoutMs)
 	}
-	if n.RestartBefore != cfg.Sessions || n.RestartAdopted < n.RestartBefore || n.RestartAfter != n.RestartBefore || r.AdoptMs <= 0 {
+	if n.RestartBefore < cfg.Sessions || n.RestartAdopted < n.RestartBefore || n.RestartAfter != n.RestartBefore || r.AdoptMs <= 0 {
 		t.Errorf("restart: %d sessions before, %d adopted, %d after, adopt %.1f ms", n.RestartBefore, n.RestartAdopted, n.RestartAfter, r.AdoptMs)
 	}
 	if r.EgressNsPerPkt <= 0 || r.IngressNsPerPkt <= 0 || r.KernelBytesPerSession <= 0 {

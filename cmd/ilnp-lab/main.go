@@ -11,6 +11,7 @@
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+//	ilnp-lab scale --out DIR [--sessions 100000] [--lu-rate 10000] [--correspondents 1000] [--bin DIR]
 //	ilnp-lab families --out DIR [--families ..] [--modes ilnp-soft,ilnp-hard] [--traffics udp-hd,tcp] [--reps 3] [--profile quick]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
@@ -74,6 +75,8 @@ func main() {
 		err = cmdAttack(ctx, os.Args[2:])
 	case "families":
 		err = cmdFamilies(ctx, os.Args[2:])
+	case "scale":
+		err = cmdScale(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -116,6 +119,8 @@ func usage() {
                   (every cross-family move as a run --families; DIR/report.md beside HIP's Tables I and II)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
+  ilnp-lab scale --out DIR [--sessions 100000] [--lu-rate 10000] [--correspondents 1000] [--lu-duration 10s] [--bin DIR]
+                  (a CN with N sessions: memory, datapath ns/packet, a mass move, the MN's fan-out, a restart: DIR/scale.json, scale.md)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"), strings.Join(lab.FamilyNames, "|"))
 }
 

@@ -34,6 +34,8 @@
 //	new-sessions-per-second N    sessions incoming packets may open  default: 1000 (0: no bound)
 //	session-table-size N         sessions, and embryonic responder   default: 65536
 //	                             sessions (LRU), 256..1048576; needs a restart
+//	embryo-table-size N          embryonic responder sessions alone  default: session-table-size
+//	                             (LRU), 256..1048576; needs a restart
 //	session-unproven-timeout DURATION  idle timeout of responder     default: 10s (0s: off)
 //	                             sessions that received one packet
 //	nonce-size 4|12              bytes                               default: 4
@@ -153,6 +155,10 @@ type Config struct {
 	// embryonic responder sessions (those this host has not answered yet, an LRU map); the
 	// LRU map of locator pairs holds at least as many.
 	SessionTableSize int
+	// EmbryoTableSize sizes the embryonic sessions' LRU map apart (0: SessionTableSize): at a
+	// million sessions the embryos' copy of the table is 300 MB of kernel memory that a flood
+	// only needs tens of thousands of (issue 28).
+	EmbryoTableSize int
 	// SessionUnprovenTimeout is the idle timeout of responder sessions whose correspondent
 	// sent only the packet that opened them: what a spoofed ping leaves behind (0: SessionIdleTimeout).
 	SessionUnprovenTimeout time.Duration
@@ -389,6 +395,7 @@ func init() {
 		"lu-max-attempts":         one(integer(1, 100, func(c *Config) *int { return &c.LUMaxAttempts })),
 		"new-sessions-per-second": one(integer(0, 1_000_000, func(c *Config) *int { return &c.NewSessionsPerSecond })),
 		"session-table-size":      one(integer(256, 1<<20, func(c *Config) *int { return &c.SessionTableSize })),
+		"embryo-table-size":       one(integer(256, 1<<20, func(c *Config) *int { return &c.EmbryoTableSize })),
 		"session-unproven-timeout": one(duration(0, time.Hour,
 			func(c *Config) *time.Duration { return &c.SessionUnprovenTimeout })),
 		"session-idle-timeout": one(duration(time.Second, 7*24*time.Hour,
@@ -742,6 +749,9 @@ func (c Config) Format() string {
 	kv("session-idle-timeout", c.SessionIdleTimeout.String())
 	kv("new-sessions-per-second", strconv.Itoa(c.NewSessionsPerSecond))
 	kv("session-table-size", strconv.Itoa(c.SessionTableSize))
+	if c.EmbryoTableSize != 0 {
+		kv("embryo-table-size", strconv.Itoa(c.EmbryoTableSize))
+	}
 	kv("session-unproven-timeout", c.SessionUnprovenTimeout.String())
 	kv("nonce-size", strconv.Itoa(c.NonceSize))
 	if c.NonceMode == NonceFirst {

@@ -37,6 +37,7 @@ lu-max-attempts 5
 session-idle-timeout 2m
 new-sessions-per-second 50
 session-table-size 4096
+embryo-table-size 1024
 session-unproven-timeout 3s
 nonce-size 12
 nonce first 10
@@ -83,6 +84,7 @@ func TestParseFull(t *testing.T) {
 		SessionIdleTimeout:     2 * time.Minute,
 		NewSessionsPerSecond:   50,
 		SessionTableSize:       4096,
+		EmbryoTableSize:        1024,
 		SessionUnprovenTimeout: 3 * time.Second,
 		NonceSize:              12,
 		NonceMode:              NonceFirst,
@@ -219,6 +221,7 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nlu-max-attempts seven\n", "want an integer"},
 		{"interfaces a\nnew-sessions-per-second -1\n", "new-sessions-per-second: -1 is out of range [0, 1000000]"},
 		{"interfaces a\nsession-table-size 100\n", "session-table-size: 100 is out of range [256, 1048576]"},
+		{"interfaces a\nembryo-table-size 2000000\n", "embryo-table-size: 2000000 is out of range [256, 1048576]"},
 		{"interfaces a\nsession-idle-timeout 10ms\n", "out of range"},
 		{"interfaces a\nnonce-size 8\n", "nonce-size: want 4 or 12"},
 		{"interfaces a\nnonce first\n", "nonce: want \"every\" or \"first N\""},

@@ -281,3 +281,52 @@ func TestNames(t *testing.T) {
 		t.Fatalf("short event decoded: %+v", ev)
 	}
 }
+
+// SetRemoteLocatorsOf writes the sessions of the given local NIDs with the remote by key: two
+// local NIDs (a stable and an ephemeral one) with the same remote both change, a session of
+// another remote does not, and a local NID without a session is no error while another has one.
+func TestSetRemoteLocatorsOf(t *testing.T) {
+	d := newDatapath(t, Options{})
+	eph := wire.NID(0x0a00_0000_0000_0e01)
+	for _, k := range [][2]wire.NID{{nidA, nidB}, {eph, nidB}, {nidA, nidC}} {
+		must(t, d.PutSession(Session{LocalNID: k[0], RemoteNID: k[1], LocalView: lA1, RemoteView: lB1,
+			RemoteLocators: []RemoteLocator{{Locator: lB1, State: LocatorActive}}}))
+	}
+	set := []RemoteLocator{{Locator: lB2, State: LocatorActive}, {Locator: lB1, State: LocatorValid}}
+	if n, err := d.SetRemoteLocatorsOf([]wire.NID{nidA, eph, wire.NID(0x77)}, nidB, set, lB2); err != nil || n != 2 {
+		t.Fatalf("SetRemoteLocatorsOf: %d, %v", n, err)
+	}
+	for _, k := range [][2]wire.NID{{nidA, nidB}, {eph, nidB}} {
+		s, err := d.GetSession(k[0], k[1])
+		must(t, err)
+		if s.RemoteActive != lB2 || len(s.RemoteLocators) != 2 || s.RemoteLocators[0].Locator != lB2 {
+			t.Fatalf("session %v-%v not updated: %+v", k[0], k[1], s)
+		}
+	}
+	s, err := d.GetSession(nidA, nidC)
+	must(t, err)
+	if s.RemoteActive == lB2 || len(s.RemoteLocators) != 1 {
+		t.Fatalf("another remote's session changed: %+v", s)
+	}
+	if _, err := d.SetRemoteLocatorsOf([]wire.NID{wire.NID(0x77)}, nidB, set, lB2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("no session of that local NID: %v", err)
+	}
+	if _, err := d.SetRemoteLocatorsOf(nil, nidB, set, lB2); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("no local NID: %v", err)
+	}
+}
+
+// embryo-table-size sizes the embryos apart from the session table and its nonce index (issue
+// 28: at a million sessions the embryos' copy is 300 MB of kernel memory).
+func TestEmbryoTableSize(t *testing.T) {
+	d := newDatapath(t, Options{SessionTableSize: 4096, EmbryoTableSize: 512})
+	for _, c := range []struct {
+		name string
+		m    interface{ MaxEntries() uint32 }
+		want uint32
+	}{{"sessions", d.objs.Sessions, 4096}, {"nonce_index", d.objs.NonceIndex, 4096}, {"embryos", d.objs.Embryos, 512}} {
+		if got := c.m.MaxEntries(); got != c.want {
+			t.Errorf("%s: %d entries, want %d", c.name, got, c.want)
+		}
+	}
+}

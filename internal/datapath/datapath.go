@@ -48,6 +48,8 @@ type Options struct {
 	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and the least size of the
 	// LRU map of locator pairs (paths, 16384 otherwise); 0: 65536 (paths 16384).
 	SessionTableSize uint32
+	// EmbryoTableSize sizes the embryos map alone; 0: SessionTableSize.
+	EmbryoTableSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
 	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
 	// the same PinDir take both over (pin.go). Flush removes them.
@@ -94,6 +96,9 @@ func Load(opts Options) (*Datapath, error) {
 		if m := spec.Maps["paths"]; m.MaxEntries < opts.SessionTableSize {
 			m.MaxEntries = opts.SessionTableSize
 		}
+	}
+	if opts.EmbryoTableSize != 0 {
+		spec.Maps["embryos"].MaxEntries = opts.EmbryoTableSize
 	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
 	if err != nil {
@@ -579,6 +584,24 @@ func (d *Datapath) Sessions() ([]Session, error) {
 // later start with it). It returns how many sessions changed; with none it returns ErrNotFound
 // (the peers are still updated).
 func (d *Datapath) SetRemoteLocators(remote wire.NID, locs []RemoteLocator, active wire.L64) (int, error) {
+	return d.setRemoteLocators(nil, remote, locs, active)
+}
+
+// SetRemoteLocatorsOf is SetRemoteLocators for the sessions between the local NIDs locals and
+// remote only, read and written by key: no pass over the session table, which took one per
+// Locator Update (a correspondent with 100,000 sessions answered a few LUs a second; issue
+// 28). The node knows every local NID a session with remote can have (its stable NID and the
+// ephemeral one it gave remote), as for DeleteSession.
+func (d *Datapath) SetRemoteLocatorsOf(locals []wire.NID, remote wire.NID, locs []RemoteLocator, active wire.L64) (int, error) {
+	if len(locals) == 0 {
+		return 0, fmt.Errorf("datapath: set remote locators of %v: no local NID", remote)
+	}
+	return d.setRemoteLocators(locals, remote, locs, active)
+}
+
+// setRemoteLocators writes the remote locator set into the peers and into the sessions with
+// remote: those of the local NIDs locals, or with nil every one the session table has.
+func (d *Datapath) setRemoteLocators(locals []wire.NID, remote wire.NID, locs []RemoteLocator, active wire.L64) (int, error) {
 	set, err := remoteToBPF(locs)
 	if err != nil {
 		return 0, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
@@ -586,16 +609,26 @@ func (d *Datapath) SetRemoteLocators(remote wire.NID, locs []RemoteLocator, acti
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	nid := be64(uint64(remote))
+	// The peers table is small (names resolved; bpf/lib/maps.h): a pass over it is bounded.
 	_, err = updateWhere(d.objs.Peers,
 		func(k *ilnpBPFIlnpPeerKey) bool { return k.Nid == nid },
 		func(v *ilnpBPFIlnpPeer) { v.Remote, v.RemoteActive = set, be64(uint64(active)) })
 	if err != nil {
 		return 0, fmt.Errorf("datapath: update peers of %v: %w", remote, err)
 	}
+	var keys []ilnpBPFIlnpSessionKey
+	if locals == nil {
+		if keys, err = keysWhere[ilnpBPFIlnpSessionKey, ilnpBPFIlnpSession](d.objs.Sessions,
+			func(k *ilnpBPFIlnpSessionKey) bool { return k.RemoteNid == nid }); err != nil {
+			return 0, fmt.Errorf("datapath: sessions with %v: %w", remote, err)
+		}
+	}
+	for _, l := range locals {
+		keys = append(keys, sessionKey(l, remote))
+	}
 	// The BPF side updates only counters, timestamps and a learned nonce in place; a
 	// read-modify-write here can at worst lose a packet count.
-	n, err := updateWhere(d.objs.Sessions,
-		func(k *ilnpBPFIlnpSessionKey) bool { return k.RemoteNid == nid },
+	n, err := updateKeys(d.objs.Sessions, keys,
 		func(v *ilnpBPFIlnpSession) { v.Remote, v.RemoteActive = set, be64(uint64(active)) })
 	if err != nil {
 		return n, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
@@ -674,6 +707,12 @@ func updateWhere[K, V any](m *ebpf.Map, match func(*K) bool, update func(*V)) (i
 	if err != nil {
 		return 0, err
 	}
+	return updateKeys(m, keys, update)
+}
+
+// updateKeys rewrites, with update, the entries of m with these keys that exist, and returns how
+// many it rewrote.
+func updateKeys[K, V any](m *ebpf.Map, keys []K, update func(*V)) (int, error) {
 	var v V
 	n := 0
 	for _, key := range keys {

@@ -36,6 +36,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(s.Remote.NID)
 	var eff Effects
 	if c.peers[s.Remote.NID] != nil {
 		return eff, nil
@@ -74,7 +75,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 // acknowledged advertisement differs from the current one (the node moved while its daemon
 // was down, or an LU was outstanding), and the bindings that changed.
 func (c *Cache) Resync(now time.Time) Effects {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	c.syncPeers(now, &eff)

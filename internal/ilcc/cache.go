@@ -125,6 +125,44 @@ type Cache struct {
 	// routers holds when each advertising router's Router Lifetime (RFC 4861 s.4.2) runs
 	// out unless another RA refreshes it.
 	routers map[routerKey]time.Time
+	// peersNext is the earliest of the peers' deadlines for NextDeadline, which the loop asks
+	// after every event: a pass over every peer there made each event cost O(sessions) (issue
+	// 28). A change to one peer only lowers it (peerChanged); any other change sets
+	// peersRescan and the next NextDeadline passes over the peers once. A peer whose deadline
+	// moved later leaves it early: the timer then fires for nothing and Tick rescans.
+	peersNext   time.Time
+	peersRescan bool
+}
+
+// lock takes the cache for a change that may move any peer's deadline.
+func (c *Cache) lock() {
+	c.mu.Lock()
+	c.peersRescan = true
+}
+
+// peerChanged lowers peersNext to the deadline of the peer nid, which alone changed (c.mu held).
+func (c *Cache) peerChanged(nid wire.NID) {
+	if p := c.peers[nid]; p != nil {
+		if t := c.peerDeadline(p); !t.IsZero() && (c.peersNext.IsZero() || t.Before(c.peersNext)) {
+			c.peersNext = t
+		}
+	}
+}
+
+// peerDeadline is the earliest time Tick has something to do for p (zero: none).
+func (c *Cache) peerDeadline(p *peer) (next time.Time) {
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	consider(p.lastUsed.Add(c.cfg.IdleTimeout))
+	for _, r := range p.remotes {
+		consider(r.expires)
+	}
+	consider(p.retryAt)
+	consider(c.refreshAt(p))
+	return next
 }
 
 // New returns an empty cache.
@@ -181,7 +219,7 @@ func (c *Cache) SetMode(m Mode, now time.Time) (Effects, error) {
 	if m != Soft && m != Hard {
 		return Effects{}, fmt.Errorf("handoff mode %d: want soft or hard", m)
 	}
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	if c.cfg.Mode == m {
@@ -199,7 +237,7 @@ func (c *Cache) SetIdleTimeout(d time.Duration) error {
 	if d < time.Second {
 		return fmt.Errorf("idle timeout %v: want at least 1s", d)
 	}
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	c.cfg.IdleTimeout = d
 	return nil
@@ -210,7 +248,7 @@ func (c *Cache) SetPolicy(p Policy, now time.Time) (Effects, error) {
 	if p == nil {
 		return Effects{}, errors.New("handoff policy: nil")
 	}
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	eff.Events = append(eff.Events, Event{Kind: timeline.HandoffMode, Detail: "policy " + c.cfg.Policy.Name() + " -> " + p.Name()})
@@ -235,7 +273,7 @@ func (c *Cache) UpdateLocal(u LocalUpdate, now time.Time) (Effects, error) {
 	// RFC 4862 s.5.5.3 (c) ignores an option whose preferred lifetime exceeds the valid one;
 	// clamping keeps the locator (the RA did announce it) and stays on the safe side.
 	u.PreferredLifetime = min(u.PreferredLifetime, u.ValidLifetime)
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	l := c.locals[u.Locator]
@@ -271,7 +309,7 @@ func deadline(now time.Time, d time.Duration) time.Time {
 // RemoveLocal drops a local locator (lifetime out, address removed); reason goes into the
 // event. Removing an unknown locator changes nothing.
 func (c *Cache) RemoveLocal(loc wire.L64, reason string, now time.Time) Effects {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	if c.removeLocal(loc, reason, &eff) {
@@ -293,7 +331,7 @@ func (c *Cache) RouterSeen(ifindex int, router netip.Addr, lifetime time.Duratio
 	if lifetime <= 0 {
 		return c.RouterGone(ifindex, router, now)
 	}
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	c.routers[routerKey{ifindex, router}] = now.Add(lifetime)
 	return Effects{}
@@ -309,7 +347,7 @@ func (c *Cache) RouterGone(ifindex int, router netip.Addr, now time.Time) Effect
 
 // removeWhere drops the local locators that match and forgets the routers that forget matches.
 func (c *Cache) removeWhere(match func(*local) bool, forget func(routerKey) bool, reason string, now time.Time) Effects {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	for r := range c.routers {
 		if forget(r) {
@@ -504,6 +542,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(s.Remote.NID)
 	var eff Effects
 	if p := c.peers[s.Remote.NID]; p != nil {
 		p.touch(now)
@@ -625,6 +664,7 @@ func (c *Cache) CloseSession(nid wire.NID, reason string) Effects {
 func (c *Cache) Touch(nid wire.NID, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	p := c.peers[nid]
 	if p == nil {
 		return false
@@ -647,6 +687,7 @@ func (p *peer) touch(now time.Time) {
 func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) (Effects, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	var eff Effects
 	p := c.peers[nid]
 	switch {
@@ -685,6 +726,7 @@ func (c *Cache) VerifyNonce(nid wire.NID, nonce wire.Nonce) error {
 func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, now time.Time) (Effects, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	var eff Effects
 	fail := func(err error) (Effects, error) { return Effects{}, &PeerError{Peer: nid, Op: "LU", Err: err} }
 	p := c.peers[nid]
@@ -742,7 +784,7 @@ func checkNonce(p *peer, nonce wire.Nonce) error {
 // LUGaveUp tells the cache that the LU engine gave up on nid: the current set is offered
 // again after Config.LURetry (by Tick), unless a change sends a newer LU first.
 func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	if p := c.peers[nid]; p != nil {
 		p.retryAt = now.Add(c.cfg.LURetry)
@@ -754,7 +796,7 @@ func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
 // sessions, LU retries after a give-up, and LU refreshes so that correspondents never see an
 // advertised lifetime run out while the locator is still valid here.
 func (c *Cache) Tick(now time.Time) Effects {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	changed := false
@@ -868,13 +910,14 @@ func (c *Cache) NextDeadline() (next time.Time, ok bool) {
 			consider(l.preferEnd)
 		}
 	}
-	for _, p := range c.peers {
-		consider(p.lastUsed.Add(c.cfg.IdleTimeout))
-		for _, r := range p.remotes {
-			consider(r.expires)
+	if c.peersRescan {
+		c.peersNext, c.peersRescan = time.Time{}, false
+		for _, p := range c.peers {
+			if t := c.peerDeadline(p); !t.IsZero() && (c.peersNext.IsZero() || t.Before(c.peersNext)) {
+				c.peersNext = t
+			}
 		}
-		consider(p.retryAt)
-		consider(c.refreshAt(p))
 	}
+	consider(c.peersNext)
 	return next, ok
 }

@@ -49,6 +49,20 @@ func (c *Cache) Advertisement(now time.Time) []wire.LocatorEntry {
 	return c.advertisement(now)
 }
 
+// Has reports whether the cache has a session with nid (Binding without building one).
+func (c *Cache) Has(nid wire.NID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peers[nid] != nil
+}
+
+// Len is the number of sessions (correspondents) in the cache.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.peers)
+}
+
 // Binding returns the datapath entry of one correspondent.
 func (c *Cache) Binding(nid wire.NID) (Binding, bool) {
 	c.mu.Lock()

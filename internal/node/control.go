@@ -150,6 +150,8 @@ func (n *Node) ShowStats(ctx context.Context) (any, error) {
 	n.mu.Unlock()
 	n.addPublisherStats(stats) // dns_* (rendezvous.go)
 	stats["goroutines"] = uint64(runtime.NumGoroutine())
+	// The ILCC's session count: `show sessions` lists them all, too much to ask at 100,000.
+	stats["ilcc_sessions"] = uint64(n.cache.Len())
 	n.addTCPAwareStats(stats)                      // tcpaware_* (tcpaware.go)
 	if err := n.addEncapStats(stats); err != nil { // dp_encap_* (xfamily.go)
 		return nil, err

@@ -22,7 +22,10 @@ type host struct {
 	lo         netlink.Link
 	identities map[netip.Addr]bool
 	peerRoutes map[netip.Addr]*netlink.Route
-	mtu        int // route MTU for ILNP peers: link MTU minus the nonce option
+	// peerAddrs lists peerRoutes' addresses by NID: unroutePeer runs for every session that
+	// closes, and a pass over every route there made a flood's expiry O(sessions^2) (issue 28).
+	peerAddrs map[wire.NID][]netip.Addr
+	mtu       int // route MTU for ILNP peers: link MTU minus the nonce option
 	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
 	encapNeighs map[int]bool
 
@@ -55,6 +58,7 @@ func newHost(headroom int) (*host, error) {
 		lo:          lo,
 		identities:  map[netip.Addr]bool{},
 		peerRoutes:  map[netip.Addr]*netlink.Route{},
+		peerAddrs:   map[wire.NID][]netip.Addr{},
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
 		peerSrc:     map[netip.Addr]wire.NID{},
@@ -146,6 +150,11 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if err := h.nl.RouteReplace(r); err != nil {
 		return fmt.Errorf("route to peer %s: %w", peer, err)
 	}
+	if h.peerRoutes[peer] == nil {
+		if ilv, err := wire.ILVFromAddr(peer); err == nil {
+			h.peerAddrs[ilv.NID] = append(h.peerAddrs[ilv.NID], peer)
+		}
+	}
 	h.peerRoutes[peer] = r
 	return nil
 }
@@ -162,16 +171,24 @@ func (h *host) reroutePeers(ifindex int, router netip.Addr) error {
 // unroutePeer removes the host routes of every session-view address with this NID.
 func (h *host) unroutePeer(nid wire.NID) error {
 	var errs []error
-	for peer, r := range h.peerRoutes {
-		if ilv, err := wire.ILVFromAddr(peer); err != nil || ilv.NID != nid {
+	var kept []netip.Addr
+	for _, peer := range h.peerAddrs[nid] {
+		r := h.peerRoutes[peer]
+		if r == nil {
 			continue
 		}
 		if err := h.nl.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
+			kept = append(kept, peer)
 			continue
 		}
 		delete(h.peerRoutes, peer)
 		delete(h.peerView, peer)
+	}
+	if len(kept) == 0 {
+		delete(h.peerAddrs, nid)
+	} else {
+		h.peerAddrs[nid] = kept
 	}
 	return errors.Join(errs...)
 }

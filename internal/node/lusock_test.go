@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/nstest"
 	"ilnp/internal/wire"
 )
 
@@ -90,6 +91,30 @@ func TestParseDstOptsLU(t *testing.T) {
 	} {
 		if _, ok := parseDstOptsLU(pkt, oob, from, 0); ok {
 			t.Errorf("%s: handed on as an LU", name)
+		}
+	}
+}
+
+// The LU socket's receive buffer holds a burst of thousands of LUs (issue 28).
+func TestLUSocketBuffer(t *testing.T) {
+	nstest.RequireRoot(t)
+	s, err := openLUSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for name, conn := range map[string]*net.IPConn{"ICMPv6": s.conn, "Destination Options": s.do} {
+		raw, err := conn.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		var gerr error
+		if err := raw.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil || gerr != nil {
+			t.Fatal(err, gerr)
+		}
+		if got < luSocketBuffer {
+			t.Errorf("%s LU socket receive buffer %d bytes, want at least %d", name, got, luSocketBuffer)
 		}
 	}
 }

@@ -307,6 +307,7 @@ func (n *Node) setup() error {
 		EchoNonce:            n.cfg.EchoNonce,
 		NewSessionsPerSecond: uint32(n.cfg.NewSessionsPerSecond),
 		SessionTableSize:     uint32(n.cfg.SessionTableSize),
+		EmbryoTableSize:      uint32(n.cfg.EmbryoTableSize),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft
@@ -742,7 +743,7 @@ func (n *Node) syncBinding(b ilcc.Binding) {
 			Lifetime:   r.Lifetime,
 		})
 	}
-	if _, err := n.dp.SetRemoteLocators(b.Peer, locs, b.RemoteLocator); err != nil &&
+	if _, err := n.dp.SetRemoteLocatorsOf(n.localNIDsFor(b.Peer), b.Peer, locs, b.RemoteLocator); err != nil &&
 		!errors.Is(err, datapath.ErrNotFound) {
 		n.log.Warn("datapath remote locators", "peer", b.Peer, "err", err)
 	}
@@ -987,6 +988,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
+	n.recoverSessions(sessions)
 	n.expireUnproven(sessions, now)
 	n.lvProbe(sessions)
 }

@@ -308,6 +308,7 @@ const probeWindow = 10
 type Tracker struct {
 	cfg    Config
 	pairs  map[Key]*pair
+	locals map[wire.L64]int       // pairs per local locator: a handful of locators, whatever the sessions
 	heard  map[wire.NID]activity  // packets from each peer, all pairs together
 	held   map[wire.NID]time.Time // Hold: the peer's last unsettled moment
 	tokens float64                // probe budget (MaxProbesPerSecond)
@@ -328,9 +329,11 @@ func (t *Tracker) Hold(peer wire.NID, now time.Time) {
 // and unanswered, is dead at once. Two signals then agree: the peer left the locator, and our
 // traffic on the pair stopped being answered. A pair that is not suspect is left to its probe
 // (the peer may have moved for its policy's sake).
+// It looks the peer's pairs up by key, one per local locator: a pass over every pair cost
+// O(sessions) per LU at a correspondent in a mass move (issue 28).
 func (t *Tracker) Abandoned(peer wire.NID, remote wire.L64, now time.Time) {
-	for k, p := range t.pairs {
-		if k.Peer == peer && k.Remote == remote {
+	for local := range t.locals {
+		if p := t.pairs[Key{Peer: peer, Local: local, Remote: remote}]; p != nil {
 			p.abandonedAt = now
 		}
 	}
@@ -366,7 +369,7 @@ func New(cfg Config) (*Tracker, error) {
 	case cfg.MaxProbesPerSecond < 0:
 		return nil, fmt.Errorf("paths config: max probes per second %d: want at least 1", cfg.MaxProbesPerSecond)
 	}
-	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, heard: map[wire.NID]activity{}, held: map[wire.NID]time.Time{},
+	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, locals: map[wire.L64]int{}, heard: map[wire.NID]activity{}, held: map[wire.NID]time.Time{},
 		tokens: float64(cfg.MaxProbesPerSecond)}, nil
 }
 
@@ -386,11 +389,15 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 		want[k] = true
 		if t.pairs[k] == nil {
 			t.pairs[k] = &pair{key: k}
+			t.locals[k.Local]++
 		}
 	}
 	for k := range t.pairs {
 		if !want[k] {
 			delete(t.pairs, k)
+			if t.locals[k.Local]--; t.locals[k.Local] <= 0 {
+				delete(t.locals, k.Local)
+			}
 		}
 	}
 	for _, s := range samples {

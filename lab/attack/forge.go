@@ -118,3 +118,25 @@ func ParseSegment(pkt []byte) (Segment, error) {
 	return Segment{Src: h.Src, Dst: h.Dst, SPort: binary.BigEndian.Uint16(t[0:]), DPort: binary.BigEndian.Uint16(t[2:]),
 		Seq: binary.BigEndian.Uint32(t[4:]), Ack: binary.BigEndian.Uint32(t[8:]), Flags: t[13]}, nil
 }
+
+// Acknowledge is the LU-ACK of lu from src to dst: the same locator list, as the RFC 6743 s.2
+// receiver echoes it (lab/scalesess's correspondents answer a moving node's LUs with it).
+func Acknowledge(src, dst wire.ILV, lu wire.LocatorUpdate, n wire.Nonce) ([]byte, error) {
+	msg, err := lu.Ack().Marshal(src.Addr(), dst.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("forge LU-ACK %s -> %s: %w", src.Addr(), dst.Addr(), err)
+	}
+	return ilnpPacket(src, dst, n, wire.ProtoICMPv6, msg), nil
+}
+
+// EchoAnswer is the Echo Reply to the ICMPv6 Echo Request request (its whole message: type,
+// code, checksum, identifier, sequence number and data) from dst, sent back from src: a
+// locator challenge or path probe answered the way a host's kernel would.
+func EchoAnswer(src, dst wire.ILV, n wire.Nonce, request []byte) ([]byte, error) {
+	if len(request) < 8 || request[0] != 128 {
+		return nil, fmt.Errorf("echo answer %s -> %s: not an Echo Request", src.Addr(), dst.Addr())
+	}
+	msg := append([]byte{129, 0, 0, 0}, request[4:]...)
+	binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src.Addr(), dst.Addr(), wire.ProtoICMPv6, msg))
+	return ilnpPacket(src, dst, n, wire.ProtoICMPv6, msg), nil
+}

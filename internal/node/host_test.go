@@ -1,0 +1,47 @@
+package node
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"ilnp/internal/nstest"
+	"ilnp/internal/wire"
+)
+
+// unroutePeer removes exactly the routes of one NID's session views, found through peerAddrs
+// (no pass over every route: issue 28), and forgets them; the other NIDs' routes stay.
+func TestUnroutePeerByNID(t *testing.T) {
+	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
+	nstest.Link(t, a, "ha", b, "hb")
+	var h *host
+	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer h.nl.Close()
+	idx := a.Ifindex("ha")
+	addr := func(loc, nid uint64) netip.Addr { return wire.ILV{Locator: wire.L64(loc), NID: wire.NID(nid)}.Addr() }
+	const x, y = 0x0a00_0000_0000_0001, 0x0a00_0000_0000_0002
+	views := []netip.Addr{addr(0x2001_0db8_0061_0000, x), addr(0x2001_0db8_0062_0000, x), addr(0x2001_0db8_0061_0000, y)}
+	for _, v := range views {
+		if err := h.routePeer(v, idx, netip.Addr{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.routePeer(views[0], idx, netip.Addr{}); err != nil { // again: indexed once
+		t.Fatal(err)
+	}
+	if len(h.peerAddrs[x]) != 2 || len(h.peerAddrs[y]) != 1 {
+		t.Fatalf("index %v", h.peerAddrs)
+	}
+	if err := h.unroutePeer(x); err != nil {
+		t.Fatal(err)
+	}
+	out := a.Run("ip", "-6", "route", "show", "dev", "ha")
+	if strings.Contains(out, views[0].String()) || strings.Contains(out, views[1].String()) || !strings.Contains(out, views[2].String()) {
+		t.Fatalf("routes after removing %v:\n%s", wire.NID(x), out)
+	}
+	if _, ok := h.peerAddrs[x]; ok || len(h.peerRoutes) != 1 || h.peerRoutes[views[2]] == nil {
+		t.Fatalf("after: index %v, routes %v", h.peerAddrs, h.peerRoutes)
+	}
+}

@@ -1,0 +1,103 @@
+package scalesess
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"ilnp/internal/nstest"
+	"ilnp/lab"
+	"ilnp/lab/linkemu"
+)
+
+func TestMain(m *testing.M) {
+	linkemu.RunIfRequested()
+	os.Exit(m.Run())
+}
+
+// TestScaleSmall is `ilnp-lab scale` small (1,000 sessions, 500 LUs, 50 correspondents): the
+// invariants the full run must keep, with generous bounds and no timing assertion: every
+// session opened, every LU answered, the bystander flow loses nothing, the fan-out's every LU
+// acknowledged without a send error, no session lost across a restart; and scale.json keeps
+// its contract.
+func TestScaleSmall(t *testing.T) {
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "radvd", "ethtool", "getent")
+	root, err := lab.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := lab.BuildBinaries(root, bin); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfg := Config{Out: out, BinDir: bin, Sessions: 1000, LURate: 500, LUDuration: time.Second, Correspondents: 50,
+		OpenRate: 1000, Log: testWriter{t}}
+	r, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := r.Notes
+	if n.Opened != cfg.Sessions {
+		t.Errorf("the CN opened %d of %d sessions", n.Opened, cfg.Sessions)
+	}
+	if r.LUsSent != 500 || r.LUsAcked != r.LUsSent {
+		t.Errorf("mass move: %d LUs sent (want 500), %d acknowledged", r.LUsSent, r.LUsAcked)
+	}
+	if n.BystanderSent < 1000 || r.BystanderLost != 0 {
+		t.Errorf("bystander flow: %d sent, %d lost", n.BystanderSent, r.BystanderLost)
+	}
+	if n.FanoutAcked != cfg.Correspondents || n.FanoutSendErrors != 0 || r.FanoutMs <= 0 {
+		t.Errorf("fan-out: %d of %d correspondents acknowledged, %d send errors, %.1f ms",
+			n.FanoutAcked, cfg.Correspondents, n.FanoutSendErrors, r.FanoutMs)
+	}
+	if n.RestartBefore < cfg.Sessions || n.RestartAdopted < n.RestartBefore || n.RestartAfter != n.RestartBefore || r.AdoptMs <= 0 {
+		t.Errorf("restart: %d sessions before, %d adopted, %d after, adopt %.1f ms", n.RestartBefore, n.RestartAdopted, n.RestartAfter, r.AdoptMs)
+	}
+	if r.EgressNsPerPkt <= 0 || r.IngressNsPerPkt <= 0 || r.KernelBytesPerSession <= 0 {
+		t.Errorf("per packet %.0f / %.0f ns, kernel %.0f bytes per session", r.EgressNsPerPkt, r.IngressNsPerPkt, r.KernelBytesPerSession)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "scale.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"adopt_ms", "bystander_lost", "daemon_bytes_per_session", "egress_ns_per_pkt", "fanout_correspondents",
+		"fanout_ms", "ingress_ns_per_pkt", "kernel_bytes_per_session", "lu_ack_p50_ms", "lu_ack_p99_ms", "lu_rate",
+		"lus_acked", "lus_sent", "sessions"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("scale.json has %v, want exactly %v", keys, want)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "scale.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range want {
+		if !strings.Contains(string(md), "| "+k+" |") {
+			t.Errorf("scale.md has no row %s", k)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -89,6 +89,9 @@ func (c *RunConfig) Validate() error {
 	if err := c.validCongestion(); err != nil {
 		return err
 	}
+	if err := peerTrafficError(c.Mode, c.Traffic); err != nil {
+		return err
+	}
 	p := c.Profile
 	if p.Duration <= 0 || p.Enter <= 0 || p.Leave <= p.Enter || p.Duration <= p.Leave {
 		return fmt.Errorf("timing must satisfy 0 < enter (%v) < leave (%v) < duration (%v)", p.Enter, p.Leave, p.Duration)
@@ -347,7 +350,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			return res, err
 		}
 	}
-	server, err := topo.Start(topo.MN, "iperf3-server", tr.ServerArgs(filepath.Join(dir, "iperf-server.json"))...)
+	server, err := topo.Start(topo.MN, "iperf3-server", wrapApp(mode, tr.ServerArgs(filepath.Join(dir, "iperf-server.json")))...)
 	if err != nil {
 		return res, err
 	}
@@ -372,7 +375,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	meta.T0MonoNS, meta.T0UnixNS = t0Mono, t0Wall.UnixNano()
 	events.Emit(timeline.Event{MonoNS: t0Mono, Kind: "lab_flow_start", Node: "lab", Detail: cfg.Traffic})
 	cargs := tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))
-	client, err := topo.Start(topo.CN, "iperf3-client", cargs...)
+	client, err := topo.Start(topo.CN, "iperf3-client", wrapApp(mode, cargs)...)
 	if err != nil {
 		return res, err
 	}
@@ -563,6 +566,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	adjustResult(mode, &res)
 	res.Run.ReorderingRetransmissions = reorderRetrans
 	if cfg.Policy == "multipath" && !tr.UDP {
 		res.Run.AggregateGoodputBps = iperfGoodput(filepath.Join(dir, "iperf-client.json"))

@@ -4,11 +4,11 @@
 set -euo pipefail
 
 # groff-base and shellcheck check the package's man pages and maintainer scripts (make test).
-# mptcpize, mptcpd, wireguard-go and wireguard-tools run the lab's peers (modes mptcp and
+# mptcpize, mptcpd (+ its plugins: addr_adv), wireguard-go and wireguard-tools run the lab's peers (modes mptcp and
 # wireguard, issue 26).
 packages=(clang llvm libbpf-dev bpftool iproute2 radvd iperf3 tcpdump tshark bind9
           bind9-dnsutils ethtool make nftables groff-base shellcheck
-          mptcpd mptcpize wireguard-go wireguard-tools)
+          mptcpd mptcpd-plugins mptcpize wireguard-go wireguard-tools)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 //	ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
+//	ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios ..] [--modes ..] [--traffics ..] [--report-only]
 //	ilnp-lab families --out DIR [--families ..] [--modes ilnp-soft,ilnp-hard] [--traffics udp-hd,tcp] [--reps 3] [--profile quick]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
@@ -74,6 +75,8 @@ func main() {
 		err = cmdAttack(ctx, os.Args[2:])
 	case "families":
 		err = cmdFamilies(ctx, os.Args[2:])
+	case "peers":
+		err = cmdPeers(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -113,6 +116,9 @@ func usage() {
   ilnp-lab families --out DIR [--families ipv6-ipv6,ipv6-ipv4nat,ipv4nat-ipv6,ipv4nat-ipv4nat] [--modes ilnp-soft,ilnp-hard]
                   [--traffics udp-hd,tcp] [--scenario lan-lan] [--reps 3] [--profile quick] [--report-only] [--bin DIR]
                   (every cross-family move as a run --families; DIR/report.md beside HIP's Tables I and II)
+  ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios lan-lan,lan-wan,wan-wan]
+                  [--modes ilnp-soft,ilnp-hard,mipv6,mptcp,wireguard] [--traffics tcp,udp-hd] [--report-only]
+                  (ILNP beside MPTCP and WireGuard: DIR/peers.json, DIR/peers.md)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
 `, strings.Join(lab.ScenarioNames, "|"), strings.Join(lab.ModeNames(), "|"), strings.Join(lab.TrafficNames(), "|"), strings.Join(lab.FamilyNames, "|"))

@@ -265,7 +265,7 @@ func (m *wgMode) Collect(t *Topology, dir string) {
 				to = p.Time
 			}
 			// Transport data (type 4) with a payload: a keepalive is 32 bytes of UDP payload.
-			if toMN && p.Dir != pcap.DirOutgoing && p.Payload > 32 {
+			if toMN && p.Dir != pcap.DirOutgoing && p.Payload > 32 && len(r.rec) > r.ip+48 && r.rec[r.ip+48] == 4 {
 				outer += r.ipLen()
 				nOuter++
 			}

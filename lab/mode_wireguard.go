@@ -226,7 +226,7 @@ func (m *wgMode) Collect(t *Topology, dir string) {
 	info := PeerInfo{Mode: m.Name(), Keepalive: WGKeepaliveNote,
 		HandoffFrom: "the MN's first WireGuard packet from its L3 address (the CN learns the new endpoint from it)",
 		HandoffTo:   "the first WireGuard packet the MN receives at its L3 address",
-		OverheadHow: "mean IPv6 length of the CN -> MN WireGuard data packets at the MN minus the mean length of the inner CN -> MN packets (outer IPv6 + UDP + WireGuard header, tag and padding)",
+		OverheadHow: "mean IPv6 length of the CN -> MN WireGuard data messages at the MN minus the mean length of the inner CN -> MN packets they carried (outer IPv6 + UDP + WireGuard header, tag and padding)",
 	}
 	defer func() { writeJSON(filepath.Join(dir, "peer.json"), info) }()
 	mn, cn, mnWire, cnWire := peerPaths(dir)
@@ -269,7 +269,9 @@ func (m *wgMode) Collect(t *Topology, dir string) {
 				outer += r.ipLen()
 				nOuter++
 			}
-		case toMN && p.Dir != pcap.DirOutgoing && (p.Proto == pcap.ProtoTCP || p.Proto == pcap.ProtoUDP) && p.Payload > 0:
+		case toMN && p.Dir != pcap.DirOutgoing:
+			// Every inner packet the CN sent through the tunnel (iperf3's control connection
+			// and pure ACKs too: the data messages above carry them all).
 			inner += r.ipLen()
 			nInner++
 		}

@@ -430,7 +430,12 @@ func PeersMarkdown(c PeersConfig, cells []PeerCell) string {
 			survived = "-"
 		}
 		mode := cell.Mode
-		if cell.Note != "" {
+		switch {
+		case strings.HasPrefix(cell.Note, "no runs"):
+			mode += " (not run)"
+		case strings.HasPrefix(cell.Note, "failed"):
+			mode += " (failed: peers.json has the error)"
+		case cell.Note != "":
 			mode += " (" + cell.Note + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
@@ -457,7 +462,7 @@ var peerWhy = map[string]map[string]string{
 	"mptcp": {
 		"goodput":      "during the overlap MPTCP sends on both links at once (two subflows), where ILNP moves the session from one locator to the other",
 		"interruption": "the L3 subflow is up before L2 goes (make-before-break at the transport), and data lost on L2 is reinjected on it",
-		"handoff":      "the ADD_ADDR and the CN's MP_JOIN SYN take one exchange, like an LU and its ACK",
+		"handoff":      "its exchange (the ADD_ADDR, then the CN's MP_JOIN SYN) runs in the kernel at both ends, where ILNP's LU and LU-ACK pass through ilnpd in user space",
 		"lost":         "segments stranded on the dead subflow are reinjected on the live one at the data level",
 		"retrans":      "segments stranded on the dead subflow are reinjected on the live one at the data level",
 	},

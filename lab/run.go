@@ -89,9 +89,6 @@ func (c *RunConfig) Validate() error {
 	if err := c.validCongestion(); err != nil {
 		return err
 	}
-	if err := peerTrafficError(c.Mode, c.Traffic); err != nil {
-		return err
-	}
 	p := c.Profile
 	if p.Duration <= 0 || p.Enter <= 0 || p.Leave <= p.Enter || p.Duration <= p.Leave {
 		return fmt.Errorf("timing must satisfy 0 < enter (%v) < leave (%v) < duration (%v)", p.Enter, p.Leave, p.Duration)
@@ -137,7 +134,7 @@ func (c *RunConfig) Validate() error {
 		return fmt.Errorf("--double-jump: mode %s cannot move the CN (not tried with two RA-configured CN interfaces; double-jump modes: %s)",
 			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
 	}
-	return nil
+	return peerTrafficError(c.Mode, c.Traffic)
 }
 
 // RunMeta is written next to each repetition's captures (rep-N/run.json).

@@ -542,7 +542,7 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 		b.WriteString("MPTCP carries TCP only: its UDP cells have no figures. ")
 	}
 	if peer == "wireguard" {
-		b.WriteString("WireGuard roams only when the MN sends: a TCP receiver on the MN that loses its path sends nothing, so the CN keeps sending to the old endpoint until the MN's persistent keepalive (25 s) or other traffic from it. ")
+		b.WriteString("WireGuard roams only when the MN sends: when a TCP receiver on the MN has nothing left to send once its old link is gone (its last ACK went out on it), the CN keeps sending to the old endpoint until the MN's persistent keepalive, 25 s after its last packet; UDP HD is bidirectional and roams with the MN's next datagram. ")
 	}
 	if len(wins) == 0 {
 		b.WriteString("It beats the better ILNP mode on no measured metric in these runs.")

@@ -488,17 +488,18 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 	}
 	type metric struct {
 		key, name string
-		get       func(*PeerCell) *float64
+		stat      func(*PeerCell) Stat
 		higher    bool
 	}
 	metrics := []metric{
-		{"handoff", "handoff delay", func(c *PeerCell) *float64 { return c.HandoffDelayMs.Mean }, false},
-		{"interruption", "interruption", func(c *PeerCell) *float64 { return c.InterruptionMs.Mean }, false},
-		{"lost", "UDP lost", func(c *PeerCell) *float64 { return c.UDPLost.Mean }, false},
-		{"lost", "TCP lost segments", func(c *PeerCell) *float64 { return c.TCPLost.Mean }, false},
-		{"retrans", "TCP retransmissions", func(c *PeerCell) *float64 { return c.TCPRetransmissions.Mean }, false},
-		{"goodput", "window goodput", func(c *PeerCell) *float64 { return c.TCPWindowGoodputBps.Mean }, true},
+		{"handoff", "handoff delay", func(c *PeerCell) Stat { return c.HandoffDelayMs }, false},
+		{"interruption", "interruption", func(c *PeerCell) Stat { return c.InterruptionMs }, false},
+		{"lost", "UDP lost", func(c *PeerCell) Stat { return c.UDPLost }, false},
+		{"lost", "TCP lost segments", func(c *PeerCell) Stat { return c.TCPLost }, false},
+		{"retrans", "TCP retransmissions", func(c *PeerCell) Stat { return c.TCPRetransmissions }, false},
+		{"goodput", "window goodput", func(c *PeerCell) Stat { return c.TCPWindowGoodputBps }, true},
 	}
+	small := false // a cell with fewer than 3 runs: a difference may be noise
 	var wins, losses []string
 	why := map[string]bool{}
 	seen := map[[2]string]bool{}
@@ -508,22 +509,30 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 		}
 		seen[[2]string{c.Scenario, c.Traffic}] = true
 		for _, m := range metrics {
-			pv := m.get(&c)
+			ps := m.stat(&c)
+			pv := ps.Mean
 			if pv == nil {
 				continue
 			}
 			var best *float64
+			var bestStat Stat
 			bestMode := ""
 			for _, im := range []string{"ilnp-soft", "ilnp-hard"} {
 				ic := find(c.Scenario, im, c.Traffic)
 				if ic == nil || ic.N == 0 {
 					continue
 				}
-				if v := m.get(ic); v != nil && (best == nil || (m.higher && *v > *best) || (!m.higher && *v < *best)) {
-					best, bestMode = v, im
+				if st := m.stat(ic); st.Mean != nil && (best == nil || (m.higher && *st.Mean > *best) || (!m.higher && *st.Mean < *best)) {
+					best, bestStat, bestMode = st.Mean, st, im
+					small = small || ic.N < 3
 				}
 			}
 			if best == nil {
+				continue
+			}
+			small = small || c.N < 3
+			// Overlapping 95 % intervals are no difference.
+			if ps.HalfWidth95 != nil && bestStat.HalfWidth95 != nil && math.Abs(*pv-*best) <= *ps.HalfWidth95+*bestStat.HalfWidth95 {
 				continue
 			}
 			where := fmt.Sprintf("%s %s %s (%.4g vs %s %.4g)", c.Scenario, c.Traffic, m.name, *pv, bestMode, *best)
@@ -559,6 +568,11 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 	}
 	if len(losses) > 0 {
 		fmt.Fprintf(&b, " ILNP is better on: %s.", strings.Join(losses, "; "))
+	}
+	if small {
+		b.WriteString(" (Compared by mean; some cells have fewer than 3 runs, so a small difference may be noise.)")
+	} else {
+		b.WriteString(" (Compared by mean; differences whose 95 % intervals overlap are left out.)")
 	}
 	return b.String()
 }

@@ -266,3 +266,26 @@ func TestParseMPTCPOptions(t *testing.T) {
 		t.Errorf("malformed option read: %+v", o)
 	}
 }
+
+// A peer "beats" ILNP only where the 95 % intervals do not overlap (n >= 3 both).
+func TestPeerParagraphIntervals(t *testing.T) {
+	reps := func(vs ...float64) []peerRep {
+		var r []peerRep
+		for _, v := range vs {
+			r = append(r, peerRep{run: summary.Run{InterruptionMs: f64(v)}})
+		}
+		return r
+	}
+	cells := []PeerCell{
+		PeerCellFrom("lan-lan", "ilnp-soft", "tcp", reps(100, 110, 120), nil),
+		PeerCellFrom("lan-lan", "mptcp", "tcp", reps(90, 100, 110), nil), // overlaps
+	}
+	p := PeerParagraph("mptcp", cells)
+	if strings.Contains(p, "interruption") || !strings.Contains(p, "intervals overlap are left out") {
+		t.Errorf("overlapping intervals counted:\n%s", p)
+	}
+	cells[1] = PeerCellFrom("lan-lan", "mptcp", "tcp", reps(10, 11, 12), nil)
+	if p := PeerParagraph("mptcp", cells); !strings.Contains(p, "It beats the better ILNP mode on: lan-lan tcp interruption (11 vs ilnp-soft 110)") {
+		t.Errorf("a clear win not said:\n%s", p)
+	}
+}

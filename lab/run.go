@@ -152,7 +152,7 @@ func (c *RunConfig) Validate() error {
 		return fmt.Errorf("--double-jump: mode %s cannot move the CN (not tried with two RA-configured CN interfaces; double-jump modes: %s)",
 			c.Mode, strings.Join(doubleJumpModeNames(), ", "))
 	}
-	return nil
+	return peerTrafficError(c.Mode, c.Traffic)
 }
 
 // RunMeta is written next to each repetition's captures (rep-N/run.json).
@@ -378,7 +378,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 			return res, err
 		}
 	}
-	server, err := topo.Start(topo.MN, "iperf3-server", tr.ServerArgs(filepath.Join(dir, "iperf-server.json"))...)
+	server, err := topo.Start(topo.MN, "iperf3-server", wrapApp(mode, tr.ServerArgs(filepath.Join(dir, "iperf-server.json")))...)
 	if err != nil {
 		return res, err
 	}
@@ -403,7 +403,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	meta.T0MonoNS, meta.T0UnixNS = t0Mono, t0Wall.UnixNano()
 	events.Emit(timeline.Event{MonoNS: t0Mono, Kind: "lab_flow_start", Node: "lab", Detail: cfg.Traffic})
 	cargs := tr.ClientArgs(mode.Target(topo), prof.Duration, filepath.Join(dir, "iperf-client.json"))
-	client, err := topo.Start(topo.CN, "iperf3-client", cargs...)
+	client, err := topo.Start(topo.CN, "iperf3-client", wrapApp(mode, cargs)...)
 	if err != nil {
 		return res, err
 	}
@@ -601,6 +601,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.DNS = topo.collectDNS(poll, in.MNEvents, enterCmdNS, leaveCmdNS)
 	}
 	res = measure.Compute(in)
+	adjustResult(mode, &res)
 	res.Run.ReorderingRetransmissions = reorderRetrans
 	if NeedsILNP(cfg.Mode) {
 		res.Run.PMTUErrorsTranslated = pmtuErrorsTranslated(dir)

@@ -12,6 +12,7 @@
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
 //	ilnp-lab scale --out DIR [--sessions 100000] [--lu-rate 10000] [--correspondents 1000] [--bin DIR]
+//	ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios ..] [--modes ..] [--traffics ..] [--report-only]
 //	ilnp-lab families --out DIR [--families ..] [--modes ilnp-soft,ilnp-hard] [--traffics udp-hd,tcp] [--reps 3] [--profile quick]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
@@ -77,6 +78,8 @@ func main() {
 		err = cmdFamilies(ctx, os.Args[2:])
 	case "scale":
 		err = cmdScale(ctx, os.Args[2:])
+	case "peers":
+		err = cmdPeers(ctx, os.Args[2:])
 	case "linkemu":
 		os.Exit(linkemu.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
@@ -117,6 +120,9 @@ func usage() {
   ilnp-lab families --out DIR [--families ipv6-ipv6,ipv6-ipv4nat,ipv4nat-ipv6,ipv4nat-ipv4nat] [--modes ilnp-soft,ilnp-hard]
                   [--traffics udp-hd,tcp] [--scenario lan-lan] [--reps 3] [--profile quick] [--report-only] [--bin DIR]
                   (every cross-family move as a run --families; DIR/report.md beside HIP's Tables I and II)
+  ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios lan-lan,lan-wan,wan-wan]
+                  [--modes ilnp-soft,ilnp-hard,mipv6,mptcp,wireguard] [--traffics tcp,udp-hd] [--report-only]
+                  (ILNP beside MPTCP and WireGuard: DIR/peers.json, DIR/peers.md)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
   ilnp-lab scale --out DIR [--sessions 100000] [--lu-rate 10000] [--correspondents 1000] [--lu-duration 10s] [--bin DIR]

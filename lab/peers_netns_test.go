@@ -1,0 +1,124 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ilnp/internal/nstest"
+	"ilnp/lab/pcap"
+	"ilnp/lab/summary"
+)
+
+// runPeer does one test-profile repetition of a peer mode on lan-lan and returns its run,
+// its peer.json and the repetition's directory.
+func runPeer(t *testing.T, mode, traffic string) (summary.Run, PeerInfo, string) {
+	t.Helper()
+	requireLab(t)
+	switch mode {
+	case "mptcp":
+		nstest.RequireTool(t, "mptcpize", MPTCPd)
+	case "wireguard":
+		nstest.RequireTool(t, "wireguard-go", "wg")
+	}
+	out := t.TempDir()
+	rep := filepath.Join(out, "rep-1")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, f := range []string{"run.json", "result.json", "peer.json", "mptcpd-mn.log", "wireguard-go-mn.log", "wireguard-go-cn.log", "iperf3-client.log"} {
+			if b, err := os.ReadFile(filepath.Join(rep, f)); err == nil {
+				t.Logf("%s:\n%s", f, b)
+			}
+		}
+	})
+	s, err := Run(context.Background(), RunConfig{Scenario: "lan-lan", Mode: mode, Traffic: traffic, Profile: testProfile, Reps: 1, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := summary.Read(filepath.Join(out, "summary.json")); err != nil {
+		t.Fatalf("summary.json breaks the contract: %v", err)
+	}
+	leftovers(t, out)
+	info, err := ReadPeerInfo(filepath.Join(rep, "peer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Runs[0], info, rep
+}
+
+// deliveredOnL3 counts CN -> MN data packets the MN's capture saw arriving at its L3
+// address (as captured, before the mode's rewriting).
+func deliveredOnL3(t *testing.T, path string) int {
+	t.Helper()
+	l3 := Addr(L3, MNNID).As16()
+	n := 0
+	if err := eachPcapPacket(path, func(r *rawPacket) {
+		if r.pkt.Dir != pcap.DirOutgoing && r.pkt.Dst == l3 && r.pkt.Payload > 100 {
+			n++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func checkFilled(t *testing.T, r summary.Run, udp bool) {
+	t.Helper()
+	if r.SessionSurvived == nil || !*r.SessionSurvived {
+		t.Errorf("session did not survive the move: %v", r.SessionSurvived)
+	}
+	if r.HandoffDelayMs == nil || *r.HandoffDelayMs <= 0 || *r.HandoffDelayMs > 2000 {
+		t.Errorf("handoff_delay_ms %v, want (0, 2000]", r.HandoffDelayMs)
+	}
+	// Generous: the move costs these modes at most a few hundred ms on lan-lan.
+	if r.InterruptionMs == nil || *r.InterruptionMs > 3000 {
+		t.Errorf("interruption_ms %v, want <= 3000", r.InterruptionMs)
+	}
+	if r.LUSent != nil {
+		t.Errorf("lu_sent %d in a mode without LUs", *r.LUSent)
+	}
+	if udp {
+		if r.UDPLost == nil || r.UDPSent == nil || *r.UDPSent < 100 || *r.UDPLost > *r.UDPSent/4 {
+			t.Errorf("udp_sent %v udp_lost %v: want a flow with at most a quarter lost", r.UDPSent, r.UDPLost)
+		}
+		return
+	}
+	if r.TCPRetransmissions == nil || r.TCPLost == nil || r.TCPWindowGoodputBps == nil || *r.TCPWindowGoodputBps <= 1e6 {
+		t.Errorf("tcp_retransmissions %v tcp_lost %v tcp_window_goodput_bps %v: want all filled, goodput > 1 Mbit/s",
+			r.TCPRetransmissions, r.TCPLost, r.TCPWindowGoodputBps)
+	}
+}
+
+// TestModeMPTCPMove: a TCP flow through mptcpize survives the move on a subflow the CN
+// opened to the MN's announced L3 address, measured by data sequence number (about 25 s).
+func TestModeMPTCPMove(t *testing.T) {
+	r, info, rep := runPeer(t, "mptcp", "tcp")
+	checkFilled(t, r, false)
+	if n := deliveredOnL3(t, filepath.Join(rep, "mn-wire.pcap")); n < 100 {
+		t.Errorf("%d CN -> MN segments arrived at L3: the L3 subflow carried nothing", n)
+	}
+	// DSS: at least a 4-byte header + 4-byte DSN + 4-byte SSN + length, padded.
+	if v := info.OverheadBytesPerPacket; v == nil || *v < 8 || *v > 40 {
+		t.Errorf("MPTCP option overhead %v bytes per segment, want [8, 40]", v)
+	}
+}
+
+// TestModeWireGuardMove: bidirectional UDP over wireguard-go survives the move, the CN
+// learning the MN's L3 endpoint by roaming (about 25 s).
+func TestModeWireGuardMove(t *testing.T) {
+	r, info, rep := runPeer(t, "wireguard", "udp-hd")
+	checkFilled(t, r, true)
+	if n := deliveredOnL3(t, filepath.Join(rep, "mn-wire.pcap")); n < 100 {
+		t.Errorf("%d WireGuard packets from the CN arrived at L3: the CN did not roam", n)
+	}
+	// Outer IPv6 40 + UDP 8 + header 16 + tag 16, plus up to 15 bytes of padding.
+	if v := info.OverheadBytesPerPacket; v == nil || *v < 80 || *v > 96 {
+		t.Errorf("WireGuard overhead %v bytes per packet, want [80, 96]", v)
+	}
+	if info.Keepalive != WGKeepaliveNote {
+		t.Errorf("peer.json keepalive %q", info.Keepalive)
+	}
+}

@@ -317,6 +317,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_emit(ILNP_EV_INVALID_LOCAL_LOCATOR, skb->ifindex, pkt.ip6.dst_nid, pkt.ip6.src_nid, addrs);
 		return TCX_DROP;
 	}
+	is_lu = ilnp_is_locator_update(&pkt);
 	if (!sess) {
 		key.local_nid = pkt.ip6.dst_nid;
 		key.remote_nid = pkt.ip6.src_nid;
@@ -328,6 +329,11 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		}
 		if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
+		} else if (is_lu) {
+			/* RFC 6743 s.2-3: an LU updates a session; it never opens one (not even an
+			 * embryo), or anyone could make this host believe and ACK made-up locators. */
+			ilnp_count(ILNP_C_IN_LU_NO_SESSION);
+			return TCX_DROP;
 		} else {
 			int bad;
 
@@ -351,7 +357,6 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		}
 	}
 
-	is_lu = ilnp_is_locator_update(&pkt);
 	if (learn && is_lu) {
 		/* Nothing proves a nonce before it is learned, so only the locators the initiator
 		 * itself chose (the responder's from name resolution) can vouch for the first

@@ -198,6 +198,7 @@ enum ilnp_counter {
 	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
 	ILNP_C_EG_UNVERIFIED_REROUTED, /* over an unverified locator's credit: sent to a verified one */
 	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
+	ILNP_C_IN_LU_NO_SESSION,       /* LU or LU-ACK that matches no session: never opens one */
 	ILNP_C_MAX,
 };
 

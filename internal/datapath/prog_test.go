@@ -3,6 +3,7 @@ package datapath
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -925,5 +926,50 @@ func TestEmbryonicSessions(t *testing.T) {
 	}
 	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+4 || p != 1 {
 		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+4)
+	}
+}
+
+// A Locator Update (or LU-ACK) with a made-up NID and nonce matches no session: it is dropped
+// and counted, and it leaves no embryo behind, whether or not an embryo of that pair exists
+// (issue 23 item 3: an LU never opens a session, so nothing believes or ACKs its locators).
+func TestLocatorUpdateNeverOpensSession(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	from, to := wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}
+	nonce := mustNonce(t, 9, 8, 7, 6)
+	for _, op := range []wire.Operation{wire.OpAdvertisement, wire.OpAcknowledgement} {
+		lu, err := wire.LocatorUpdate{Op: op, Locators: []wire.LocatorEntry{{Locator: lX, Lifetime: 30}}}.Marshal(from.Addr(), to.Addr())
+		must(t, err)
+		if ret, _ := d.ingress(t, frame(wire.AppendILNPPacket(nil, from, to, nonce, wire.ProtoICMPv6, lu))); ret != verdictDrop {
+			t.Fatalf("%v from an unknown session: verdict %d, want drop", op, ret)
+		}
+	}
+	if c := counter(t, d, "ingress_lu_no_session"); c != 2 {
+		t.Errorf("ingress_lu_no_session = %d, want 2", c)
+	}
+	if _, err := d.GetSession(nidA, nidB); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an LU left a session or an embryo: %v", err)
+	}
+	if c := counter(t, d, "embryos_created") + counter(t, d, "sessions_created"); c != 0 {
+		t.Fatalf("%d sessions created by LUs", c)
+	}
+	// An embryo made by a data packet with the same nonce does not make its LU acceptable:
+	// the host has not answered, so nothing but the sender vouches for that nonce.
+	data := frame(wire.AppendILNPPacket(nil, from, to, nonce, wire.ProtoTCP,
+		tcpSegment(zeroLocator(from.Addr()), zeroLocator(to.Addr()), payload)))
+	if ret, _ := d.ingress(t, data); ret != verdictNext {
+		t.Fatalf("data packet verdict %d", ret)
+	}
+	lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Lifetime: 30}}}.Marshal(from.Addr(), to.Addr())
+	must(t, err)
+	if ret, _ := d.ingress(t, frame(wire.AppendILNPPacket(nil, from, to, nonce, wire.ProtoICMPv6, lu))); ret != verdictDrop {
+		t.Fatalf("LU on an embryo: verdict %d, want drop", ret)
+	}
+	if c := counter(t, d, "ingress_lu_no_session"); c != 3 {
+		t.Errorf("ingress_lu_no_session = %d, want 3", c)
+	}
+	if c := counter(t, d, "ingress_locator_updates"); c != 0 {
+		t.Errorf("ingress_locator_updates = %d: an LU reached the daemon", c)
 	}
 }

@@ -242,6 +242,7 @@ var counterNames = []string{
 	"sessions_full",
 	"egress_unverified_rerouted",
 	"egress_unverified_credit",
+	"ingress_lu_no_session",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -118,6 +118,24 @@ func TestEngine(t *testing.T) {
 		{name: "a session adopted after a restart: all announced locators are new", mode: Strict, steps: []step{
 			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2), un(l1)}},
 		}},
+		{name: "strict: a locator that left the set is challenged again when it returns (replay, move back)", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "echo", peer: peerA, token: 1, wantOK: true},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "echo", peer: peerA, token: 2, wantOK: true, want: []string{ver(l2)}},
+			// l1 left; an LU listing it again (a replay from l1, or the peer back there) does
+			// not find it verified: the credit applies until it answers once more.
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{un(l1), ch(l1)}},
+			{op: "echo", peer: peerA, token: 3, wantOK: true, want: []string{ver(l1)}},
+			// A locator still listed keeps its verification (soft handoff: both listed).
+			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1, l2}, from: l1},
+		}},
+		{name: "strict: a returning locator announced from elsewhere has no credit", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l2, want: []string{un(l1)}},
+		}},
 		{name: "a reopened session starts over", mode: Strict, steps: []step{
 			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
 			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"ilnp/internal/wire"
 )
 
@@ -971,5 +973,65 @@ func TestLocatorUpdateNeverOpensSession(t *testing.T) {
 	}
 	if c := counter(t, d, "ingress_locator_updates"); c != 0 {
 		t.Errorf("ingress_locator_updates = %d: an LU reached the daemon", c)
+	}
+}
+
+// A flood of bad-nonce packets while nobody reads the ring (issue 23 item 9): the datapath
+// puts at most a second's budget of its security events in the ring and counts the rest, so a
+// session event after the flood is still there for the daemon, and nothing is lost.
+func TestEventRingSurvivesBadNonceFlood(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	const flood = 20000 // the ring holds 256 KiB / 72 bytes = 3640 events
+	bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
+		mustNonce(t, 0xde, 0xad, 0xbe, 0xef), wire.ProtoUDP, transport(t, wire.ProtoUDP, addr(0, nidB), addr(0, nidA), payload)))
+	opts := ebpf.RunOptions{Data: bad, DataOut: make([]byte, len(bad)+256), Repeat: flood}
+	ret, err := d.objs.IlnpIngress.Run(&opts)
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	if ret != verdictDrop {
+		t.Fatalf("bad nonce verdict %d, want drop", ret)
+	}
+	if c := counter(t, d, "ingress_bad_nonce"); c != flood {
+		t.Fatalf("ingress_bad_nonce = %d, want %d", c, flood)
+	}
+	// A session event after the flood, with the ring still unread.
+	must(t, d.PutPeer(Peer{Addr: addr(lX, nidC), Active: lX, Locators: []RemoteLocator{{Locator: lX, State: LocatorActive}}}))
+	first := frame(ipv6Packet(addr(lA1, nidA), addr(lX, nidC), wire.ProtoUDP, transport(t, wire.ProtoUDP, addr(lA1, nidA), addr(lX, nidC), payload)))
+	if ret, _ := d.egress(t, first); ret == verdictDrop {
+		t.Fatalf("first packet to a peer dropped")
+	}
+	if c := counter(t, d, "events_lost"); c != 0 {
+		t.Errorf("events_lost = %d after a flood of %d bad-nonce packets, want 0", c, flood)
+	}
+	limited := counter(t, d, "events_limited")
+	if limited < flood-2*256 || limited > flood-256 {
+		t.Errorf("events_limited = %d of %d, want all but about a second's budget (256)", limited, flood)
+	}
+	ev := events(t, d)
+	badEvents := 0
+	for timeout := time.After(5 * time.Second); ; {
+		select {
+		case e := <-ev:
+			switch e.Type {
+			case EventBadNonce:
+				badEvents++
+				continue
+			case EventSessionInitiator:
+				if e.RemoteNID != nidC {
+					t.Fatalf("session event %+v", e)
+				}
+			default:
+				continue
+			}
+		case <-timeout:
+			t.Fatalf("no session event after the flood (%d bad-nonce events read)", badEvents)
+		}
+		break
+	}
+	if badEvents+int(limited) != flood {
+		t.Errorf("%d bad-nonce events read + %d limited, want %d", badEvents, limited, flood)
 	}
 }

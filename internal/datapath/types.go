@@ -243,6 +243,7 @@ var counterNames = []string{
 	"egress_unverified_rerouted",
 	"egress_unverified_credit",
 	"ingress_lu_no_session",
+	"events_limited",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -66,6 +66,9 @@ type Node struct {
 	locals    map[wire.L64]ilcc.Local
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
+	// eventsLost is the datapath's events_lost counter when the loop last reconciled
+	// (reconcile.go).
+	eventsLost uint64
 	// encapLocal is the IPv4 locator the datapath encapsulates from for IPv6-active sessions
 	// (xfamily.go).
 	encapLocal wire.L64
@@ -343,7 +346,14 @@ func (n *Node) setup() error {
 			n.log.Warn("new locators may be unreachable for a second after they appear", "err", err)
 		}
 	}
-	return n.adopt()
+	if err := n.adopt(); err != nil {
+		return err
+	}
+	// adopt read the maps: events lost before now are accounted for (reconcile.go).
+	if n.eventsLost, err = n.dp.EventsLost(); err != nil {
+		n.log.Warn("datapath events lost", "err", err)
+	}
+	return nil
 }
 
 // shutdown leaves the datapath running for the next ilnpd, unless a flush was asked for.
@@ -881,6 +891,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
+	n.reconcileLost(sessions, now)
 	n.expireUnproven(sessions, now)
 	n.lvProbe(sessions)
 }

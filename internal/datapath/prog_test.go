@@ -1031,6 +1031,7 @@ func TestEventRingSurvivesBadNonceFlood(t *testing.T) {
 		}
 		break
 	}
+	t.Logf("%d bad-nonce packets: %d events in the ring, %d limited, %d lost", flood, badEvents, limited, counter(t, d, "events_lost"))
 	if badEvents+int(limited) != flood {
 		t.Errorf("%d bad-nonce events read + %d limited, want %d", badEvents, limited, flood)
 	}

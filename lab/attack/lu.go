@@ -129,12 +129,12 @@ func (l *labRun) luReplay() attack {
 		}
 		return nil
 	}
-	return attack{name: "lu-replay", from: "atk (behind R1), replaying the MN's LU captured on R1", attacker: l.atk,
+	return attack{name: "lu-replay", from: "atk (behind R1), replaying the MN's LU captured on the CN's link", attacker: l.atk,
 		counters: []string{"CN lu_replayed"}, count: l.statSum(cn, l.cnSock, "lu_replayed"),
 		packet:   func(int) ([]byte, error) { return captured, nil },
 		measured: "LUs the CN's ILCC applied (lu_applied) or ACKed (lu_ack_sent), or a change of its session",
 		prepare: func() error {
-			sn, err := newLUSniffer(l.t.R1, "r1-cn", l.mnAddr.NID)
+			sn, err := newLUSniffer(cn, lab.IfCN, l.mnAddr.NID)
 			if err != nil {
 				return err
 			}
@@ -181,16 +181,18 @@ func (l *labRun) luReplay() attack {
 // luSniffer captures the Locator Updates (advertisements, with their nonce) from one NID that
 // cross an interface.
 type luSniffer struct {
-	fd   int
-	nid  wire.NID
-	mu   sync.Mutex
-	got  [][]byte
-	done chan struct{}
-	wg   sync.WaitGroup
+	fd    int
+	nid   wire.NID
+	mu    sync.Mutex
+	got   [][]byte
+	seen  int            // IPv6 packets read
+	kinds map[string]int // what the packets from the NID were (for the error)
+	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 func newLUSniffer(ns *netns.NS, ifname string, nid wire.NID) (*luSniffer, error) {
-	s := &luSniffer{nid: nid, done: make(chan struct{})}
+	s := &luSniffer{nid: nid, done: make(chan struct{}), kinds: map[string]int{}}
 	if err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
@@ -229,11 +231,28 @@ func (s *luSniffer) loop() {
 		if err != nil || k > len(buf) {
 			continue
 		}
-		if pkt := buf[:k]; s.isLU(pkt) {
-			s.mu.Lock()
-			s.got = append(s.got, append([]byte(nil), pkt...))
-			s.mu.Unlock()
+		pkt := buf[:k]
+		s.mu.Lock()
+		s.seen++
+		if h, err := wire.ParseIPv6Header(pkt); err == nil {
+			if src, err := wire.ILVFromAddr(h.Src); err == nil && src.NID == s.nid {
+				k := fmt.Sprintf("nh%d", h.NextHeader)
+				if len(pkt) > wire.IPv6HeaderLen+8 {
+					k += fmt.Sprintf("/%d/%d", pkt[wire.IPv6HeaderLen], pkt[wire.IPv6HeaderLen+8])
+				}
+				s.kinds[k]++
+			}
 		}
+		if s.isLU(pkt) {
+			lu := append([]byte(nil), pkt...)
+			// A tap on the CN sees the packet after its datapath retyped the checked nonce
+			// option in place (wire.VerifiedNonceOptionType); on the wire it was the nonce.
+			if lu[wire.IPv6HeaderLen+2] == wire.VerifiedNonceOptionType {
+				lu[wire.IPv6HeaderLen+2] = wire.NonceOptionType
+			}
+			s.got = append(s.got, lu)
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -270,7 +289,7 @@ func (s *luSniffer) first(loc wire.L64) ([]byte, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("none of the %d LUs captured lists %v", len(s.got), loc)
+	return nil, fmt.Errorf("none of the %d LUs captured (of %d IPv6 packets, from the NID %v) lists %v", len(s.got), s.seen, s.kinds, loc)
 }
 
 func (s *luSniffer) close() {

@@ -329,11 +329,6 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		}
 		if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
-		} else if (is_lu) {
-			/* RFC 6743 s.2-3: an LU updates a session; it never opens one (not even an
-			 * embryo), or anyone could make this host believe and ACK made-up locators. */
-			ilnp_count(ILNP_C_IN_LU_NO_SESSION);
-			return TCX_DROP;
 		} else {
 			int bad;
 
@@ -343,6 +338,14 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 				return TCX_DROP;
 			}
+		}
+		if (!sess && is_lu) {
+			/* RFC 6743 s.2-3: an LU updates a session; it never opens one (not even an
+			 * embryo), or anyone could make this host believe and ACK made-up locators.
+			 * One matching an embryo's nonce passes: the daemon holds it until this
+			 * host answers (internal/node/luin.go). */
+			ilnp_count(ILNP_C_IN_LU_NO_SESSION);
+			return TCX_DROP;
 		}
 		if (!sess) {
 			if (!ilnp_session_budget_take(cfg)) {

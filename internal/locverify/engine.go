@@ -272,6 +272,27 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 			delete(st.verified, l)
 		}
 	}
+	return e.added(p, st, locs, from, luBytes, now)
+}
+
+// Roamed handles a nonce-verified packet of p from l, a locator its set does not list (a NAT
+// endpoint that moved), pktBytes long: l is new as if announced from itself, and the set's
+// other locators stay as they are (nothing left).
+func (e *Engine) Roamed(p wire.NID, l wire.L64, pktBytes uint64, now time.Time) ([]Action, error) {
+	if e.cfg.Mode == Off {
+		return nil, nil
+	}
+	e.expire(now)
+	st := e.peers[p]
+	if st == nil {
+		st = &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+		e.peers[p] = st
+	}
+	return e.added(p, st, []wire.L64{l}, l, pktBytes, now)
+}
+
+// added is Announced's work for each of locs.
+func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luBytes uint64, now time.Time) ([]Action, error) {
 	var out []Action
 	for _, l := range locs {
 		switch {

@@ -322,3 +322,26 @@ func TestChallengeCostByFamily(t *testing.T) {
 		}
 	}
 }
+
+// A NAT endpoint that roams adds a locator; the set's others keep their verification (a
+// roaming packet is no announcement of the whole set).
+func TestRoamedKeepsTheSet(t *testing.T) {
+	e, err := New(Config{Mode: Strict, Random: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Opened(peerA, []wire.L64{l1, l2}, l1, false, t0); err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Roamed(peerA, lV, luLen, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(as); !slices.Equal(got, []string{"mark-unverified@" + lV.String(), "send-challenge@" + lV.String()}) {
+		t.Fatalf("roamed: %q", got)
+	}
+	// l1 and l2 are still verified: announcing them again does nothing.
+	if as, err := e.Announced(peerA, []wire.L64{l1, l2, lV}, l1, luLen, t0); err != nil || len(as) != 0 {
+		t.Fatalf("after roaming, the set announced again: %q %v, want nothing", kinds(as), err)
+	}
+}

@@ -68,14 +68,23 @@ func (n *Node) luVerify(r receivedLU) (luIn, bool) {
 
 // luSession is the session stage: the ILCC knows the peer, or the datapath holds a session
 // with it whose event the loop has not read yet (the LU overtook it, or the ring lost it,
-// reconcile.go): that one is adopted. An embryo or nothing is no session: the datapath drops
-// such LUs itself (ingress_lu_no_session); this is the same rule for anything that slipped by.
+// reconcile.go): that one is adopted. Nothing is no session: the datapath drops such LUs
+// itself (ingress_lu_no_session); this is the same rule for anything that slipped by. An
+// embryo (a correspondent's first packet, which this host has not answered yet) is no session
+// either, but its LU carried the embryo's nonce: it is held until this host answers and the
+// session becomes real (openSession releases it), or dropped after heldLULifetime. That is
+// how a correspondent with locators of the other family announces them at once (xfamily.go)
+// without an LU ever opening a session.
 func (n *Node) luSession(in luIn) bool {
 	if _, known := n.cache.Binding(in.peer); known {
 		return true
 	}
 	if dst, err := wire.ILVFromAddr(in.r.dst); err == nil {
-		if s, err := n.dp.GetSession(dst.NID, in.peer); err == nil && s.Flags&datapath.SessionEmbryonic == 0 {
+		if s, err := n.dp.GetSession(dst.NID, in.peer); err == nil {
+			if s.Flags&datapath.SessionEmbryonic != 0 {
+				n.holdLU(in)
+				return false
+			}
 			n.openSession(dst.NID, in.peer, in.r.at, "adopted: its Locator Update came first", s.Flags&datapath.SessionInitiator != 0)
 			if _, known := n.cache.Binding(in.peer); known {
 				return true
@@ -84,6 +93,49 @@ func (n *Node) luSession(in luIn) bool {
 	}
 	n.securityEvent("lu_no_session", "Locator Update for no session dropped", "src", in.r.src, "dst", in.r.dst)
 	return false
+}
+
+// Held LUs of embryos: at most maxHeldLUs (one per correspondent, the latest), each for
+// heldLULifetime (the sender retransmits after 1 s anyway, internal/lu).
+const (
+	maxHeldLUs     = 64
+	heldLULifetime = 2 * time.Second
+)
+
+type heldLU struct {
+	r     receivedLU
+	until time.Time
+}
+
+func (n *Node) holdLU(in luIn) {
+	now := time.Now()
+	for p, h := range n.heldLUs {
+		if !now.Before(h.until) {
+			delete(n.heldLUs, p)
+		}
+	}
+	if _, ok := n.heldLUs[in.peer]; !ok && len(n.heldLUs) >= maxHeldLUs {
+		n.securityEvent("lu_hold_full", "Locator Update of an unanswered session dropped: too many held", "src", in.r.src)
+		return
+	}
+	if n.heldLUs == nil {
+		n.heldLUs = map[wire.NID]heldLU{}
+	}
+	n.heldLUs[in.peer] = heldLU{r: in.r, until: now.Add(heldLULifetime)}
+	n.count("lu_held")
+}
+
+// releaseHeldLU runs the LU held for peer, if any, now that its session is real.
+func (n *Node) releaseHeldLU(peer wire.NID) {
+	h, ok := n.heldLUs[peer]
+	if !ok {
+		return
+	}
+	delete(n.heldLUs, peer)
+	if time.Now().Before(h.until) {
+		n.count("lu_released")
+		n.onLU(h.r)
+	}
 }
 
 // luAdvertisement runs an LU through the session, guard, apply and effects stages.

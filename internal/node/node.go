@@ -77,7 +77,9 @@ type Node struct {
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
 	guard  *luguard.Guard   // loop-owned (luin.go): LU replays and the LU-ACK budget
-	drops  *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
+	// heldLUs: LUs of embryos, until this host answers (luin.go); loop-owned.
+	heldLUs map[wire.NID]heldLU
+	drops   *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
 
 	pathmon atomic.Pointer[pathMonitor] // path liveness (paths.go); nil until it runs
 
@@ -873,6 +875,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 		Detail: fmt.Sprintf("%s %s -> %s", how, s.LocalAddr(), s.RemoteAddr())})
 	n.apply(eff, now)
 	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
+	n.releaseHeldLU(remote)
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.

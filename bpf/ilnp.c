@@ -321,6 +321,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_emit(ILNP_EV_INVALID_LOCAL_LOCATOR, skb->ifindex, pkt.ip6.dst_nid, pkt.ip6.src_nid, addrs);
 		return TCX_DROP;
 	}
+	is_lu = ilnp_is_locator_update(&pkt);
 	if (!sess) {
 		key.local_nid = pkt.ip6.dst_nid;
 		key.remote_nid = pkt.ip6.src_nid;
@@ -347,6 +348,14 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 				return TCX_DROP;
 			}
 		}
+		if (!sess && is_lu) {
+			/* RFC 6743 s.2-3: an LU updates a session; it never opens one (not even an
+			 * embryo), or anyone could make this host believe and ACK made-up locators.
+			 * One matching an embryo's nonce passes: the daemon holds it until this
+			 * host answers (internal/node/luin.go). */
+			ilnp_count(ILNP_C_IN_LU_NO_SESSION);
+			return TCX_DROP;
+		}
 		if (!sess) {
 			if (!ilnp_session_budget_take(cfg)) {
 				ilnp_count(ILNP_C_IN_SESSIONS_LIMITED);
@@ -360,7 +369,6 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		}
 	}
 
-	is_lu = ilnp_is_locator_update(&pkt);
 	if (learn && is_lu) {
 		/* Nothing proves a nonce before it is learned, so only the locators the initiator
 		 * itself chose (the responder's from name resolution) can vouch for the first

@@ -152,6 +152,7 @@ enum ilnp_event_type {
 	ILNP_EV_PARAM_PROBLEM = 8,         /* ICMPv6 Parameter Problem code 2: peer is not ILNP */
 	ILNP_EV_NONCE_LEARNED = 9,         /* initiator learned the responder's nonce */
 	ILNP_EV_NONCE_POOL_EMPTY = 10,
+	ILNP_EV_MAX,
 };
 
 struct ilnp_event {
@@ -206,6 +207,8 @@ enum ilnp_counter {
 	ILNP_C_IN_PTB_TRANSLATED,      /* Packet Too Big about our packet, to the session view */
 	ILNP_C_IN_ICMP_ERROR_BAD_NONCE, /* ICMPv6 error quoting a session packet, not our nonce */
 	ILNP_C_IN_SHARED_NONCE,        /* responder session switched to our nonce (dialect.h) */
+	ILNP_C_IN_LU_NO_SESSION,       /* LU or LU-ACK that matches no session: never opens one */
+	ILNP_C_EVENTS_LIMITED,         /* security events over their kind's rate: counted only */
 	ILNP_C_MAX,
 };
 
@@ -242,6 +245,23 @@ struct {
 	__type(value, struct ilnp_session);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sessions SEC(".maps");
+
+/* Token bucket per event kind (observe.h ilnp_emit), in nanoseconds of budget like
+ * session_budget: security events are what a flood makes, and past their rate they would fill
+ * the ring and push out the session events the daemon must see. */
+struct ilnp_event_budget {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 budget_ns;
+	__u64 last_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ILNP_EV_MAX);
+	__type(key, __u32);
+	__type(value, struct ilnp_event_budget);
+} event_budget SEC(".maps");
 
 /* Responder sessions that only the remote side has spoken in ("embryos"): anyone can create
  * them with one spoofed packet, so they live apart from the session table, in an LRU map where

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -646,6 +647,20 @@ func (d *Datapath) Counters() (map[string]uint64, error) {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	return out, nil
+}
+
+// EventsLost is how many events the datapath could not put in the full ring so far
+// (counter events_lost): when it moves, the reader has missed some, maybe a new session's.
+func (d *Datapath) EventsLost() (uint64, error) {
+	var per []uint64
+	if err := d.objs.Counters.Lookup(uint32(slices.Index(counterNames, "events_lost")), &per); err != nil {
+		return 0, fmt.Errorf("datapath: counter events_lost: %w", err)
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	return sum, nil
 }
 
 // RefillNonces tops the pool of crypto/rand nonces up to its capacity and returns how many

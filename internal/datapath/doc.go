@@ -53,7 +53,9 @@
 // becomes PadN in place), the locators are rewritten to the session view and the checksum fixed.
 // Drops, each counted and reported as an Event: a wrong nonce for a known session, more than one
 // nonce option (RFC 6744 s.3), an invalid local locator, an unknown remote locator, malformed
-// packets that carry a nonce. A nonce-carrying packet from an unknown NID pair opens a responder
+// packets that carry a nonce. Those events pass a token bucket per kind (map event_budget; over
+// it they are counted as events_limited only), so a flood cannot fill the ring and push out
+// the session events; an event the full ring refuses is counted as events_lost. A nonce-carrying packet from an unknown NID pair opens a responder
 // session (EventSessionResponder) whose view is the local NID's identity locator and the remote
 // locator it came from, unless Options.NewSessionsPerSecond is used up (a token bucket with one
 // second's burst, map session_budget): then the packet is dropped and counted as
@@ -78,7 +80,9 @@
 // An incoming LU (ICMPv6 type 156) has its nonce verified and stripped like any packet but keeps
 // its wire addresses and checksum, and is accepted from any source locator (it announces new
 // ones): the daemon reads it from a raw ICMPv6 socket (filter type 156) and sees the
-// locator it was sent from. Wrong or missing nonce: dropped here. To send one, the daemon writes
+// locator it was sent from. Wrong or missing nonce: dropped here. An LU or LU-ACK that matches
+// no session (not even an embryo) is dropped and counted (ingress_lu_no_session): it never
+// opens one. To send one, the daemon writes
 // the LU to the peer's session-view address from its own: the egress program inserts the nonce,
 // rewrites the locators to the active ones (so the LU leaves from the new locator), fixes the
 // ICMPv6 checksum and redirects it. A daemon that builds the nonce header itself (IPV6_DSTOPTS)
@@ -98,6 +102,7 @@
 //
 //	config_map      array[1]  active local locator, nonce size, first-N, flags, session rate
 //	session_budget  array[1]  token bucket for new responder sessions (not pinned)
+//	event_budget    array     token bucket per security event kind (not pinned)
 //	remote_pins     hash      session key -> remote locator held in a soft switch (not pinned)
 //	local_nids      hash      NID -> identity locator
 //	local_locators  hash      L64 -> state, ifindex, next hop

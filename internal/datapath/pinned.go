@@ -20,6 +20,8 @@ func OpenPinned(pinDir string) (*Datapath, error) {
 		ilnpBPFMapLocalLocators: &m.LocalLocators, ilnpBPFMapLocalNids: &m.LocalNids,
 		ilnpBPFMapNonceIndex: &m.NonceIndex, ilnpBPFMapNoncePool: &m.NoncePool, ilnpBPFMapPeers: &m.Peers,
 		ilnpBPFMapSessions: &m.Sessions,
+		// PutSession keeps the flags these two maps call for (sessionflags.go).
+		ilnpBPFMapMultipath: &m.Multipath, ilnpBPFMapUnverified: &m.Unverified,
 	} {
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, name), nil)
 		if err != nil {

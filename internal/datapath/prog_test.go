@@ -3,11 +3,14 @@ package datapath
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"ilnp/internal/wire"
 )
@@ -931,5 +934,114 @@ func TestEmbryonicSessions(t *testing.T) {
 	}
 	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+4 || p != 1 {
 		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+4)
+	}
+}
+
+// A Locator Update (or LU-ACK) with a made-up NID and nonce matches no session: it is dropped
+// and counted, and it leaves no embryo behind, whether or not an embryo of that pair exists
+// (issue 23 item 3: an LU never opens a session, so nothing believes or ACKs its locators).
+func TestLocatorUpdateNeverOpensSession(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	from, to := wire.ILV{Locator: lX, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA}
+	nonce := mustNonce(t, 9, 8, 7, 6)
+	for _, op := range []wire.Operation{wire.OpAdvertisement, wire.OpAcknowledgement} {
+		lu, err := wire.LocatorUpdate{Op: op, Locators: []wire.LocatorEntry{{Locator: lX, Lifetime: 30}}}.Marshal(from.Addr(), to.Addr())
+		must(t, err)
+		if ret, _ := d.ingress(t, frame(wire.AppendILNPPacket(nil, from, to, nonce, wire.ProtoICMPv6, lu))); ret != verdictDrop {
+			t.Fatalf("%v from an unknown session: verdict %d, want drop", op, ret)
+		}
+	}
+	if c := counter(t, d, "ingress_lu_no_session"); c != 2 {
+		t.Errorf("ingress_lu_no_session = %d, want 2", c)
+	}
+	if _, err := d.GetSession(nidA, nidB); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an LU left a session or an embryo: %v", err)
+	}
+	if c := counter(t, d, "embryos_created") + counter(t, d, "sessions_created"); c != 0 {
+		t.Fatalf("%d sessions created by LUs", c)
+	}
+	// An LU carrying the nonce of an embryo (made by a data packet) reaches the daemon, which
+	// holds it until this host answers; the embryo stays one: the LU opens nothing.
+	data := frame(wire.AppendILNPPacket(nil, from, to, nonce, wire.ProtoTCP,
+		tcpSegment(zeroLocator(from.Addr()), zeroLocator(to.Addr()), payload)))
+	if ret, _ := d.ingress(t, data); ret != verdictNext {
+		t.Fatalf("data packet verdict %d", ret)
+	}
+	lu, err := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lX, Lifetime: 30}}}.Marshal(from.Addr(), to.Addr())
+	must(t, err)
+	if ret, _ := d.ingress(t, frame(wire.AppendILNPPacket(nil, from, to, nonce, wire.ProtoICMPv6, lu))); ret != verdictNext {
+		t.Fatalf("LU on an embryo: verdict %d, want it passed to the daemon", ret)
+	}
+	if c := counter(t, d, "ingress_lu_no_session"); c != 2 {
+		t.Errorf("ingress_lu_no_session = %d, want 2", c)
+	}
+	if all, err := d.Sessions(); err != nil || len(all) != 0 {
+		t.Fatalf("an LU on an embryo made a session: %+v %v", all, err)
+	}
+	if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&SessionEmbryonic == 0 {
+		t.Fatalf("embryo after its LU: %+v %v", s, err)
+	}
+}
+
+// A flood of bad-nonce packets while nobody reads the ring (issue 23 item 9): the datapath
+// puts at most a second's budget of its security events in the ring and counts the rest, so a
+// session event after the flood is still there for the daemon, and nothing is lost.
+func TestEventRingSurvivesBadNonceFlood(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	const flood = 20000 // the ring holds 256 KiB / 72 bytes = 3640 events
+	bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
+		mustNonce(t, 0xde, 0xad, 0xbe, 0xef), wire.ProtoUDP, transport(t, wire.ProtoUDP, addr(0, nidB), addr(0, nidA), payload)))
+	opts := ebpf.RunOptions{Data: bad, DataOut: make([]byte, len(bad)+256), Repeat: flood}
+	ret, err := d.objs.IlnpIngress.Run(&opts)
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	if ret != verdictDrop {
+		t.Fatalf("bad nonce verdict %d, want drop", ret)
+	}
+	if c := counter(t, d, "ingress_bad_nonce"); c != flood {
+		t.Fatalf("ingress_bad_nonce = %d, want %d", c, flood)
+	}
+	// A session event after the flood, with the ring still unread.
+	must(t, d.PutPeer(Peer{Addr: addr(lX, nidC), Active: lX, Locators: []RemoteLocator{{Locator: lX, State: LocatorActive}}}))
+	first := frame(ipv6Packet(addr(lA1, nidA), addr(lX, nidC), wire.ProtoUDP, transport(t, wire.ProtoUDP, addr(lA1, nidA), addr(lX, nidC), payload)))
+	if ret, _ := d.egress(t, first); ret == verdictDrop {
+		t.Fatalf("first packet to a peer dropped")
+	}
+	if c := counter(t, d, "events_lost"); c != 0 {
+		t.Errorf("events_lost = %d after a flood of %d bad-nonce packets, want 0", c, flood)
+	}
+	limited := counter(t, d, "events_limited")
+	if limited < flood-2*256 || limited > flood-256 {
+		t.Errorf("events_limited = %d of %d, want all but about a second's budget (256)", limited, flood)
+	}
+	ev := events(t, d)
+	badEvents := 0
+	for timeout := time.After(5 * time.Second); ; {
+		select {
+		case e := <-ev:
+			switch e.Type {
+			case EventBadNonce:
+				badEvents++
+				continue
+			case EventSessionInitiator:
+				if e.RemoteNID != nidC {
+					t.Fatalf("session event %+v", e)
+				}
+			default:
+				continue
+			}
+		case <-timeout:
+			t.Fatalf("no session event after the flood (%d bad-nonce events read)", badEvents)
+		}
+		break
+	}
+	t.Logf("%d bad-nonce packets: %d events in the ring, %d limited, %d lost", flood, badEvents, limited, counter(t, d, "events_lost"))
+	if badEvents+int(limited) != flood {
+		t.Errorf("%d bad-nonce events read + %d limited, want %d", badEvents, limited, flood)
 	}
 }

@@ -257,6 +257,8 @@ var counterNames = []string{
 	"ingress_ptb_translated",
 	"ingress_icmp_error_bad_nonce",
 	"ingress_shared_nonce",
+	"ingress_lu_no_session",
+	"events_limited",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -90,6 +90,14 @@ func (p Profile) String() string {
 	return s
 }
 
+// RepeatsAdvertisements: the peer sends the same LU body again when it moves back to a
+// locator set it had before (FreeBSD ILNP, the St Andrews kernel). This daemon never does
+// (internal/ilcc lowers the lifetimes of a repeated advertisement), so for a peer like us an
+// older body arriving after a newer one is a replay; for these it may be a move back.
+func (p Profile) RepeatsAdvertisements() bool {
+	return p.SharedNonce || p.Layout != wire.LayoutRFC6743
+}
+
 // ErrNothingToSend: every locator of the LU is of a kind the peer has not shown it knows.
 var ErrNothingToSend = errors.New("dialect: no locator the peer understands")
 

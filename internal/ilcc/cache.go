@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"ilnp/internal/lu"
+	"ilnp/internal/luguard"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
@@ -99,6 +100,7 @@ type peer struct {
 	lastUsed     time.Time
 	advertised   []wire.LocatorEntry
 	advertisedAt time.Time
+	sent         [][]wire.LocatorEntry // the last luguard.History advertisements, oldest first
 	retryAt      time.Time
 	binding      Binding
 	bound        bool
@@ -519,6 +521,15 @@ func (c *Cache) bindingFor(p *peer) Binding {
 }
 
 func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Effects) {
+	// The correspondent drops a body it applied before a newer one as a replay (luguard):
+	// moving back to an earlier set sends it with lifetimes a second shorter.
+	if d, ok := luguard.Distinct(adv, p.sent); ok {
+		adv = d
+	}
+	p.sent = append(p.sent, slices.Clone(adv))
+	if len(p.sent) > luguard.History {
+		p.sent = slices.Delete(p.sent, 0, len(p.sent)-luguard.History)
+	}
 	src := c.locals[adv[0].Locator]
 	eff.Updates = append(eff.Updates, lu.Message{
 		Peer:    p.nid,

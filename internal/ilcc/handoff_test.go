@@ -1,10 +1,13 @@
 package ilcc
 
 import (
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
 	"ilnp/internal/lu"
+	"ilnp/internal/luguard"
 	"ilnp/internal/wire"
 )
 
@@ -204,5 +207,59 @@ func TestHandoffEndToEndHardAndSilentCorrespondent(t *testing.T) {
 	}
 	if len(n.results) != 1 || n.results[0].Outcome != lu.Acked || n.results[0].Attempts != 1 {
 		t.Fatalf("results = %+v, want the retry acknowledged at its first attempt", n.results)
+	}
+}
+
+// An MN that moves back and forth between two networks with permanent locators (every
+// advertised lifetime the same) sends LUs whose bodies repeat the set of two moves before;
+// the correspondent drops a body it applied before a newer one as a replay (luguard), so
+// each new LU must differ from every earlier one still remembered: no move back is lost.
+func TestMovingBackIsNeverAReplay(t *testing.T) {
+	mn, err := New(Config{NID: myNID, Mode: Soft, NewNonce: func() (wire.Nonce, error) { return nonce(0x3333), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := func(loc wire.L64, ifindex int, router netip.Addr) LocalUpdate {
+		return LocalUpdate{Locator: loc, IfIndex: ifindex, Router: router, ValidLifetime: Infinite, PreferredLifetime: Infinite}
+	}
+	now := t0
+	if _, err := mn.UpdateLocal(perm(lMN1, ifWifi, router1), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.OpenSession(Session{Local: wire.ILV{Locator: lMN1, NID: myNID}, Remote: wire.ILV{Locator: lCN, NID: cnNID}, RemoteNonce: nonce(0xcccc)}, now); err != nil {
+		t.Fatal(err)
+	}
+	guard := luguard.New(0, 0)
+	sent, sets := 0, map[string]bool{}
+	check := func(eff Effects) {
+		t.Helper()
+		for _, m := range eff.Updates {
+			sent++
+			d := luguard.DigestOf(m.Update)
+			if v := guard.Check(cnNID, d); v == luguard.Replay {
+				t.Fatalf("LU %d %v is a replay at the correspondent", sent, m.Update.Locators)
+			}
+			guard.Applied(cnNID, d)
+			sets[fmt.Sprint(m.Update.Locators)] = true
+		}
+	}
+	at := []struct {
+		loc    wire.L64
+		ifi    int
+		router netip.Addr
+	}{{lMN1, ifWifi, router1}, {lMN2, ifLTE, router2}}
+	for i := range 6 {
+		from, to := at[i%2], at[(i+1)%2]
+		now = now.Add(10 * time.Second)
+		eff, err := mn.UpdateLocal(perm(to.loc, to.ifi, to.router), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(eff)
+		now = now.Add(10 * time.Second)
+		check(mn.RemoveLocal(from.loc, "link down", now))
+	}
+	if sent != 12 {
+		t.Fatalf("%d LUs for 6 moves, want 12", sent)
 	}
 }

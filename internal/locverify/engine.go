@@ -3,7 +3,8 @@
 // knows its own nonce, so RFC 6744 does not stop it) announces a victim's locator in a Locator
 // Update, and the node would turn its flows towards the victim.
 //
-// A locator the session began with is verified. One that first appears in a Locator Update (or,
+// A locator the session began with is verified while it stays in the peer's set. One that first
+// appears in a Locator Update, or comes back after it left the set (or,
 // for an IPv4 endpoint, a NAT rebinding) is unverified until the correspondent echoes a challenge sent to [locator:NID]: an ICMPv6 Echo
 // Request carrying a fresh 128-bit random token (every IPv6 node answers it, RFC 4443 s.4.1,
 // so no peer needs new code; only a node that receives at that address learns the token).
@@ -269,6 +270,35 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 		st = &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
 		e.peers[p] = st
 	}
+	// An LU lists all the peer's locators (RFC 6743 s.2): one it no longer lists has left,
+	// and its verification leaves with it. Should it come back (the peer moving back, or a
+	// copy of an old LU replayed from the path), it is challenged again.
+	for l := range st.verified {
+		if !slices.Contains(locs, l) {
+			delete(st.verified, l)
+		}
+	}
+	return e.added(p, st, locs, from, luBytes, now)
+}
+
+// Roamed handles a nonce-verified packet of p from l, a locator its set does not list (a NAT
+// endpoint that moved), pktBytes long: l is new as if announced from itself, and the set's
+// other locators stay as they are (nothing left).
+func (e *Engine) Roamed(p wire.NID, l wire.L64, pktBytes uint64, now time.Time) ([]Action, error) {
+	if e.cfg.Mode == Off {
+		return nil, nil
+	}
+	e.expire(now)
+	st := e.peers[p]
+	if st == nil {
+		st = &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+		e.peers[p] = st
+	}
+	return e.added(p, st, []wire.L64{l}, l, pktBytes, now)
+}
+
+// added is Announced's work for each of locs.
+func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luBytes uint64, now time.Time) ([]Action, error) {
 	var out []Action
 	for _, l := range locs {
 		switch {

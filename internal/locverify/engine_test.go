@@ -118,6 +118,24 @@ func TestEngine(t *testing.T) {
 		{name: "a session adopted after a restart: all announced locators are new", mode: Strict, steps: []step{
 			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2), un(l1)}},
 		}},
+		{name: "strict: a locator that left the set is challenged again when it returns (replay, move back)", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "echo", peer: peerA, token: 1, wantOK: true},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "echo", peer: peerA, token: 2, wantOK: true, want: []string{ver(l2)}},
+			// l1 left; an LU listing it again (a replay from l1, or the peer back there) does
+			// not find it verified: the credit applies until it answers once more.
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{un(l1), ch(l1)}},
+			{op: "echo", peer: peerA, token: 3, wantOK: true, want: []string{ver(l1)}},
+			// A locator still listed keeps its verification (soft handoff: both listed).
+			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1, l2}, from: l1},
+		}},
+		{name: "strict: a returning locator announced from elsewhere has no credit", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l2, want: []string{un(l1)}},
+		}},
 		{name: "a reopened session starts over", mode: Strict, steps: []step{
 			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
 			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
@@ -302,5 +320,28 @@ func TestChallengeCostByFamily(t *testing.T) {
 		if as[0].RxBytes != luLen || as[0].TxBytes != c.want {
 			t.Errorf("%v: credit starts at %d received, %d sent; want %d, %d", c.loc, as[0].RxBytes, as[0].TxBytes, luLen, c.want)
 		}
+	}
+}
+
+// A NAT endpoint that roams adds a locator; the set's others keep their verification (a
+// roaming packet is no announcement of the whole set).
+func TestRoamedKeepsTheSet(t *testing.T) {
+	e, err := New(Config{Mode: Strict, Random: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Opened(peerA, []wire.L64{l1, l2}, l1, false, t0); err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.Roamed(peerA, lV, luLen, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(as); !slices.Equal(got, []string{"mark-unverified@" + lV.String(), "send-challenge@" + lV.String()}) {
+		t.Fatalf("roamed: %q", got)
+	}
+	// l1 and l2 are still verified: announcing them again does nothing.
+	if as, err := e.Announced(peerA, []wire.L64{l1, l2, lV}, l1, luLen, t0); err != nil || len(as) != 0 {
+		t.Fatalf("after roaming, the set announced again: %q %v, want nothing", kinds(as), err)
 	}
 }

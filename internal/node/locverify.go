@@ -222,7 +222,7 @@ func (n *Node) lvRoamed(peer wire.NID, l wire.L64) (later []locverify.Action) {
 	if n.lv == nil {
 		return nil
 	}
-	actions, err := n.lv.Announced(peer, []wire.L64{l}, l, roamCredit, time.Now())
+	actions, err := n.lv.Roamed(peer, l, roamCredit, time.Now())
 	if err != nil {
 		n.log.Warn("locator verification", "peer", peer, "err", err)
 	}

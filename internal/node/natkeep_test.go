@@ -40,7 +40,10 @@ const (
 
 func TestNATKeepaliveHoldsBinding(t *testing.T) {
 	nstest.RequireTool(t, "tcpdump")
-	n := newCrossFamilyNetConf(t, fmt.Sprintf("ipv4-locators on\nnat-keepalive %v\n", natKeepalive))
+	// The CN opens the session and the MN never resolves it: neither shows the other an IPv4
+	// locator before the move, so each declares the other an ilnpd (README, IPv4 networks).
+	n := newCrossFamilyNetConf(t, fmt.Sprintf("ipv4-locators on\nnat-keepalive %v\npeer-dialect %s ilnpd\npeer-dialect %s ilnpd\n",
+		natKeepalive, cnNIDText, mnNIDText))
 	n.R.Run("sysctl", "-qw", "net.netfilter.nf_conntrack_udp_timeout="+strconv.Itoa(natTimeout),
 		"net.netfilter.nf_conntrack_udp_timeout_stream="+strconv.Itoa(natTimeout))
 	addr, err := resolve(n.CN, "mn")

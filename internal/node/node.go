@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"ilnp/internal/locators"
 	"ilnp/internal/locverify"
 	"ilnp/internal/lu"
+	"ilnp/internal/luguard"
 	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
 	"ilnp/internal/timeline"
@@ -68,6 +68,11 @@ type Node struct {
 	locals    map[wire.L64]ilcc.Local
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
+	// eventsLost is the datapath's events_lost counter when the loop last reconciled
+	// (reconcile.go).
+	eventsLost uint64
+	// reconcilePending: the last reconciliation stopped at its bound (reconcile.go).
+	reconcilePending bool
 	// encapLocal is the IPv4 locator the datapath encapsulates from for IPv6-active sessions
 	// (xfamily.go).
 	encapLocal wire.L64
@@ -77,7 +82,10 @@ type Node struct {
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
-	drops  *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
+	guard  *luguard.Guard   // loop-owned (luin.go): LU replays and the LU-ACK budget
+	// heldLUs: LUs of embryos, until this host answers (luin.go); loop-owned.
+	heldLUs map[wire.NID]heldLU
+	drops   *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
 
 	pathmon atomic.Pointer[pathMonitor] // path liveness (paths.go); nil until it runs
 
@@ -134,6 +142,7 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		formed:   map[netip.Addr]int{},
 		cmds:     make(chan func()),
 		seclog:   newSecurityLog(),
+		guard:    luguard.New(0, 0),
 		drops:    newDropLog(),
 		peers:    map[string][]wire.RankedILV{},
 		counters: map[string]uint64{},
@@ -349,7 +358,14 @@ func (n *Node) setup() error {
 			n.log.Warn("new locators may be unreachable for a second after they appear", "err", err)
 		}
 	}
-	return n.adopt()
+	if err := n.adopt(); err != nil {
+		return err
+	}
+	// adopt read the maps: events lost before now are accounted for (reconcile.go).
+	if n.eventsLost, err = n.dp.EventsLost(); err != nil {
+		n.log.Warn("datapath events lost", "err", err)
+	}
+	return nil
 }
 
 // shutdown leaves the datapath running for the next ilnpd, unless a flush was asked for.
@@ -583,6 +599,7 @@ func (n *Node) apply(eff ilcc.Effects, now time.Time) {
 		}
 		n.engine.Forget(peer)
 		n.dialects.Forget(peer)
+		n.guard.Forget(peer)
 		n.retireEphemeral(peer)
 		n.lvClosed(peer)
 	}
@@ -799,102 +816,6 @@ func (n *Node) sendAck(ack ilcc.Ack) {
 		Detail: fmt.Sprintf("locators=%d", len(ack.Update.Locators))})
 }
 
-// onLU handles a Locator Update or LU-ACK read from the raw socket. It believes nothing it has
-// not checked itself: the message must have arrived on an ILNP interface (elsewhere no datapath
-// checked it) and carry the nonce the datapath verified and marked, and that nonce must be the
-// session's (the ILCC compares it; an ACK must also match the outstanding LU, lu.Engine.Ack).
-func (n *Node) onLU(r receivedLU) {
-	now := time.Now()
-	if _, ok := n.ifaces[r.ifindex]; !ok {
-		n.securityEvent("lu_foreign_interface", "Locator Update from an interface without the ILNP datapath ignored",
-			"src", r.src, "ifindex", r.ifindex)
-		return
-	}
-	if r.err != nil {
-		n.securityEvent("lu_malformed", "malformed Locator Update dropped", "src", r.src, "err", r.err)
-		return
-	}
-	src, err := wire.ILVFromAddr(r.src)
-	if err != nil {
-		n.securityEvent("lu_malformed", "Locator Update from a non-ILNP address dropped", "src", r.src)
-		return
-	}
-	if r.nonceErr != nil {
-		n.securityEvent("lu_unverified", "Locator Update without a datapath-verified nonce dropped",
-			"src", r.src, "err", r.nonceErr)
-		return
-	}
-	peer := src.NID
-	switch r.update.Op {
-	case wire.OpAdvertisement:
-		if _, known := n.cache.Binding(peer); !known {
-			// The LU overtook the datapath's event for its session (a correspondent with
-			// locators of another family sends one at once): the datapath checked its nonce
-			// against that session, which the ILCC learns now.
-			if dst, err := wire.ILVFromAddr(r.dst); err == nil {
-				if _, err := n.dp.GetSession(dst.NID, peer); err == nil {
-					n.openSession(dst.NID, peer, r.at, "session of a Locator Update", false)
-				}
-			}
-		}
-		n.count("lu_received")
-		n.emit(timeline.Event{MonoNS: r.at, Kind: timeline.LUReceived, Peer: peer.String(), Locator: src.Locator.String(),
-			Detail: fmt.Sprintf("locators=%d", len(r.update.Locators))})
-		// From behind a NAT the LU's sender lists an IPv4 endpoint we cannot reach; the one it
-		// came from takes its place (xfamily.go). The ACK echoes the body as sent.
-		before, _ := n.cache.Binding(peer)
-		eff, err := n.cache.ApplyLU(peer, r.nonce, translateLU(r.update, src.Locator), now)
-		for i := range eff.Acks {
-			eff.Acks[i].Update = r.update.Ack()
-		}
-		if err != nil {
-			if !ilcc.IsSecurityEvent(err) {
-				n.log.Warn("Locator Update not applied", "src", r.src, "err", err)
-			} else if n.securityEvent("lu_rejected", "Locator Update rejected", "src", r.src, "err", err) {
-				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
-			}
-			return
-		}
-		// lu_received is already on the timeline (above, stamped on arrival with the locator
-		// it came from, and also for LUs that are then rejected): drop the ILCC's copy.
-		eff.Events = slices.DeleteFunc(eff.Events, func(e ilcc.Event) bool { return e.Kind == timeline.LUReceived })
-		n.count("lu_applied")
-		n.learnDialect(peer, r)
-		// New locators get their credit limit before anything leaves towards them, the
-		// LU-ACK included.
-		later := n.lvAnnounced(peer, translateLU(r.update, src.Locator), src.Locator, r.size)
-		n.apply(eff, now)
-		n.performLV(later)
-		if after, ok := n.cache.Binding(peer); ok && after.RemoteLocator != before.RemoteLocator {
-			n.pathsAbandoned(peer, before.RemoteLocator)
-		}
-		n.tcpMoveEnded(peer, 0)
-	case wire.OpAcknowledgement:
-		if err := n.cache.VerifyNonce(peer, r.nonce); err != nil {
-			if n.securityEvent("lu_ack_rejected", "LU-ACK rejected", "src", r.src, "err", err) && ilcc.IsSecurityEvent(err) {
-				n.emit(timeline.Event{Kind: timeline.BadNonce, Peer: peer.String(), Detail: err.Error()})
-			}
-			return
-		}
-		n.learnDialect(peer, r)
-		res, actions := n.engine.Ack(peer, n.dialects.Ack(peer, r.update), now)
-		n.count("lu_ack_" + res.Outcome.String())
-		ev := timeline.Event{MonoNS: r.at, Kind: timeline.LUAckReceived, Peer: peer.String(), Locator: src.Locator.String(),
-			Attempt: res.Attempts, Detail: "outcome=" + res.Outcome.String()}
-		if res.Outcome == lu.Acked {
-			ev.Duration = res.Elapsed.Nanoseconds()
-			if res.RTTSampled {
-				ev.Detail = joinDetail(ev.Detail, "rtt="+res.RTT.String())
-			}
-		}
-		n.emit(ev)
-		if res.Outcome == lu.Acked {
-			n.tcpMoveEnded(peer, sampledRTT(res))
-		}
-		n.perform(actions)
-	}
-}
-
 // onDatapathEvent handles what the BPF programs reported.
 func (n *Node) onDatapathEvent(ev datapath.Event) {
 	now := time.Now()
@@ -970,6 +891,7 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 	n.apply(eff, now)
 	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
 	n.dialects.LearnLocators(remote, remoteL64s(s.RemoteLocators)) // published IPv4 locators
+	n.releaseHeldLU(remote)
 }
 
 // touchSessions keeps sessions that carry traffic from idling out of the ILCC.
@@ -988,7 +910,7 @@ func (n *Node) touchSessions() {
 		}
 	}
 	n.lastTouch = newest
-	n.recoverSessions(sessions)
+	n.reconcileLost(sessions, now)
 	n.expireUnproven(sessions, now)
 	n.lvProbe(sessions)
 }

@@ -51,7 +51,7 @@ type Config struct {
 var Names = []string{
 	"lu-no-nonce-offlink", "lu-wrong-nonce-offlink", "lu-no-nonce-onlink", "lu-wrong-nonce-onlink",
 	"lu-ack-forged", "lu-during-nonce-learning", "data-random-nonce", "tcp-rst-random-nonce",
-	"session-table-flood",
+	"session-table-flood", "lu-unknown-session", "lu-replay",
 }
 
 // Ports and addresses of the attack lab.

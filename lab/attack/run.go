@@ -25,7 +25,9 @@ type attack struct {
 	measured string
 	prepare  func() error
 	accepted func() (int, error)
-	rate     int
+	// finish restores the lab for the attacks that follow, after the measurement.
+	finish func() error
+	rate   int
 }
 
 func randomNonce() (wire.Nonce, error) { return wire.RandomNonce(4) }
@@ -246,6 +248,8 @@ func (l *labRun) attacks(ctx context.Context) ([]Result, error) {
 			return n, err
 		}})
 
+	list = append(list, l.luUnknownSession(), l.luReplay())
+
 	per := l.cfg.Count / len(list)
 	var results []Result
 	for i, a := range list {
@@ -307,6 +311,11 @@ func (l *labRun) run(ctx context.Context, a attack, count int) (Result, error) {
 		return Result{}, err
 	}
 	survived := l.flow.Err() == nil && l.flow.received.Load() > bytes0
+	if a.finish != nil {
+		if err := a.finish(); err != nil {
+			return Result{}, fmt.Errorf("finish: %w", err)
+		}
+	}
 	return Result{Attack: a.name, Sent: &sent, Accepted: &acc, FlowSurvived: &survived,
 		From: a.from, Measured: a.measured, Counters: a.counters, Counted: counted}, nil
 }

@@ -113,7 +113,7 @@ func (s *scaleRun) openCN(ctx context.Context, r *Result) error {
 	n, err := s.openUntil(ctx, s.t.CN, s.cnSock, s.cn, loc, s.cnAddr, s.cfg.OpenRate)
 	r.Notes.Opened, r.Notes.OpenSeconds = n, time.Since(begin).Seconds()
 	if st, serr := s.stats(s.t.CN, s.cnSock); serr == nil {
-		r.Notes.EventsLost, r.Notes.Recovered = st["dp_events_lost"], st["sessions_recovered"]
+		r.Notes.EventsLost, r.Notes.Recovered = st["dp_events_lost"], st["sessions_reconciled"]
 	}
 	fmt.Fprintf(s.cfg.Log, "scale: the CN has %d sessions after %.1f s\n", n, r.Notes.OpenSeconds)
 	if err != nil {

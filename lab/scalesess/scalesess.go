@@ -197,7 +197,7 @@ func Report(r Result, cfg Config) string {
 	fmt.Fprintf(&b, `
 - *sessions*: %d of %d opened at the CN in %.1f s (a UDP datagram to its echo service from each correspondent, the echo,
   a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info; the CN's datapath
-  lost %d events (dp_events_lost) meanwhile and its daemon recovered %d sessions from its table (sessions_recovered).
+  lost %d events (dp_events_lost) meanwhile and its daemon recovered %d sessions from its table (sessions_reconciled).
 - *egress/ingress_ns_per_pkt*: kernel run time per run of the CN's TCX programs on cn-r1 (BPF_ENABLE_STATS), while every
   correspondent sends one datagram to the echo service and gets the echo (%d egress, %d ingress runs).
 - *kernel_bytes_per_session*: memlock of every BPF map ilnpd holds (%d bytes, sized by session-table-size) / sessions;

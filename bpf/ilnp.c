@@ -191,6 +191,16 @@ static __always_inline void ilnp_view_pseudo(const struct ilnp_pkt *pkt,
 	pseudo_new[1] = sess->local_view;
 }
 
+/* ICMPv6 errors (a router's, RFC 4443 s.2.1: types below 128) and Neighbour Discovery (RFC
+ * 4861, types 133-137) come from the network, not from the peer's session: they never carry
+ * the nonce. */
+static __always_inline int ilnp_not_peers_packet(const struct ilnp_pkt *pkt)
+{
+	if (pkt->l4_proto != ILNP_NH_ICMPV6 || !pkt->l4_off)
+		return 0;
+	return pkt->icmp_type < 128 || (pkt->icmp_type >= 133 && pkt->icmp_type <= 137);
+}
+
 /* A packet without a nonce: plain IPv6, unless it claims to be part of an ILNP session. */
 static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp_pkt *pkt,
 					      const struct ilnp_config *cfg)
@@ -225,9 +235,17 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 		ilnp_emit(ILNP_EV_MISSING_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 		return TCX_DROP;
 	}
+	if (!cfg->nonce_first_n && !(sess->flags & ILNP_SESS_IPV6_FALLBACK) &&
+	    !ilnp_not_peers_packet(pkt)) {
+		/* RFC 6744 s.6: the peer puts the nonce on every packet of the session, so one
+		 * without it between the session's NIDs and locators is forged (a blind attacker
+		 * needs only the addresses). Plain IPv6 with the same host goes between other
+		 * addresses, or once the session fell back (Parameter Problem). */
+		ilnp_count(ILNP_C_IN_MISSING_NONCE);
+		ilnp_emit(ILNP_EV_MISSING_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		return TCX_DROP;
+	}
 	if (!cfg->nonce_first_n || !sess->remote_nonce_len) {
-		/* Nonce on every packet: a packet without one is plain IPv6 between the same
-		 * hosts (dual stack), not ours to touch. */
 		ilnp_count(ILNP_C_IN_PASS_IPV6);
 		return TCX_NEXT;
 	}

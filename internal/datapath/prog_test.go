@@ -237,8 +237,6 @@ func TestNonILNPUntouched(t *testing.T) {
 	otherView := addr(lA2, nidA)
 	dualOut := frame(ipv6Packet(otherView, h.viewDst(), wire.ProtoUDP, wire.AppendUDP(nil, otherView, h.viewDst(), 1, 2, payload)))
 	plainIn := frame(ipv6Packet(other, h.viewSrc(), wire.ProtoUDP, wire.AppendUDP(nil, other, h.viewSrc(), 1, 2, payload)))
-	// A packet from the peer's locators without a nonce: plain IPv6 when nonces go on every packet.
-	noNonceIn := frame(ipv6Packet(addr(lB2, nidB), addr(lA2, nidA), wire.ProtoTCP, tcpSegment(addr(lB2, nidB), addr(lA2, nidA), payload)))
 	ipv4 := append([]byte{0x02, 0, 0, 0, 0, 0xb, 0x02, 0, 0, 0, 0, 0xa, 0x08, 0x00}, make([]byte, 40)...)
 	ipv4[14] = 0x45
 	arp := append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0xa, 0x08, 0x06}, make([]byte, 28)...)
@@ -247,7 +245,7 @@ func TestNonILNPUntouched(t *testing.T) {
 		egress bool
 	}{
 		"egress-plain": {plainOut, true}, "egress-dual-stack": {dualOut, true}, "egress-ipv4": {ipv4, true},
-		"ingress-plain": {plainIn, false}, "ingress-no-nonce": {noNonceIn, false}, "ingress-ipv4": {ipv4, false}, "ingress-arp": {arp, false},
+		"ingress-plain": {plainIn, false}, "ingress-ipv4": {ipv4, false}, "ingress-arp": {arp, false},
 	} {
 		var ret uint32
 		var out []byte
@@ -260,14 +258,66 @@ func TestNonILNPUntouched(t *testing.T) {
 			t.Errorf("%s: verdict %d, changed %v", name, ret, !bytes.Equal(out, c.in))
 		}
 	}
-	if got := counter(t, d, "ingress_pass_ipv6"); got != 2 {
-		t.Errorf("ingress_pass_ipv6 = %d, want 2", got)
+	if got := counter(t, d, "ingress_pass_ipv6"); got != 1 {
+		t.Errorf("ingress_pass_ipv6 = %d, want 1", got)
 	}
 	if got := counter(t, d, "egress_pass_ipv6"); got != 2 {
 		t.Errorf("egress_pass_ipv6 = %d, want 2", got)
 	}
 	if got := counter(t, d, "ingress_non_ipv6") + counter(t, d, "egress_non_ipv6"); got != 3 {
 		t.Errorf("non-IPv6 counted %d times, want 3", got)
+	}
+}
+
+// Where the peer sends the nonce on every packet (the default), a packet without one between
+// the session's NIDs and locators is forged: UDP data and a TCP RST (issue 23, item 1) are
+// dropped and counted, on the view locators and the active ones alike. ICMPv6 errors and
+// Neighbour Discovery come from the network and pass untouched; so does everything once the
+// session fell back to plain IPv6.
+func TestIngressNoNonceDropped(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	ev := events(t, d)
+	from, to := addr(lB2, nidB), addr(lA2, nidA)
+	viewFrom, viewTo := addr(lB1, nidB), addr(lA1, nidA)
+	rst := tcpSegment(viewFrom, viewTo, nil)
+	rst[13] = 0x04
+	forged := map[string][]byte{
+		"udp":          frame(ipv6Packet(from, to, wire.ProtoUDP, wire.AppendUDP(nil, from, to, 40000, 7009, payload))),
+		"udp-view":     frame(ipv6Packet(viewFrom, viewTo, wire.ProtoUDP, wire.AppendUDP(nil, viewFrom, viewTo, 40000, 7009, payload))),
+		"tcp-rst-view": frame(ipv6Packet(viewFrom, viewTo, wire.ProtoTCP, rst)),
+		"echo-request": frame(ipv6Packet(from, to, wire.ProtoICMPv6, icmpEcho(from, to, payload))),
+	}
+	for name, in := range forged {
+		if ret, _ := d.ingress(t, in); ret != verdictDrop {
+			t.Errorf("%s without a nonce: verdict %d, want drop", name, ret)
+		}
+	}
+	if got := counter(t, d, "ingress_missing_nonce"); got != uint64(len(forged)) {
+		t.Errorf("ingress_missing_nonce = %d, want %d", got, len(forged))
+	}
+	if e := nextEvent(t, ev, EventMissingNonce); e.RemoteNID != nidB || e.LocalNID != nidA {
+		t.Errorf("event %+v", e)
+	}
+	unreach := append([]byte{1, 3, 0, 0, 0, 0, 0, 0}, make([]byte, 48)...)
+	binary.BigEndian.PutUint16(unreach[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, unreach))
+	ns := append([]byte{135, 0, 0, 0, 0, 0, 0, 0}, to.AsSlice()...)
+	binary.BigEndian.PutUint16(ns[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, ns))
+	for name, in := range map[string][]byte{
+		"destination-unreachable": frame(ipv6Packet(from, to, wire.ProtoICMPv6, unreach)),
+		"neighbour-solicitation":  frame(ipv6Packet(from, to, wire.ProtoICMPv6, ns)),
+	} {
+		if ret, out := d.ingress(t, in); ret != verdictNext || !bytes.Equal(out, in) {
+			t.Errorf("%s: verdict %d, changed %v; want it passed untouched", name, ret, !bytes.Equal(out, in))
+		}
+	}
+	s, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	s.Flags |= SessionIPv6Fallback
+	must(t, d.PutSession(s))
+	if ret, out := d.ingress(t, forged["udp"]); ret != verdictNext || !bytes.Equal(out, forged["udp"]) {
+		t.Errorf("plain IPv6 of a session that fell back: verdict %d", ret)
 	}
 }
 

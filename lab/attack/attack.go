@@ -51,6 +51,7 @@ type Config struct {
 var Names = []string{
 	"lu-no-nonce-offlink", "lu-wrong-nonce-offlink", "lu-no-nonce-onlink", "lu-wrong-nonce-onlink",
 	"lu-ack-forged", "lu-during-nonce-learning", "data-random-nonce", "tcp-rst-random-nonce",
+	"data-no-nonce", "tcp-rst-no-nonce",
 	"session-table-flood",
 }
 

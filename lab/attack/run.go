@@ -213,6 +213,37 @@ func (l *labRun) attacks(ctx context.Context) ([]Result, error) {
 			return int(r - resets0), err
 		}})
 
+	// The same datagrams and resets without any nonce: plain IPv6 between the session's
+	// addresses, which the peer never sends (nonce on every packet, README Security).
+	var sinkBefore2 int64
+	list = append(list, attack{name: "data-no-nonce", from: "atk (behind R1), spoofing the MN, no nonce", attacker: l.atk,
+		counters: []string{"CN dp_ingress_missing_nonce"}, count: statSum(cn, l.cnSock, "dp_ingress_missing_nonce"),
+		packet: func(i int) ([]byte, error) {
+			return UDP(l.mnAddr, l.cnAddr, wire.Nonce{}, 40000, sinkPort, []byte(fmt.Sprintf("forged %d", i))), nil
+		},
+		measured: "datagrams the CN's UDP socket received",
+		prepare:  func() error { sinkBefore2 = l.sink.got.Load(); return nil },
+		accepted: func() (int, error) { return int(l.sink.got.Load() - sinkBefore2), nil }})
+	var seq2 uint32
+	var resets2 uint64
+	list = append(list, attack{name: "tcp-rst-no-nonce", from: "atk (behind R1), spoofing the MN, exact sequence number, no nonce", attacker: l.atk,
+		counters: []string{"CN dp_ingress_missing_nonce"}, count: statSum(cn, l.cnSock, "dp_ingress_missing_nonce"),
+		packet: func(int) ([]byte, error) {
+			return RST(l.mnAddr, l.cnAddr, wire.Nonce{}, flowPort, l.flow.ClientPort, seq2), nil
+		},
+		measured: "resets the CN's TCP took (Tcp EstabResets) ",
+		prepare: func() (err error) {
+			if seq2, err = sniffAck(l.t.R1, "r1-cn", l.cnAddr.Addr(), l.mnAddr.Addr(), l.flow.ClientPort, flowPort); err != nil {
+				return err
+			}
+			resets2, err = kernelCounter(cn, "", "Tcp", "EstabResets")
+			return err
+		},
+		accepted: func() (int, error) {
+			r, err := kernelCounter(cn, "", "Tcp", "EstabResets")
+			return int(r - resets2), err
+		}})
+
 	// A session-table flood: made-up NIDs, random nonces, Echo Replies (which nobody answers),
 	// at twice the rate of the other attacks: accepted = sessions it got into the CN's ILCC.
 	list = append(list, attack{name: "session-table-flood", from: "atk (behind R1), random NIDs", attacker: l.atk,

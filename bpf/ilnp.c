@@ -86,7 +86,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	key.remote_nid = pkt.ip6.dst_nid;
 	sess = bpf_map_lookup_elem(&sessions, &key);
 	if (!sess)
-		sess = ilnp_promote_embryo(skb, &key, &pkt);
+		sess = ilnp_session_from_embryo(skb, &key, &pkt, cfg);
 	/* Only the session view is translated: the same hosts may talk plain IPv6 between other
 	 * addresses (dual stack). */
 	if (sess && (sess->local_view != pkt.ip6.src_l64 || sess->remote_view != pkt.ip6.dst_l64)) {
@@ -94,7 +94,7 @@ int ilnp_egress(struct __sk_buff *skb)
 		return TCX_NEXT;
 	}
 	if (!sess)
-		sess = ilnp_new_initiator(skb, &pkt, cfg, &key);
+		sess = ilnp_new_initiator(skb, &pkt, cfg, &key, 0, 0);
 	if (!sess) {
 		ilnp_count(ILNP_C_EG_PASS_IPV6);
 		return TCX_NEXT;
@@ -278,7 +278,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	struct ilnp_local_nid *nid = 0;
 	struct ilnp_config *cfg;
 	const __u8 *addrs;
-	int learn = 0, is_lu;
+	int learn = 0, is_lu, bad = 0;
 
 	if (ilnp_is_ipv6(skb) < 0) {
 		ilnp_count(ILNP_C_IN_NON_IPV6);
@@ -344,22 +344,22 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 			ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 			return TCX_DROP;
 		}
-		if (sess) {
+		if (sess)
 			learn = 1; /* our own session, waiting for the responder's first nonce */
-		} else {
-			int bad;
-
+		else
 			sess = ilnp_embryo_match(&key, &pkt, &bad);
-			if (bad) {
-				ilnp_count(ILNP_C_IN_BAD_NONCE);
-				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
-				return TCX_DROP;
-			}
-		}
 		if (!sess) {
 			if (!ilnp_session_budget_take(cfg)) {
 				ilnp_count(ILNP_C_IN_SESSIONS_LIMITED);
 				return TCX_DROP;
+			}
+			if (bad) {
+				/* Anyone who knows the two NIDs can make an embryo, so its nonce proves
+				 * nothing: a first packet with another nonce replaces it (the latest
+				 * wins, charged like a new session), and a squatter never locks the
+				 * real peer out (RFC 6744 s.7). */
+				ilnp_count(ILNP_C_EMBRYOS_REPLACED);
+				bpf_map_delete_elem(&embryos, &key);
 			}
 			sess = nid ? ilnp_new_responder(skb, &pkt, cfg, nid, &key) : 0;
 			if (!sess) {

@@ -198,6 +198,8 @@ enum ilnp_counter {
 	ILNP_C_SESSIONS_FULL,       /* promotion or initiator session refused: table full */
 	ILNP_C_EG_UNVERIFIED_REROUTED, /* over an unverified locator's credit: sent to a verified one */
 	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
+	ILNP_C_EMBRYOS_REPLACED,       /* embryo replaced by a first packet with another nonce */
+	ILNP_C_EMBRYOS_TO_INITIATOR,   /* embryo of a known peer dropped for an initiator session */
 	ILNP_C_MAX,
 };
 

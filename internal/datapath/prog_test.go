@@ -954,13 +954,14 @@ func TestEmbryonicSessions(t *testing.T) {
 	if all, err := d.Sessions(); err != nil || len(all) != 0 {
 		t.Fatalf("the flood reached the session table: %d sessions, %v", len(all), err)
 	}
-	// The legitimate peer: first packet, a wrong-nonce packet for its embryo, a real reply.
+	// The legitimate peer: a squatter's first packet with its NID, the peer's own first packet
+	// (which replaces the squatter's embryo), a real reply.
 	theirs := mustNonce(t, 1, 2, 3, 4)
-	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
-		t.Fatalf("legitimate first packet: verdict %d", ret)
+	if ret, _ := d.ingress(t, first(nidB, mustNonce(t, 4, 3, 2, 1))); ret != verdictNext {
+		t.Fatalf("squatter's first packet: verdict %d", ret)
 	}
-	if ret, _ := d.ingress(t, first(nidB, mustNonce(t, 4, 3, 2, 1))); ret != verdictDrop {
-		t.Fatalf("wrong nonce for an embryo: verdict %d, want drop", ret)
+	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
+		t.Fatalf("legitimate first packet after a squatter's: verdict %d", ret)
 	}
 	reply := answer(nidB, tcpSegment(addr(lA1, nidA), addr(lB2, nidB), payload), wire.ProtoTCP)
 	if ret, _ := d.egress(t, reply); ret == verdictDrop {
@@ -973,7 +974,95 @@ func TestEmbryonicSessions(t *testing.T) {
 	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
 		t.Fatalf("legitimate session's next packet: verdict %d", ret)
 	}
-	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+4 || p != 1 {
-		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+4)
+	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+5 || p != 1 {
+		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+5)
 	}
+}
+
+// Embryo squatting (issue 23, item 2): one packet from [any locator : B's NID] with a made-up
+// nonce makes an embryo for (A, B). It must never lock the real B out: B's own first packet
+// replaces it (counted, charged to the new-session budget) and B's session works with B's
+// nonce. And when A itself then talks to B, a peer it knows from name resolution, the squatted
+// embryo is not promoted: A opens an initiator session that learns B's nonce from B's own
+// locators, so the squatter's nonce never becomes the session's.
+func TestEmbryoSquatting(t *testing.T) {
+	to := addr(lA2, nidA)
+	pkt := func(from wire.L64, n wire.Nonce) []byte {
+		src := addr(from, nidB)
+		return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: from, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
+			n, wire.ProtoUDP, wire.AppendUDP(nil, zeroLocator(src), zeroLocator(to), 1, 2, payload)))
+	}
+	squat, theirs := mustNonce(t, 6, 6, 6, 6), mustNonce(t, 1, 2, 3, 4)
+
+	t.Run("peer-first-packet", func(t *testing.T) {
+		d := newDatapath(t, Options{})
+		h := hostA(t, 4)
+		h.setup(t, d, false)
+		for _, from := range []wire.L64{lX, lB2} { // from elsewhere, and from B's own locator
+			if ret, _ := d.ingress(t, pkt(from, squat)); ret != verdictNext {
+				t.Fatalf("squatter from %v: verdict %d", from, ret)
+			}
+			for i := range 3 { // the real peer's first packet and its retransmissions
+				if ret, _ := d.ingress(t, pkt(lB2, theirs)); ret != verdictNext {
+					t.Fatalf("squatted from %v: the real peer's packet %d: verdict %d, want it accepted", from, i, ret)
+				}
+			}
+			if s, err := d.GetSession(nidA, nidB); err != nil || s.RemoteNonce != theirs || s.RemoteView != lB2 {
+				t.Fatalf("squatted from %v: embryo %+v %v, want the real peer's", from, s, err)
+			}
+		}
+		reply := frame(ipv6Packet(addr(lA1, nidA), addr(lB2, nidB), wire.ProtoUDP, wire.AppendUDP(nil, addr(lA1, nidA), addr(lB2, nidB), 2, 1, payload)))
+		if ret, _ := d.egress(t, reply); ret == verdictDrop {
+			t.Fatalf("reply dropped")
+		}
+		if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&SessionEmbryonic != 0 || s.RemoteNonce != theirs {
+			t.Fatalf("after the reply: %+v %v", s, err)
+		}
+		if c := counter(t, d, "embryos_replaced"); c != 3 { // squat, peer, squat again, peer
+			t.Errorf("embryos_replaced = %d, want 3", c)
+		}
+	})
+
+	t.Run("own-connect", func(t *testing.T) {
+		d := newDatapath(t, Options{})
+		h := hostA(t, 4)
+		h.setup(t, d, false)
+		must(t, d.PutPeer(Peer{Addr: addr(lB1, nidB), Active: lB2,
+			Locators: []RemoteLocator{{Locator: lB1, State: LocatorValid}, {Locator: lB2, State: LocatorActive}}}))
+		if ret, _ := d.ingress(t, pkt(lB1, squat)); ret != verdictNext {
+			t.Fatalf("squatter: verdict %d", ret)
+		}
+		for _, seg := range [][]byte{
+			wire.AppendUDP(nil, h.viewSrc(), h.viewDst(), 2, 1, payload),
+			tcpSegment(h.viewSrc(), h.viewDst(), payload),
+		} {
+			proto := uint8(wire.ProtoUDP)
+			if len(seg) != 8+len(payload) {
+				proto = wire.ProtoTCP
+			}
+			if ret, _ := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), proto, seg))); ret == verdictDrop {
+				t.Fatalf("A's packet to B dropped")
+			}
+			s, err := d.GetSession(nidA, nidB)
+			if err != nil || s.Flags&SessionEmbryonic != 0 || s.Flags&SessionInitiator == 0 || !s.RemoteNonce.IsZero() {
+				t.Fatalf("A's session with B after its own packet: %+v %v; want an initiator waiting for B's nonce", s, err)
+			}
+			must(t, d.DeleteSession(nidA, nidB))
+			if ret, _ := d.ingress(t, pkt(lB1, squat)); ret != verdictNext {
+				t.Fatalf("squatter again: verdict %d", ret)
+			}
+		}
+		if ret, _ := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoUDP, wire.AppendUDP(nil, h.viewSrc(), h.viewDst(), 2, 1, payload)))); ret == verdictDrop {
+			t.Fatalf("A's packet to B dropped")
+		}
+		if ret, _ := d.ingress(t, pkt(lB2, theirs)); ret != verdictNext {
+			t.Fatalf("B's reply: verdict %d", ret)
+		}
+		if s, err := d.GetSession(nidA, nidB); err != nil || s.RemoteNonce != theirs {
+			t.Fatalf("A's session learned %+v %v, want B's nonce", s, err)
+		}
+		if c := counter(t, d, "embryos_to_initiator"); c != 3 {
+			t.Errorf("embryos_to_initiator = %d, want 3", c)
+		}
+	})
 }

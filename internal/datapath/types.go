@@ -242,6 +242,8 @@ var counterNames = []string{
 	"sessions_full",
 	"egress_unverified_rerouted",
 	"egress_unverified_credit",
+	"embryos_replaced",
+	"embryos_to_initiator",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

@@ -103,6 +103,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_FALLBACK_IPV6);
 		return TCX_NEXT;
 	}
+	if ((sess->flags & ILNP_SESS_UNPROVEN) && !ilnp_mechanical_answer(&pkt) && !ilnp_is_echo_reply(&pkt))
+		sess->flags &= ~ILNP_SESS_UNPROVEN; /* this host chose to talk: out of the pool */
 	if (pkt.malformed) {
 		ilnp_count(ILNP_C_EG_MALFORMED);
 		return TCX_DROP;

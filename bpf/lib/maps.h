@@ -94,6 +94,7 @@ enum ilnp_session_flag {
 	ILNP_SESS_WEAK_NONCE = 1 << 5,    /* nonce pool was empty: local nonce from prandom */
 	ILNP_SESS_EMBRYONIC = 1 << 6,     /* responder this host has not answered yet (embryos) */
 	ILNP_SESS_REMOTE_PINNED = 1 << 7, /* sends to remote_pins' locator, LUs to remote_active */
+	ILNP_SESS_UNPROVEN = 1 << 8,      /* promoted by an Echo Reply: counts in unproven_pool */
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -200,6 +201,7 @@ enum ilnp_counter {
 	ILNP_C_EG_UNVERIFIED_CREDIT,   /* over the credit and no verified locator: dropped */
 	ILNP_C_EMBRYOS_REPLACED,       /* embryo replaced by a first packet with another nonce */
 	ILNP_C_EMBRYOS_TO_INITIATOR,   /* embryo of a known peer dropped for an initiator session */
+	ILNP_C_UNPROVEN_POOL_FULL,     /* Echo Reply left an embryo unpromoted: unproven_pool full */
 	ILNP_C_MAX,
 };
 
@@ -318,6 +320,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ilnp_session_budget);
 } session_budget SEC(".maps");
+
+/* Sessions an ICMPv6 Echo Reply promoted (ILNP_SESS_UNPROVEN). The kernel answers a ping on
+ * its own, so a spoofed one proves nothing about its source (RFC 6744 s.7); only up to max of
+ * them enter the session table (the loader sets a quarter of it) and the rest stay embryos. A
+ * session leaves the pool when this host sends on it anything but a mechanical answer or an
+ * Echo Reply. The daemon writes count from its sweep of the table (a few promotions between
+ * two sweeps may be missed); not pinned: the daemon recounts after a restart. */
+struct ilnp_unproven_pool {
+	__u64 count;
+	__u64 max;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_unproven_pool);
+} unproven_pool SEC(".maps");
 
 /* A correspondent's soft switch seen from this side (internal/tcpaware RemotePins): the
  * session's packets stay on the old remote locator while its Locator Updates and their ACKs

@@ -204,10 +204,15 @@ static __always_inline struct ilnp_session *ilnp_embryo_match(const struct ilnp_
 	return e;
 }
 
+static __always_inline int ilnp_is_echo_reply(const struct ilnp_pkt *pkt)
+{
+	return pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off && pkt->icmp_type == 129;
+}
+
 /* Packets the stack sends to anyone who asks, without an application choosing to talk: ICMPv6
  * errors, TCP SYN-ACKs and RSTs. A spoofed packet can draw them out, so they prove nothing
- * about the session. (Echo replies promote: ping is how people use a session, and the lab's
- * ping flows must move; a spoofed ping flood is bounded by new_sessions_per_s, README.) */
+ * about the session. (Echo replies promote, into the bounded unproven_pool only: ping is how
+ * people use a session, and ping flows must move.) */
 static __always_inline int ilnp_mechanical_answer(const struct ilnp_pkt *pkt)
 {
 	if (pkt->l4_proto == ILNP_NH_ICMPV6)
@@ -226,14 +231,27 @@ static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff
 								const struct ilnp_pkt *pkt,
 								struct ilnp_session *e)
 {
+	struct ilnp_unproven_pool *pool = 0;
 	struct ilnp_session *s;
+	__u32 zero = 0;
 
+	if (ilnp_is_echo_reply(pkt)) {
+		pool = bpf_map_lookup_elem(&unproven_pool, &zero);
+		if (!pool || pool->count >= pool->max) {
+			ilnp_count(ILNP_C_UNPROVEN_POOL_FULL);
+			return e;
+		}
+		e->flags |= ILNP_SESS_UNPROVEN;
+	}
 	e->flags &= ~ILNP_SESS_EMBRYONIC;
 	if (bpf_map_update_elem(&sessions, key, e, BPF_NOEXIST) != 0) {
 		e->flags |= ILNP_SESS_EMBRYONIC;
+		e->flags &= ~ILNP_SESS_UNPROVEN;
 		ilnp_count(ILNP_C_SESSIONS_FULL);
 		return e;
 	}
+	if (pool)
+		__sync_fetch_and_add(&pool->count, 1);
 	s = bpf_map_lookup_elem(&sessions, key);
 	if (!s)
 		return e;

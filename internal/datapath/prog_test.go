@@ -1066,3 +1066,79 @@ func TestEmbryoSquatting(t *testing.T) {
 		}
 	})
 }
+
+// Filling the session table with answered pings (issue 23, item 5): a spoofed Echo Request
+// from a made-up NID makes an embryo and the kernel's Echo Reply used to promote it, so a ping
+// flood filled the table. Now an Echo Reply promotes only into the unproven pool (a quarter of
+// the table); beyond it the embryo answers pings as it is. A newcomer whose first packet the
+// host answers otherwise (a UDP reply) still gets a session, and a session in the pool leaves
+// it once this host sends anything but an Echo Reply.
+func TestPingFloodFillsOnlyTheUnprovenPool(t *testing.T) {
+	const size = 64
+	d := newDatapath(t, Options{SessionTableSize: size})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	to := addr(lA2, nidA)
+	ping := func(peer wire.NID, typ byte) (uint32, uint32) {
+		from := addr(lB2, peer)
+		req := append([]byte{128, 0, 0, 0, 0, 1, 0, 1}, payload...)
+		binary.BigEndian.PutUint16(req[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, req))
+		in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: peer}, wire.ILV{Locator: lA2, NID: nidA},
+			mustNonce(t, 0xee, byte(peer>>16), byte(peer>>8), byte(peer)), wire.ProtoICMPv6, req))
+		rin, _ := d.ingress(t, in)
+		rep := append([]byte{typ, 0, 0, 0, 0, 1, 0, 1}, payload...)
+		rout, out := d.egress(t, frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoICMPv6, rep)))
+		if p, _ := parseFrame(t, out); rout != verdictDrop && p.IPv6.Dst != from {
+			t.Fatalf("answer to %v not translated: to %v", peer, p.IPv6.Dst)
+		}
+		return rin, rout
+	}
+	for i := range 2 * size {
+		for range 2 { // two pings per made-up NID: the second used to make it look proven
+			if rin, rout := ping(wire.NID(0x10000+i), 129); rin != verdictNext || rout == verdictDrop {
+				t.Fatalf("ping %d: verdicts %d, %d", i, rin, rout)
+			}
+		}
+	}
+	all, err := d.Sessions()
+	must(t, err)
+	if len(all) != size/UnprovenPoolShare {
+		t.Fatalf("the ping flood put %d sessions in a table of %d, want the unproven pool's %d", len(all), size, size/UnprovenPoolShare)
+	}
+	for _, s := range all {
+		if s.Flags&SessionUnproven == 0 {
+			t.Fatalf("session promoted by an Echo Reply not flagged unproven: %+v", s)
+		}
+	}
+	if c := counter(t, d, "unproven_pool_full"); c != 2*(2*size-size/UnprovenPoolShare) {
+		t.Errorf("unproven_pool_full = %d, want %d", c, 2*(2*size-size/UnprovenPoolShare))
+	}
+	// The newcomer: UDP answered by an application.
+	from := addr(lB2, nidB)
+	in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
+		h.peerNonce, wire.ProtoUDP, wire.AppendUDP(nil, zeroLocator(from), zeroLocator(to), 1, 2, payload)))
+	if ret, _ := d.ingress(t, in); ret != verdictNext {
+		t.Fatalf("newcomer's first packet: verdict %d", ret)
+	}
+	if ret, _ := d.egress(t, frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoUDP, wire.AppendUDP(nil, addr(lA1, nidA), from, 2, 1, payload)))); ret == verdictDrop {
+		t.Fatalf("reply to the newcomer dropped")
+	}
+	if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&(SessionEmbryonic|SessionUnproven) != 0 {
+		t.Fatalf("newcomer's session: %+v %v", s, err)
+	}
+	// This host talks on a pooled session: it leaves the pool.
+	peer := all[0].RemoteNID
+	pfrom := addr(all[0].RemoteView, peer)
+	if ret, _ := d.egress(t, frame(ipv6Packet(addr(lA1, nidA), pfrom, wire.ProtoUDP, wire.AppendUDP(nil, addr(lA1, nidA), pfrom, 2, 1, payload)))); ret == verdictDrop {
+		t.Fatalf("UDP on a pooled session dropped")
+	}
+	if s, err := d.GetSession(nidA, peer); err != nil || s.Flags&SessionUnproven != 0 {
+		t.Fatalf("pooled session after this host's UDP: %+v %v", s, err)
+	}
+	// The daemon's count frees the pool: the next ping's session enters it.
+	must(t, d.SetUnprovenCount(uint64(size/UnprovenPoolShare-1)))
+	ping(wire.NID(0x20000), 129)
+	if s, err := d.GetSession(nidA, wire.NID(0x20000)); err != nil || s.Flags&SessionUnproven == 0 || s.Flags&SessionEmbryonic != 0 {
+		t.Fatalf("ping after the pool freed: %+v %v", s, err)
+	}
+}

@@ -83,6 +83,9 @@ const (
 	// SessionRemotePinned: the session's packets go to the remote locator SetSessionsRemote
 	// pins them on, its Locator Updates and their ACKs to the active one.
 	SessionRemotePinned SessionFlags = 1 << 7
+	// SessionUnproven: promoted by an ICMPv6 Echo Reply, which the kernel sends to anyone: one
+	// of the bounded unproven pool's until this host sends anything else on it.
+	SessionUnproven SessionFlags = 1 << 8
 )
 
 var sessionFlagNames = []struct {
@@ -91,7 +94,7 @@ var sessionFlagNames = []struct {
 }{
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
-	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
+	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"}, {SessionUnproven, "unproven"},
 }
 
 // String lists the flags, comma separated ("" for none).
@@ -244,6 +247,7 @@ var counterNames = []string{
 	"egress_unverified_credit",
 	"embryos_replaced",
 	"embryos_to_initiator",
+	"unproven_pool_full",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

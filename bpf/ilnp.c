@@ -193,14 +193,15 @@ static __always_inline void ilnp_view_pseudo(const struct ilnp_pkt *pkt,
 	pseudo_new[1] = sess->local_view;
 }
 
-/* ICMPv6 errors (a router's, RFC 4443 s.2.1: types below 128) and Neighbour Discovery (RFC
- * 4861, types 133-137) come from the network, not from the peer's session: they never carry
- * the nonce. */
+/* Packets without the nonce that are not the session's: ICMPv6 errors (a router's, RFC 4443
+ * s.2.1: types below 128), Neighbour Discovery (RFC 4861, types 133-137), and Echo Request and
+ * Reply, which locator verification sends to [locator:NID] as plain IPv6 past the session
+ * (internal/node/locverify.go) and which carry no session data. */
 static __always_inline int ilnp_not_peers_packet(const struct ilnp_pkt *pkt)
 {
 	if (pkt->l4_proto != ILNP_NH_ICMPV6 || !pkt->l4_off)
 		return 0;
-	return pkt->icmp_type < 128 || (pkt->icmp_type >= 133 && pkt->icmp_type <= 137);
+	return pkt->icmp_type <= 129 || (pkt->icmp_type >= 133 && pkt->icmp_type <= 137);
 }
 
 /* A packet without a nonce: plain IPv6, unless it claims to be part of an ILNP session. */

@@ -95,6 +95,15 @@ func EchoReply(src, dst wire.ILV, n wire.Nonce, id, seq uint16) []byte {
 	return ilnpPacket(src, dst, n, wire.ProtoICMPv6, msg)
 }
 
+// EchoRequest is an ICMPv6 Echo Request, which every host's kernel answers.
+func EchoRequest(src, dst wire.ILV, n wire.Nonce, id, seq uint16) []byte {
+	msg := []byte{128, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint16(msg[4:], id)
+	binary.BigEndian.PutUint16(msg[6:], seq)
+	binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src.Addr(), dst.Addr(), wire.ProtoICMPv6, msg))
+	return ilnpPacket(src, dst, n, wire.ProtoICMPv6, msg)
+}
+
 // Segment is what the sniffer needs of a TCP segment.
 type Segment struct {
 	Src, Dst     netip.Addr

@@ -92,6 +92,7 @@ func (l *labRun) issue23Attacks(ctx context.Context, statSum func(*netns.NS, str
 					n++
 				}
 			}
+			inILCC := n
 			n = max(0, n-labSessionTable/datapath.UnprovenPoolShare)
 			newcomer, err := wire.RandomNID()
 			if err != nil {
@@ -111,6 +112,8 @@ func (l *labRun) issue23Attacks(ctx context.Context, statSum func(*netns.NS, str
 			if err != nil {
 				return 0, err
 			}
+			fmt.Fprintf(l.cfg.Log, "attack ping-flood-fill: %d of %d flood NIDs have a session in the CN's ILCC (unproven pool %d); newcomer answered %v\n",
+				inILCC, len(flood), labSessionTable/datapath.UnprovenPoolShare, answered)
 			if !answered {
 				n++
 			}

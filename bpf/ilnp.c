@@ -88,7 +88,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	key.remote_nid = pkt.ip6.dst_nid;
 	sess = bpf_map_lookup_elem(&sessions, &key);
 	if (!sess)
-		sess = ilnp_promote_embryo(skb, &key, &pkt);
+		sess = ilnp_session_from_embryo(skb, &key, &pkt, cfg);
 	/* Only the session view is translated: the same hosts may talk plain IPv6 between other
 	 * addresses (dual stack). */
 	if (sess && (sess->local_view != pkt.ip6.src_l64 || sess->remote_view != pkt.ip6.dst_l64)) {
@@ -96,7 +96,7 @@ int ilnp_egress(struct __sk_buff *skb)
 		return TCX_NEXT;
 	}
 	if (!sess)
-		sess = ilnp_new_initiator(skb, &pkt, cfg, &key);
+		sess = ilnp_new_initiator(skb, &pkt, cfg, &key, 0, 0);
 	if (!sess) {
 		ilnp_count(ILNP_C_EG_PASS_IPV6);
 		return TCX_NEXT;
@@ -105,6 +105,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_FALLBACK_IPV6);
 		return TCX_NEXT;
 	}
+	if ((sess->flags & ILNP_SESS_UNPROVEN) && !ilnp_mechanical_answer(skb, &pkt) && !ilnp_is_echo_reply(&pkt))
+		sess->flags &= ~ILNP_SESS_UNPROVEN; /* this host chose to talk: out of the pool */
 	if (pkt.malformed) {
 		ilnp_count(ILNP_C_EG_MALFORMED);
 		return TCX_DROP;
@@ -195,6 +197,17 @@ static __always_inline void ilnp_view_pseudo(const struct ilnp_pkt *pkt,
 	pseudo_new[1] = sess->local_view;
 }
 
+/* Packets without the nonce that are not the session's: ICMPv6 errors (a router's, RFC 4443
+ * s.2.1: types below 128), Neighbour Discovery (RFC 4861, types 133-137), and Echo Request and
+ * Reply, which locator verification sends to [locator:NID] as plain IPv6 past the session
+ * (internal/node/locverify.go) and which carry no session data. */
+static __always_inline int ilnp_not_peers_packet(const struct ilnp_pkt *pkt)
+{
+	if (pkt->l4_proto != ILNP_NH_ICMPV6 || !pkt->l4_off)
+		return 0;
+	return pkt->icmp_type <= 129 || (pkt->icmp_type >= 133 && pkt->icmp_type <= 137);
+}
+
 /* A packet without a nonce: plain IPv6, unless it claims to be part of an ILNP session. */
 static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp_pkt *pkt,
 					      const struct ilnp_config *cfg)
@@ -229,9 +242,17 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 		ilnp_emit(ILNP_EV_MISSING_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 		return TCX_DROP;
 	}
+	if (!cfg->nonce_first_n && !(sess->flags & ILNP_SESS_IPV6_FALLBACK) &&
+	    !ilnp_not_peers_packet(pkt)) {
+		/* RFC 6744 s.6: the peer puts the nonce on every packet of the session, so one
+		 * without it between the session's NIDs and locators is forged (a blind attacker
+		 * needs only the addresses). Plain IPv6 with the same host goes between other
+		 * addresses, or once the session fell back (Parameter Problem). */
+		ilnp_count(ILNP_C_IN_MISSING_NONCE);
+		ilnp_emit(ILNP_EV_MISSING_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
+		return TCX_DROP;
+	}
 	if (!cfg->nonce_first_n || !sess->remote_nonce_len) {
-		/* Nonce on every packet: a packet without one is plain IPv6 between the same
-		 * hosts (dual stack), not ours to touch. */
 		ilnp_count(ILNP_C_IN_PASS_IPV6);
 		return TCX_NEXT;
 	}
@@ -264,7 +285,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	struct ilnp_local_nid *nid = 0;
 	struct ilnp_config *cfg;
 	const __u8 *addrs;
-	int learn = 0, is_lu;
+	int learn = 0, is_lu, bad = 0;
 
 	if (ilnp_is_ipv6(skb) < 0) {
 		ilnp_count(ILNP_C_IN_NON_IPV6);
@@ -336,16 +357,13 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		} else if (sess) {
 			learn = 1; /* our own session, waiting for the responder's first nonce */
 		} else {
-			int bad;
-
 			sess = ilnp_embryo_match(&key, &pkt, &bad);
-			if (bad && (sess = bpf_map_lookup_elem(&embryos, &key)) &&
-			    ilnp_adopt_shared_nonce(&key, sess, &pkt, 0))
-				bad = 0;
 			if (bad) {
-				ilnp_count(ILNP_C_IN_BAD_NONCE);
-				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
-				return TCX_DROP;
+				sess = bpf_map_lookup_elem(&embryos, &key);
+				if (sess && ilnp_adopt_shared_nonce(&key, sess, &pkt, 0))
+					bad = 0;
+				else
+					sess = 0;
 			}
 		}
 		if (!sess && is_lu) {
@@ -360,6 +378,14 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 			if (!ilnp_session_budget_take(cfg)) {
 				ilnp_count(ILNP_C_IN_SESSIONS_LIMITED);
 				return TCX_DROP;
+			}
+			if (bad) {
+				/* Anyone who knows the two NIDs can make an embryo, so its nonce proves
+				 * nothing: a first packet with another nonce replaces it (the latest
+				 * wins, charged like a new session), and a squatter never locks the
+				 * real peer out (RFC 6744 s.7). */
+				ilnp_count(ILNP_C_EMBRYOS_REPLACED);
+				bpf_map_delete_elem(&embryos, &key);
 			}
 			sess = nid ? ilnp_new_responder(skb, &pkt, cfg, nid, &key) : 0;
 			if (!sess) {

@@ -99,6 +99,7 @@ enum ilnp_session_flag {
 	 * packet path looks those maps up only for sessions flagged so. */
 	ILNP_SESS_MULTIPATH = 1 << 9,
 	ILNP_SESS_UNVERIFIED = 1 << 10,
+	ILNP_SESS_UNPROVEN = 1 << 11,     /* promoted by an Echo Reply: counts in unproven_pool */
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -209,6 +210,9 @@ enum ilnp_counter {
 	ILNP_C_IN_SHARED_NONCE,        /* responder session switched to our nonce (dialect.h) */
 	ILNP_C_IN_LU_NO_SESSION,       /* LU or LU-ACK that matches no session: never opens one */
 	ILNP_C_EVENTS_LIMITED,         /* security events over their kind's rate: counted only */
+	ILNP_C_EMBRYOS_REPLACED,       /* embryo replaced by a first packet with another nonce */
+	ILNP_C_EMBRYOS_TO_INITIATOR,   /* embryo of a known peer dropped for an initiator session */
+	ILNP_C_UNPROVEN_POOL_FULL,     /* Echo Reply left an embryo unpromoted: unproven_pool full */
 	ILNP_C_MAX,
 };
 
@@ -344,6 +348,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ilnp_session_budget);
 } session_budget SEC(".maps");
+
+/* Sessions an ICMPv6 Echo Reply promoted (ILNP_SESS_UNPROVEN). The kernel answers a ping on
+ * its own, so a spoofed one proves nothing about its source (RFC 6744 s.7); only up to max of
+ * them enter the session table (the loader sets a quarter of it) and the rest stay embryos. A
+ * session leaves the pool when this host sends on it anything but a mechanical answer or an
+ * Echo Reply. The daemon writes count from its sweep of the table (a few promotions between
+ * two sweeps may be missed); not pinned: the daemon recounts after a restart. */
+struct ilnp_unproven_pool {
+	__u64 count;
+	__u64 max;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_unproven_pool);
+} unproven_pool SEC(".maps");
 
 /* A correspondent's soft switch seen from this side (internal/tcpaware RemotePins): the
  * session's packets stay on the old remote locator while its Locator Updates and their ACKs

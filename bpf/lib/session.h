@@ -216,10 +216,15 @@ static __always_inline struct ilnp_session *ilnp_embryo_match(const struct ilnp_
 	return e;
 }
 
+static __always_inline int ilnp_is_echo_reply(const struct ilnp_pkt *pkt)
+{
+	return pkt->l4_proto == ILNP_NH_ICMPV6 && pkt->l4_off && pkt->icmp_type == 129;
+}
+
 /* Packets the stack sends to anyone who asks, without an application choosing to talk: ICMPv6
  * errors, TCP SYN-ACKs and RSTs. A spoofed packet can draw them out, so they prove nothing
- * about the session. (Echo replies promote: ping is how people use a session, and the lab's
- * ping flows must move; a spoofed ping flood is bounded by new_sessions_per_s, README.) */
+ * about the session. (Echo replies promote, into the bounded unproven_pool only: ping is how
+ * people use a session, and ping flows must move.) */
 static __always_inline int ilnp_mechanical_answer(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
 {
 	__u8 tcp_flags;
@@ -240,19 +245,30 @@ static __always_inline int ilnp_mechanical_answer(struct __sk_buff *skb, const s
  * embryo keeps serving, so the packet still goes out. */
 static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff *skb,
 								const struct ilnp_session_key *key,
-								const struct ilnp_pkt *pkt)
+								const struct ilnp_pkt *pkt,
+								struct ilnp_session *e)
 {
-	struct ilnp_session *e = bpf_map_lookup_elem(&embryos, key);
+	struct ilnp_unproven_pool *pool = 0;
 	struct ilnp_session *s;
+	__u32 zero = 0;
 
-	if (!e || ilnp_mechanical_answer(skb, pkt))
-		return e;
+	if (ilnp_is_echo_reply(pkt)) {
+		pool = bpf_map_lookup_elem(&unproven_pool, &zero);
+		if (!pool || pool->count >= pool->max) {
+			ilnp_count(ILNP_C_UNPROVEN_POOL_FULL);
+			return e;
+		}
+		e->flags |= ILNP_SESS_UNPROVEN;
+	}
 	e->flags &= ~ILNP_SESS_EMBRYONIC;
 	if (bpf_map_update_elem(&sessions, key, e, BPF_NOEXIST) != 0) {
 		e->flags |= ILNP_SESS_EMBRYONIC;
+		e->flags &= ~ILNP_SESS_UNPROVEN;
 		ilnp_count(ILNP_C_SESSIONS_FULL);
 		return e;
 	}
+	if (pool)
+		__sync_fetch_and_add(&pool->count, 1);
 	s = bpf_map_lookup_elem(&sessions, key);
 	if (!s)
 		return e;
@@ -267,7 +283,7 @@ static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff
 /* The first packet to an ILNP peer known from name resolution (thesis 3.2.3/3.2.5). */
 static __always_inline struct ilnp_session *
 ilnp_new_initiator(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct ilnp_config *cfg,
-		   const struct ilnp_session_key *key)
+		   const struct ilnp_session_key *key, const __u8 *nonce, __u8 nonce_len)
 {
 	struct ilnp_peer_key pk = {.l64 = pkt->ip6.dst_l64, .nid = pkt->ip6.dst_nid};
 	struct ilnp_peer *peer = bpf_map_lookup_elem(&peers, &pk);
@@ -283,7 +299,12 @@ ilnp_new_initiator(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 	s->remote_active = peer->remote_active ? peer->remote_active : pkt->ip6.dst_l64;
 	__builtin_memcpy(s->remote, peer->remote, sizeof(s->remote));
 	s->flags = (peer->flags & ~ILNP_SESS_RESPONDER) | ILNP_SESS_INITIATOR;
-	ilnp_take_nonce(s, cfg->nonce_len, pkt);
+	if (nonce && nonce_len) {
+		s->local_nonce_len = nonce_len;
+		__builtin_memcpy(s->local_nonce, nonce, ILNP_NONCE_MAX);
+	} else {
+		ilnp_take_nonce(s, cfg->nonce_len, pkt);
+	}
 	if (cfg->flags & ILNP_CFG_ECHO_NONCE) {
 		s->remote_nonce_len = s->local_nonce_len;
 		__builtin_memcpy(s->remote_nonce, s->local_nonce, ILNP_NONCE_MAX);
@@ -293,6 +314,34 @@ ilnp_new_initiator(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 	ilnp_emit(ILNP_EV_SESSION_INITIATOR, skb->ifindex, key->local_nid, key->remote_nid,
 		  (const __u8 *)&pkt->ip6.src_l64);
 	return s;
+}
+
+/* This host sends on an embryo (the egress found no session). An embryo's nonce and locator
+ * came from whoever knew the two NIDs, so when the destination is a peer this host knows from
+ * name resolution the embryo is not promoted: the packet opens an initiator session with the
+ * peer's own locators, which learns the peer's nonce from them (thesis 3.2.5). Our nonce stays
+ * the embryo's if the embryo's answers went to this very address (the real peer may have
+ * learned it from them); else it is a fresh one. Otherwise the embryo is promoted, or serves a
+ * mechanical answer. */
+static __always_inline struct ilnp_session *
+ilnp_session_from_embryo(struct __sk_buff *skb, const struct ilnp_session_key *key,
+			 struct ilnp_pkt *pkt, const struct ilnp_config *cfg)
+{
+	struct ilnp_peer_key pk = {.l64 = pkt->ip6.dst_l64, .nid = pkt->ip6.dst_nid};
+	struct ilnp_session *e = bpf_map_lookup_elem(&embryos, key);
+	__u8 nonce[ILNP_NONCE_MAX];
+	__u8 nonce_len = 0;
+
+	if (!e || ilnp_mechanical_answer(skb, pkt))
+		return e;
+	if (!bpf_map_lookup_elem(&peers, &pk))
+		return ilnp_promote_embryo(skb, key, pkt, e);
+	if (e->remote_view == pkt->ip6.dst_l64 && !(e->flags & ILNP_SESS_WEAK_NONCE))
+		nonce_len = e->local_nonce_len;
+	__builtin_memcpy(nonce, e->local_nonce, ILNP_NONCE_MAX);
+	bpf_map_delete_elem(&embryos, key);
+	ilnp_count(ILNP_C_EMBRYOS_TO_INITIATOR);
+	return ilnp_new_initiator(skb, pkt, cfg, key, nonce, nonce_len);
 }
 
 #endif

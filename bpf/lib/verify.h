@@ -11,6 +11,7 @@
 #include "maps.h"
 #include "observe.h"
 #include "session.h"
+#include "encap.h"
 
 #define ILNP_CREDIT_FACTOR 3
 /* Counted on top of skb->len for the nonce header the egress inserts afterwards (at most 16). */
@@ -20,14 +21,18 @@
  * IPv6 40, TCP with options 60, nonce 16), so the credit bounds the bytes on the wire. */
 #define ILNP_CREDIT_SEGMENT_ROOM (14 + 40 + 60 + ILNP_CREDIT_NONCE_ROOM)
 #define ILNP_CREDIT_MAX_SEGS 65535
+/* To an IPv4 locator every packet (every segment) also gets UDP/IPv4 around it (encap.h). */
+#define ILNP_CREDIT_ENCAP_ROOM 28
 
 /* The bytes a packet of len bytes in segs GSO segments (0 or 1: not GSO) puts on the wire, at
- * most. */
-static __always_inline __u64 ilnp_credit_cost(__u64 len, __u32 segs)
+ * most; l32: it goes to an IPv4 locator. */
+static __always_inline __u64 ilnp_credit_cost(__u64 len, __u32 segs, int l32)
 {
-	len += ILNP_CREDIT_NONCE_ROOM;
-	if (segs > 1 && segs <= ILNP_CREDIT_MAX_SEGS)
-		len += (__u64)(segs - 1) * ILNP_CREDIT_SEGMENT_ROOM;
+	__u64 n = segs > 1 && segs <= ILNP_CREDIT_MAX_SEGS ? segs : 1;
+
+	len += ILNP_CREDIT_NONCE_ROOM + (n - 1) * ILNP_CREDIT_SEGMENT_ROOM;
+	if (l32)
+		len += n * ILNP_CREDIT_ENCAP_ROOM;
 	return len;
 }
 
@@ -51,7 +56,7 @@ static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key 
 	u = bpf_map_lookup_elem(&unverified, &uk);
 	if (!u)
 		return 0;
-	len = ilnp_credit_cost(len, segs);
+	len = ilnp_credit_cost(len, segs, ilnp_is_l32(*remote));
 	if (u->tx_bytes + len <= ILNP_CREDIT_FACTOR * u->rx_bytes || (exempt && u->rx_bytes)) {
 		__sync_fetch_and_add(&u->tx_bytes, len);
 		return 0;

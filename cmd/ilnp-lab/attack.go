@@ -17,12 +17,14 @@ func cmdAttack(ctx context.Context, args []string) error {
 	c.registerOutBin(fs)
 	count := fs.Int("count", 10000, "forged packets over all attacks")
 	rate := fs.Int("rate", 1000, "packets per second each attack sends (the session flood twice that)")
+	pingFlood := fs.Duration("ping-flood", attack.DefaultPingFlood, "how long ping-flood-fill floods (at --rate, on top of --count)")
 	_ = fs.Parse(args)
 	bin, err := c.ilnpBinaries("attack")
 	if err != nil {
 		return err
 	}
-	res, err := attack.Run(ctx, attack.Config{Out: c.out, BinDir: bin, Count: *count, Rate: *rate, Log: os.Stderr})
+	res, err := attack.Run(ctx, attack.Config{Out: c.out, BinDir: bin, Count: *count, Rate: *rate,
+		PingFlood: *pingFlood, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

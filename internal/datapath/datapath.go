@@ -142,6 +142,14 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, fmt.Errorf("datapath: write config: %w", err)
 	}
+	table := opts.SessionTableSize
+	if table == 0 {
+		table = spec.Maps["sessions"].MaxEntries
+	}
+	if err := d.objs.UnprovenPool.Put(uint32(0), ilnpBPFIlnpUnprovenPool{Max: uint64(table / UnprovenPoolShare)}); err != nil {
+		d.objs.Close()
+		return nil, fmt.Errorf("datapath: write unproven pool: %w", err)
+	}
 	if _, err := d.RefillNonces(); err != nil {
 		d.objs.Close()
 		return nil, err
@@ -257,6 +265,24 @@ func (d *Datapath) SetActiveLocator(l wire.L64) error {
 	return d.updateConfig(fmt.Sprintf("set active locator %v", l), func(cfg *ilnpBPFIlnpConfig) {
 		cfg.ActiveLocal = be64(uint64(l))
 	})
+}
+
+// UnprovenPoolShare: at most 1/UnprovenPoolShare of the session table holds sessions only an
+// Echo Reply promoted (SessionUnproven, bpf/lib/maps.h unproven_pool).
+const UnprovenPoolShare = 4
+
+// SetUnprovenCount tells the datapath how many sessions of the table are SessionUnproven now
+// (the daemon's sweep counts them; the datapath adds its promotions in between).
+func (d *Datapath) SetUnprovenCount(n uint64) error {
+	var p ilnpBPFIlnpUnprovenPool
+	if err := d.objs.UnprovenPool.Lookup(uint32(0), &p); err != nil {
+		return fmt.Errorf("datapath: read unproven pool: %w", err)
+	}
+	p.Count = n
+	if err := d.objs.UnprovenPool.Put(uint32(0), p); err != nil {
+		return fmt.Errorf("datapath: write unproven pool: %w", err)
+	}
+	return nil
 }
 
 // SetNewSessionsPerSecond changes Options.NewSessionsPerSecond of a loaded datapath.

@@ -240,8 +240,6 @@ func TestNonILNPUntouched(t *testing.T) {
 	otherView := addr(lA2, nidA)
 	dualOut := frame(ipv6Packet(otherView, h.viewDst(), wire.ProtoUDP, wire.AppendUDP(nil, otherView, h.viewDst(), 1, 2, payload)))
 	plainIn := frame(ipv6Packet(other, h.viewSrc(), wire.ProtoUDP, wire.AppendUDP(nil, other, h.viewSrc(), 1, 2, payload)))
-	// A packet from the peer's locators without a nonce: plain IPv6 when nonces go on every packet.
-	noNonceIn := frame(ipv6Packet(addr(lB2, nidB), addr(lA2, nidA), wire.ProtoTCP, tcpSegment(addr(lB2, nidB), addr(lA2, nidA), payload)))
 	ipv4 := append([]byte{0x02, 0, 0, 0, 0, 0xb, 0x02, 0, 0, 0, 0, 0xa, 0x08, 0x00}, make([]byte, 40)...)
 	ipv4[14] = 0x45
 	arp := append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0xa, 0x08, 0x06}, make([]byte, 28)...)
@@ -250,7 +248,7 @@ func TestNonILNPUntouched(t *testing.T) {
 		egress bool
 	}{
 		"egress-plain": {plainOut, true}, "egress-dual-stack": {dualOut, true}, "egress-ipv4": {ipv4, true},
-		"ingress-plain": {plainIn, false}, "ingress-no-nonce": {noNonceIn, false}, "ingress-ipv4": {ipv4, false}, "ingress-arp": {arp, false},
+		"ingress-plain": {plainIn, false}, "ingress-ipv4": {ipv4, false}, "ingress-arp": {arp, false},
 	} {
 		var ret uint32
 		var out []byte
@@ -263,14 +261,67 @@ func TestNonILNPUntouched(t *testing.T) {
 			t.Errorf("%s: verdict %d, changed %v", name, ret, !bytes.Equal(out, c.in))
 		}
 	}
-	if got := counter(t, d, "ingress_pass_ipv6"); got != 2 {
-		t.Errorf("ingress_pass_ipv6 = %d, want 2", got)
+	if got := counter(t, d, "ingress_pass_ipv6"); got != 1 {
+		t.Errorf("ingress_pass_ipv6 = %d, want 1", got)
 	}
 	if got := counter(t, d, "egress_pass_ipv6"); got != 2 {
 		t.Errorf("egress_pass_ipv6 = %d, want 2", got)
 	}
 	if got := counter(t, d, "ingress_non_ipv6") + counter(t, d, "egress_non_ipv6"); got != 3 {
 		t.Errorf("non-IPv6 counted %d times, want 3", got)
+	}
+}
+
+// Where the peer sends the nonce on every packet (the default), a packet without one between
+// the session's NIDs and locators is forged: UDP data and a TCP RST (issue 23, item 1) are
+// dropped and counted, on the view locators and the active ones alike. ICMPv6 errors and
+// Neighbour Discovery come from the network, and Echo Requests are locator verification's
+// challenges (sent past the session): they pass untouched; so does everything once the
+// session fell back to plain IPv6.
+func TestIngressNoNonceDropped(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	h.setup(t, d, true)
+	ev := events(t, d)
+	from, to := addr(lB2, nidB), addr(lA2, nidA)
+	viewFrom, viewTo := addr(lB1, nidB), addr(lA1, nidA)
+	rst := tcpSegment(viewFrom, viewTo, nil)
+	rst[13] = 0x04
+	forged := map[string][]byte{
+		"udp":          frame(ipv6Packet(from, to, wire.ProtoUDP, wire.AppendUDP(nil, from, to, 40000, 7009, payload))),
+		"udp-view":     frame(ipv6Packet(viewFrom, viewTo, wire.ProtoUDP, wire.AppendUDP(nil, viewFrom, viewTo, 40000, 7009, payload))),
+		"tcp-rst-view": frame(ipv6Packet(viewFrom, viewTo, wire.ProtoTCP, rst)),
+	}
+	for name, in := range forged {
+		if ret, _ := d.ingress(t, in); ret != verdictDrop {
+			t.Errorf("%s without a nonce: verdict %d, want drop", name, ret)
+		}
+	}
+	if got := counter(t, d, "ingress_missing_nonce"); got != uint64(len(forged)) {
+		t.Errorf("ingress_missing_nonce = %d, want %d", got, len(forged))
+	}
+	if e := nextEvent(t, ev, EventMissingNonce); e.RemoteNID != nidB || e.LocalNID != nidA {
+		t.Errorf("event %+v", e)
+	}
+	unreach := append([]byte{1, 3, 0, 0, 0, 0, 0, 0}, make([]byte, 48)...)
+	binary.BigEndian.PutUint16(unreach[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, unreach))
+	ns := append([]byte{135, 0, 0, 0, 0, 0, 0, 0}, to.AsSlice()...)
+	binary.BigEndian.PutUint16(ns[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, ns))
+	for name, in := range map[string][]byte{
+		"destination-unreachable": frame(ipv6Packet(from, to, wire.ProtoICMPv6, unreach)),
+		"neighbour-solicitation":  frame(ipv6Packet(from, to, wire.ProtoICMPv6, ns)),
+		"echo-request":            frame(ipv6Packet(from, to, wire.ProtoICMPv6, icmpEcho(from, to, payload))), // a locator challenge
+	} {
+		if ret, out := d.ingress(t, in); ret != verdictNext || !bytes.Equal(out, in) {
+			t.Errorf("%s: verdict %d, changed %v; want it passed untouched", name, ret, !bytes.Equal(out, in))
+		}
+	}
+	s, err := d.GetSession(nidA, nidB)
+	must(t, err)
+	s.Flags |= SessionIPv6Fallback
+	must(t, d.PutSession(s))
+	if ret, out := d.ingress(t, forged["udp"]); ret != verdictNext || !bytes.Equal(out, forged["udp"]) {
+		t.Errorf("plain IPv6 of a session that fell back: verdict %d", ret)
 	}
 }
 
@@ -913,13 +964,14 @@ func TestEmbryonicSessions(t *testing.T) {
 	if all, err := d.Sessions(); err != nil || len(all) != 0 {
 		t.Fatalf("the flood reached the session table: %d sessions, %v", len(all), err)
 	}
-	// The legitimate peer: first packet, a wrong-nonce packet for its embryo, a real reply.
+	// The legitimate peer: a squatter's first packet with its NID, the peer's own first packet
+	// (which replaces the squatter's embryo), a real reply.
 	theirs := mustNonce(t, 1, 2, 3, 4)
-	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
-		t.Fatalf("legitimate first packet: verdict %d", ret)
+	if ret, _ := d.ingress(t, first(nidB, mustNonce(t, 4, 3, 2, 1))); ret != verdictNext {
+		t.Fatalf("squatter's first packet: verdict %d", ret)
 	}
-	if ret, _ := d.ingress(t, first(nidB, mustNonce(t, 4, 3, 2, 1))); ret != verdictDrop {
-		t.Fatalf("wrong nonce for an embryo: verdict %d, want drop", ret)
+	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
+		t.Fatalf("legitimate first packet after a squatter's: verdict %d", ret)
 	}
 	reply := answer(nidB, tcpSegment(addr(lA1, nidA), addr(lB2, nidB), payload), wire.ProtoTCP)
 	if ret, _ := d.egress(t, reply); ret == verdictDrop {
@@ -932,8 +984,172 @@ func TestEmbryonicSessions(t *testing.T) {
 	if ret, _ := d.ingress(t, first(nidB, theirs)); ret != verdictNext {
 		t.Fatalf("legitimate session's next packet: verdict %d", ret)
 	}
-	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+4 || p != 1 {
-		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+4)
+	if c, p := counter(t, d, "embryos_created"), counter(t, d, "embryos_promoted"); c != 4*size+5 || p != 1 {
+		t.Fatalf("embryos_created = %d, embryos_promoted = %d, want %d and 1", c, p, 4*size+5)
+	}
+}
+
+// Embryo squatting (issue 23, item 2): one packet from [any locator : B's NID] with a made-up
+// nonce makes an embryo for (A, B). It must never lock the real B out: B's own first packet
+// replaces it (counted, charged to the new-session budget) and B's session works with B's
+// nonce. And when A itself then talks to B, a peer it knows from name resolution, the squatted
+// embryo is not promoted: A opens an initiator session that learns B's nonce from B's own
+// locators, so the squatter's nonce never becomes the session's.
+func TestEmbryoSquatting(t *testing.T) {
+	to := addr(lA2, nidA)
+	pkt := func(from wire.L64, n wire.Nonce) []byte {
+		src := addr(from, nidB)
+		return frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: from, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
+			n, wire.ProtoUDP, wire.AppendUDP(nil, zeroLocator(src), zeroLocator(to), 1, 2, payload)))
+	}
+	squat, theirs := mustNonce(t, 6, 6, 6, 6), mustNonce(t, 1, 2, 3, 4)
+
+	t.Run("peer-first-packet", func(t *testing.T) {
+		d := newDatapath(t, Options{})
+		h := hostA(t, 4)
+		h.setup(t, d, false)
+		for _, from := range []wire.L64{lX, lB2} { // from elsewhere, and from B's own locator
+			if ret, _ := d.ingress(t, pkt(from, squat)); ret != verdictNext {
+				t.Fatalf("squatter from %v: verdict %d", from, ret)
+			}
+			for i := range 3 { // the real peer's first packet and its retransmissions
+				if ret, _ := d.ingress(t, pkt(lB2, theirs)); ret != verdictNext {
+					t.Fatalf("squatted from %v: the real peer's packet %d: verdict %d, want it accepted", from, i, ret)
+				}
+			}
+			if s, err := d.GetSession(nidA, nidB); err != nil || s.RemoteNonce != theirs || s.RemoteView != lB2 {
+				t.Fatalf("squatted from %v: embryo %+v %v, want the real peer's", from, s, err)
+			}
+		}
+		reply := frame(ipv6Packet(addr(lA1, nidA), addr(lB2, nidB), wire.ProtoUDP, wire.AppendUDP(nil, addr(lA1, nidA), addr(lB2, nidB), 2, 1, payload)))
+		if ret, _ := d.egress(t, reply); ret == verdictDrop {
+			t.Fatalf("reply dropped")
+		}
+		if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&SessionEmbryonic != 0 || s.RemoteNonce != theirs {
+			t.Fatalf("after the reply: %+v %v", s, err)
+		}
+		if c := counter(t, d, "embryos_replaced"); c != 3 { // squat, peer, squat again, peer
+			t.Errorf("embryos_replaced = %d, want 3", c)
+		}
+	})
+
+	t.Run("own-connect", func(t *testing.T) {
+		d := newDatapath(t, Options{})
+		h := hostA(t, 4)
+		h.setup(t, d, false)
+		must(t, d.PutPeer(Peer{Addr: addr(lB1, nidB), Active: lB2,
+			Locators: []RemoteLocator{{Locator: lB1, State: LocatorValid}, {Locator: lB2, State: LocatorActive}}}))
+		if ret, _ := d.ingress(t, pkt(lB1, squat)); ret != verdictNext {
+			t.Fatalf("squatter: verdict %d", ret)
+		}
+		for _, seg := range [][]byte{
+			wire.AppendUDP(nil, h.viewSrc(), h.viewDst(), 2, 1, payload),
+			tcpSegment(h.viewSrc(), h.viewDst(), payload),
+		} {
+			proto := uint8(wire.ProtoUDP)
+			if len(seg) != 8+len(payload) {
+				proto = wire.ProtoTCP
+			}
+			if ret, _ := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), proto, seg))); ret == verdictDrop {
+				t.Fatalf("A's packet to B dropped")
+			}
+			s, err := d.GetSession(nidA, nidB)
+			if err != nil || s.Flags&SessionEmbryonic != 0 || s.Flags&SessionInitiator == 0 || !s.RemoteNonce.IsZero() {
+				t.Fatalf("A's session with B after its own packet: %+v %v; want an initiator waiting for B's nonce", s, err)
+			}
+			must(t, d.DeleteSession(nidA, nidB))
+			if ret, _ := d.ingress(t, pkt(lB1, squat)); ret != verdictNext {
+				t.Fatalf("squatter again: verdict %d", ret)
+			}
+		}
+		if ret, _ := d.egress(t, frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoUDP, wire.AppendUDP(nil, h.viewSrc(), h.viewDst(), 2, 1, payload)))); ret == verdictDrop {
+			t.Fatalf("A's packet to B dropped")
+		}
+		if ret, _ := d.ingress(t, pkt(lB2, theirs)); ret != verdictNext {
+			t.Fatalf("B's reply: verdict %d", ret)
+		}
+		if s, err := d.GetSession(nidA, nidB); err != nil || s.RemoteNonce != theirs {
+			t.Fatalf("A's session learned %+v %v, want B's nonce", s, err)
+		}
+		if c := counter(t, d, "embryos_to_initiator"); c != 3 {
+			t.Errorf("embryos_to_initiator = %d, want 3", c)
+		}
+	})
+}
+
+// Filling the session table with answered pings (issue 23, item 5): a spoofed Echo Request
+// from a made-up NID makes an embryo and the kernel's Echo Reply used to promote it, so a ping
+// flood filled the table. Now an Echo Reply promotes only into the unproven pool (a quarter of
+// the table); beyond it the embryo answers pings as it is. A newcomer whose first packet the
+// host answers otherwise (a UDP reply) still gets a session, and a session in the pool leaves
+// it once this host sends anything but an Echo Reply.
+func TestPingFloodFillsOnlyTheUnprovenPool(t *testing.T) {
+	const size = 64
+	d := newDatapath(t, Options{SessionTableSize: size})
+	h := hostA(t, 4)
+	h.setup(t, d, false)
+	to := addr(lA2, nidA)
+	ping := func(peer wire.NID, typ byte) (uint32, uint32) {
+		from := addr(lB2, peer)
+		req := append([]byte{128, 0, 0, 0, 0, 1, 0, 1}, payload...)
+		binary.BigEndian.PutUint16(req[2:], wire.PseudoHeaderChecksum(from, to, wire.ProtoICMPv6, req))
+		in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: peer}, wire.ILV{Locator: lA2, NID: nidA},
+			mustNonce(t, 0xee, byte(peer>>16), byte(peer>>8), byte(peer)), wire.ProtoICMPv6, req))
+		rin, _ := d.ingress(t, in)
+		rep := append([]byte{typ, 0, 0, 0, 0, 1, 0, 1}, payload...)
+		rout, out := d.egress(t, frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoICMPv6, rep)))
+		if p, _ := parseFrame(t, out); rout != verdictDrop && p.IPv6.Dst != from {
+			t.Fatalf("answer to %v not translated: to %v", peer, p.IPv6.Dst)
+		}
+		return rin, rout
+	}
+	for i := range 2 * size {
+		for range 2 { // two pings per made-up NID: the second used to make it look proven
+			if rin, rout := ping(wire.NID(0x10000+i), 129); rin != verdictNext || rout == verdictDrop {
+				t.Fatalf("ping %d: verdicts %d, %d", i, rin, rout)
+			}
+		}
+	}
+	all, err := d.Sessions()
+	must(t, err)
+	if len(all) != size/UnprovenPoolShare {
+		t.Fatalf("the ping flood put %d sessions in a table of %d, want the unproven pool's %d", len(all), size, size/UnprovenPoolShare)
+	}
+	for _, s := range all {
+		if s.Flags&SessionUnproven == 0 {
+			t.Fatalf("session promoted by an Echo Reply not flagged unproven: %+v", s)
+		}
+	}
+	if c := counter(t, d, "unproven_pool_full"); c != 2*(2*size-size/UnprovenPoolShare) {
+		t.Errorf("unproven_pool_full = %d, want %d", c, 2*(2*size-size/UnprovenPoolShare))
+	}
+	// The newcomer: UDP answered by an application.
+	from := addr(lB2, nidB)
+	in := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
+		h.peerNonce, wire.ProtoUDP, wire.AppendUDP(nil, zeroLocator(from), zeroLocator(to), 1, 2, payload)))
+	if ret, _ := d.ingress(t, in); ret != verdictNext {
+		t.Fatalf("newcomer's first packet: verdict %d", ret)
+	}
+	if ret, _ := d.egress(t, frame(ipv6Packet(addr(lA1, nidA), from, wire.ProtoUDP, wire.AppendUDP(nil, addr(lA1, nidA), from, 2, 1, payload)))); ret == verdictDrop {
+		t.Fatalf("reply to the newcomer dropped")
+	}
+	if s, err := d.GetSession(nidA, nidB); err != nil || s.Flags&(SessionEmbryonic|SessionUnproven) != 0 {
+		t.Fatalf("newcomer's session: %+v %v", s, err)
+	}
+	// This host talks on a pooled session: it leaves the pool.
+	peer := all[0].RemoteNID
+	pfrom := addr(all[0].RemoteView, peer)
+	if ret, _ := d.egress(t, frame(ipv6Packet(addr(lA1, nidA), pfrom, wire.ProtoUDP, wire.AppendUDP(nil, addr(lA1, nidA), pfrom, 2, 1, payload)))); ret == verdictDrop {
+		t.Fatalf("UDP on a pooled session dropped")
+	}
+	if s, err := d.GetSession(nidA, peer); err != nil || s.Flags&SessionUnproven != 0 {
+		t.Fatalf("pooled session after this host's UDP: %+v %v", s, err)
+	}
+	// The daemon's count frees the pool: the next ping's session enters it.
+	must(t, d.SetUnprovenCount(uint64(size/UnprovenPoolShare-1)))
+	ping(wire.NID(0x20000), 129)
+	if s, err := d.GetSession(nidA, wire.NID(0x20000)); err != nil || s.Flags&SessionUnproven == 0 || s.Flags&SessionEmbryonic != 0 {
+		t.Fatalf("ping after the pool freed: %+v %v", s, err)
 	}
 }
 

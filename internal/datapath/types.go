@@ -91,6 +91,9 @@ const (
 	// the packet path reads those maps only for sessions flagged so. PutSession keeps them.
 	SessionMultipath  SessionFlags = 1 << 9
 	SessionUnverified SessionFlags = 1 << 10
+	// SessionUnproven: promoted by an ICMPv6 Echo Reply, which the kernel sends to anyone: one
+	// of the bounded unproven pool's until this host sends anything else on it.
+	SessionUnproven SessionFlags = 1 << 11
 )
 
 // sessionMapFlags are the flags that mirror other maps' entries (datapath-kept).
@@ -103,7 +106,7 @@ var sessionFlagNames = []struct {
 	{SessionSoft, "soft"}, {SessionIPv6Fallback, "ipv6-fallback"}, {SessionStrict, "strict"},
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
 	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
-	{SessionSharedNonce, "shared-nonce"}, {SessionMultipath, "multipath"}, {SessionUnverified, "unverified"},
+	{SessionSharedNonce, "shared-nonce"}, {SessionMultipath, "multipath"}, {SessionUnverified, "unverified"}, {SessionUnproven, "unproven"},
 }
 
 // String lists the flags, comma separated ("" for none).
@@ -259,6 +262,9 @@ var counterNames = []string{
 	"ingress_shared_nonce",
 	"ingress_lu_no_session",
 	"events_limited",
+	"embryos_replaced",
+	"embryos_to_initiator",
+	"unproven_pool_full",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

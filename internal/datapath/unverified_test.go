@@ -207,3 +207,38 @@ func TestLocatorUpdateCredit(t *testing.T) {
 		}
 	}
 }
+
+// TestUnverifiedIPv4LocatorCredit (issue 23, item 6): towards an unverified IPv4 locator the
+// credit is charged what goes on the wire, the 28 bytes of UDP/IPv4 around every packet too,
+// so small packets do not take it past 3x: the encapsulated frames that leave add up to at
+// most CreditFactor times the bytes received, and one more would have passed it; beyond it the
+// packets go to the session's verified IPv6 locator.
+func TestUnverifiedIPv4LocatorCredit(t *testing.T) {
+	for _, size := range []int{0, 100, 1000} {
+		d := newDatapath(t, Options{})
+		h := hostA(t, 4)
+		encapHost(t, d, h, epA, epB)
+		const rx = 2000
+		must(t, d.PutUnverified(nidA, nidB, l32(t, epB), rx, 0))
+		l4 := transport(t, wire.ProtoUDP, h.viewSrc(), h.viewDst(), make([]byte, size))
+		out := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoUDP, l4))
+		var onWire, sent int
+		for range 1000 {
+			ret, pkt := d.egress(t, out)
+			if ret == verdictDrop || binary.BigEndian.Uint16(pkt[12:]) != 0x0800 {
+				break // over the credit: rerouted to the verified IPv6 locator
+			}
+			onWire += len(pkt)
+			sent++
+		}
+		if sent == 0 || onWire > CreditFactor*rx {
+			t.Errorf("%d-byte payload: %d packets, %d bytes on the wire for %d received: want 0 < sent <= %d x received",
+				size, sent, onWire, rx, CreditFactor)
+		}
+		// Charged per packet: its length, the room for the nonce header (16) and UDP/IPv4 (28).
+		if cost := len(out) + 16 + 28; (sent+1)*cost <= CreditFactor*rx {
+			t.Errorf("%d-byte payload: stopped after %d packets of %d bytes charged, with %d of credit", size, sent, cost, CreditFactor*rx)
+		}
+		t.Logf("%d-byte payload: %d frames, %d bytes on the wire for %d received (%.2fx)", size, sent, onWire, rx, float64(onWire)/rx)
+	}
+}

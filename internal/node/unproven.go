@@ -16,15 +16,26 @@ import (
 const unprovenPackets = 1
 
 // expireUnproven closes responder sessions that stayed unproven longer than the configured
-// timeout (sessions: the datapath's session table, read once by touchSessions).
+// timeout (sessions: the datapath's session table, read once by touchSessions), and tells the
+// datapath how many Echo Reply promoted (its bounded unproven pool). Such a session stays
+// unproven however many pings its correspondent sends: the kernel answers anyone.
 func (n *Node) expireUnproven(sessions []datapath.Session, now time.Time) {
+	pool := uint64(0)
+	for _, s := range sessions {
+		if s.Flags&datapath.SessionUnproven != 0 {
+			pool++
+		}
+	}
+	if err := n.dp.SetUnprovenCount(pool); err != nil {
+		n.log.Debug("unproven pool", "err", err)
+	}
 	timeout := n.cfg.SessionUnprovenTimeout
 	if timeout <= 0 {
 		return
 	}
 	mono := datapath.MonotonicNs()
 	for _, s := range sessions {
-		if s.Flags&datapath.SessionResponder == 0 || s.RxPackets > unprovenPackets {
+		if s.Flags&datapath.SessionResponder == 0 || (s.RxPackets > unprovenPackets && s.Flags&datapath.SessionUnproven == 0) {
 			continue
 		}
 		last := max(s.LastTxNs, s.LastRxNs, s.CreatedNs)

@@ -36,6 +36,7 @@ type Result struct {
 	Measured string   `json:"-"`
 	Counters []string `json:"-"`
 	Counted  uint64   `json:"-"`
+	Expected uint64   `json:"-"` // what Counted must reach: Sent unless the attack says otherwise
 }
 
 // Config is one `ilnp-lab attack` run.
@@ -44,15 +45,24 @@ type Config struct {
 	BinDir string // ilnpd and ilnpctl
 	Count  int    // forged packets over all attacks (default 10000)
 	Rate   int    // packets per second each attack sends (default 1000)
-	Log    io.Writer
+	// PingFlood is how long ping-flood-fill sends at Rate, on top of Count (default
+	// DefaultPingFlood).
+	PingFlood time.Duration
+	Log       io.Writer
 }
 
 // Attack names, in the order they run.
 var Names = []string{
 	"lu-no-nonce-offlink", "lu-wrong-nonce-offlink", "lu-no-nonce-onlink", "lu-wrong-nonce-onlink",
 	"lu-ack-forged", "lu-during-nonce-learning", "data-random-nonce", "tcp-rst-random-nonce",
+	"data-no-nonce", "tcp-rst-no-nonce",
 	"session-table-flood", "lu-unknown-session", "lu-replay",
+	"embryo-squat", "ping-flood-fill",
 }
+
+// DefaultPingFlood is ping-flood-fill's length in `ilnp-lab attack` (issue 23: after 120 s of
+// spoofed pings at the default rate a newcomer still gets a session).
+const DefaultPingFlood = 120 * time.Second
 
 // Ports and addresses of the attack lab.
 const (
@@ -115,8 +125,11 @@ func start(ctx context.Context, cfg Config, labDir string) (*labRun, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	if cfg.Count < len(Names) {
-		return nil, fmt.Errorf("--count %d: at least one packet per attack (%d)", cfg.Count, len(Names))
+	if cfg.PingFlood <= 0 {
+		cfg.PingFlood = DefaultPingFlood
+	}
+	if cfg.Count < len(Names)-1 { // ping-flood-fill sends on top, for PingFlood
+		return nil, fmt.Errorf("--count %d: at least one packet per attack (%d)", cfg.Count, len(Names)-1)
 	}
 	if err := os.MkdirAll(labDir, 0o755); err != nil {
 		return nil, err

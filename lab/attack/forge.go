@@ -27,6 +27,15 @@ func ilnpPacket(src, dst wire.ILV, n wire.Nonce, proto uint8, l4 []byte) []byte 
 // the datapath let it through.
 func sessionView(v wire.ILV) netip.Addr { return wire.ILV{NID: v.NID}.Addr() }
 
+// checksumAddrs: the addresses a forged segment's checksum covers. Without a nonce it is plain
+// IPv6 (the datapath passes it as it is, or should drop it), so the real ones the kernel checks.
+func checksumAddrs(src, dst wire.ILV, n wire.Nonce) (netip.Addr, netip.Addr) {
+	if n.IsZero() {
+		return src.Addr(), dst.Addr()
+	}
+	return sessionView(src), sessionView(dst)
+}
+
 // LocatorUpdate is an LU (or LU-ACK, by op) from src to dst announcing locs.
 func LocatorUpdate(src, dst wire.ILV, op wire.Operation, locs []wire.L64, n wire.Nonce) ([]byte, error) {
 	lu := wire.LocatorUpdate{Op: op}
@@ -47,7 +56,8 @@ func UDP(src, dst wire.ILV, n wire.Nonce, sport, dport uint16, payload []byte) [
 	binary.BigEndian.PutUint16(l4[2:], dport)
 	binary.BigEndian.PutUint16(l4[4:], uint16(8+len(payload)))
 	l4 = append(l4, payload...)
-	c := wire.PseudoHeaderChecksum(sessionView(src), sessionView(dst), wire.ProtoUDP, l4)
+	cs, cd := checksumAddrs(src, dst, n)
+	c := wire.PseudoHeaderChecksum(cs, cd, wire.ProtoUDP, l4)
 	if c == 0 {
 		c = 0xffff
 	}
@@ -70,7 +80,8 @@ func RST(src, dst wire.ILV, n wire.Nonce, sport, dport uint16, seq uint32) []byt
 	binary.BigEndian.PutUint32(l4[4:], seq)
 	l4[12] = 5 << 4
 	l4[13] = flagRST
-	binary.BigEndian.PutUint16(l4[16:], wire.PseudoHeaderChecksum(sessionView(src), sessionView(dst), wire.ProtoTCP, l4))
+	cs, cd := checksumAddrs(src, dst, n)
+	binary.BigEndian.PutUint16(l4[16:], wire.PseudoHeaderChecksum(cs, cd, wire.ProtoTCP, l4))
 	return ilnpPacket(src, dst, n, wire.ProtoTCP, l4)
 }
 
@@ -78,6 +89,15 @@ func RST(src, dst wire.ILV, n wire.Nonce, sport, dport uint16, seq uint32) []byt
 // identifiers opens sessions that never prove themselves.
 func EchoReply(src, dst wire.ILV, n wire.Nonce, id, seq uint16) []byte {
 	msg := []byte{129, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint16(msg[4:], id)
+	binary.BigEndian.PutUint16(msg[6:], seq)
+	binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src.Addr(), dst.Addr(), wire.ProtoICMPv6, msg))
+	return ilnpPacket(src, dst, n, wire.ProtoICMPv6, msg)
+}
+
+// EchoRequest is an ICMPv6 Echo Request, which every host's kernel answers.
+func EchoRequest(src, dst wire.ILV, n wire.Nonce, id, seq uint16) []byte {
+	msg := []byte{128, 0, 0, 0, 0, 0, 0, 0}
 	binary.BigEndian.PutUint16(msg[4:], id)
 	binary.BigEndian.PutUint16(msg[6:], seq)
 	binary.BigEndian.PutUint16(msg[2:], wire.PseudoHeaderChecksum(src.Addr(), dst.Addr(), wire.ProtoICMPv6, msg))

@@ -450,10 +450,13 @@ func TestRevertSparesConnectInProgress(t *testing.T) {
 	p.snd.Run("sysctl", "-qw", "net.ipv4.tcp_syn_linear_timeouts=0")
 	p.cut(viewA)
 	dialed := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// Before the namespaces go (cleanups run last first): no thread of ours left inside.
+	t.Cleanup(func() { cancel(); <-dialed })
 	go func() {
-		d := net.Dialer{Timeout: 15 * time.Second}
+		var d net.Dialer
 		dialed <- p.snd.Do(func() error {
-			c, err := d.Dial("tcp6", "["+viewA+"]:5002")
+			c, err := d.DialContext(ctx, "tcp6", "["+viewA+"]:5002")
 			if err == nil {
 				c.Close()
 			}
@@ -492,6 +495,7 @@ func TestRevertSparesConnectInProgress(t *testing.T) {
 	}
 	select {
 	case err := <-dialed:
+		dialed <- nil // for the cleanup
 		if err != nil {
 			t.Fatalf("connect across the move failed: %v", err)
 		}

@@ -38,8 +38,11 @@ import (
 const touchInterval = 5 * time.Second
 
 // receivableTimeout bounds the wait for a new address's local route (host.waitReceivable):
-// milliseconds normally, more on a loaded machine.
-const receivableTimeout = 100 * time.Millisecond
+// milliseconds normally, more on a loaded machine: the kernel inserts it from a workqueue once
+// DAD is done, and a CI run beside busy kernel work waited over 100 ms, so the first LU-ACK
+// went to an address not yet local and the LU was answered only on its retransmission, 1 s
+// later. The wait ends as soon as the route is there.
+const receivableTimeout = 500 * time.Millisecond
 
 // Node is an ILNP node. Create it with New, then Run it.
 type Node struct {

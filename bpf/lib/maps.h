@@ -48,9 +48,9 @@ struct ilnp_config {
 	__u32 new_sessions_per_s;
 };
 
-/* Token bucket behind ilnp_config.new_sessions_per_s, kept in nanoseconds of budget: a
- * session costs 1e9 / rate of it and it grows by one per nanosecond up to one second. */
-struct ilnp_session_budget {
+/* A token bucket in nanoseconds of budget (bucket.h): behind ilnp_config.new_sessions_per_s
+ * (session_budget) and each security event kind's rate (event_budget). */
+struct ilnp_token_bucket {
 	struct bpf_spin_lock lock;
 	__u32 pad;
 	__u64 budget_ns;
@@ -250,21 +250,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sessions SEC(".maps");
 
-/* Token bucket per event kind (observe.h ilnp_emit), in nanoseconds of budget like
- * session_budget: security events are what a flood makes, and past their rate they would fill
- * the ring and push out the session events the daemon must see. */
-struct ilnp_event_budget {
-	struct bpf_spin_lock lock;
-	__u32 pad;
-	__u64 budget_ns;
-	__u64 last_ns;
-};
+/* Token bucket per event kind (observe.h ilnp_emit): security events are what a flood makes,
+ * and past their rate they would fill the ring and push out the session events the daemon
+ * must see. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, ILNP_EV_MAX);
 	__type(key, __u32);
-	__type(value, struct ilnp_event_budget);
+	__type(value, struct ilnp_token_bucket);
 } event_budget SEC(".maps");
 
 /* Responder sessions that only the remote side has spoken in ("embryos"): anyone can create
@@ -346,7 +340,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ilnp_session_budget);
+	__type(value, struct ilnp_token_bucket);
 } session_budget SEC(".maps");
 
 /* Sessions an ICMPv6 Echo Reply promoted (ILNP_SESS_UNPROVEN). The kernel answers a ping on

@@ -5,6 +5,7 @@
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
 #include "maps.h"
+#include "bucket.h"
 
 static __always_inline void ilnp_count(__u32 counter)
 {
@@ -14,7 +15,6 @@ static __always_inline void ilnp_count(__u32 counter)
 		*value += 1; /* per-CPU slot: no atomics needed */
 }
 
-#define ILNP_EV_NSEC_PER_SEC 1000000000ULL
 
 /* Events per second a kind of security event may put in the ring, with a burst of one
  * second's worth; 0: no limit (session events, which only this host's own packets or
@@ -38,31 +38,14 @@ static __always_inline __u64 ilnp_event_rate(__u32 type)
 
 static __always_inline int ilnp_event_allowed(__u32 type)
 {
-	__u64 rate = ilnp_event_rate(type), cost, now, elapsed, budget;
-	struct ilnp_event_budget *b;
+	__u64 rate = ilnp_event_rate(type);
+	struct ilnp_token_bucket *b;
 	__u32 key = type;
-	int ok = 0;
 
 	if (!rate)
 		return 1;
 	b = bpf_map_lookup_elem(&event_budget, &key);
-	if (!b)
-		return 0;
-	cost = ILNP_EV_NSEC_PER_SEC / rate;
-	now = bpf_ktime_get_ns(); /* helpers may not be called under the lock */
-	bpf_spin_lock(&b->lock);
-	elapsed = now - b->last_ns;
-	budget = elapsed >= ILNP_EV_NSEC_PER_SEC ? ILNP_EV_NSEC_PER_SEC : b->budget_ns + elapsed;
-	if (budget > ILNP_EV_NSEC_PER_SEC)
-		budget = ILNP_EV_NSEC_PER_SEC;
-	b->last_ns = now;
-	if (budget >= cost) {
-		budget -= cost;
-		ok = 1;
-	}
-	b->budget_ns = budget;
-	bpf_spin_unlock(&b->lock);
-	return ok;
+	return b && ilnp_bucket_take(b, rate);
 }
 
 /* src and dst point at the 32 bytes of the packet's two addresses (wire view). A security

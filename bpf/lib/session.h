@@ -123,36 +123,16 @@ static __always_inline struct ilnp_session *ilnp_commit_session(const struct iln
 	return bpf_map_lookup_elem(&sessions, key);
 }
 
-#define ILNP_NSEC_PER_SEC 1000000000ULL
-
 /* May an incoming packet create one more session now? (ilnp_config.new_sessions_per_s) */
 static __always_inline int ilnp_session_budget_take(const struct ilnp_config *cfg)
 {
-	struct ilnp_session_budget *b;
+	struct ilnp_token_bucket *b;
 	__u32 zero = 0;
-	__u64 now, cost, elapsed, budget;
-	int ok = 0;
 
 	if (!cfg->new_sessions_per_s)
 		return 1;
 	b = bpf_map_lookup_elem(&session_budget, &zero);
-	if (!b)
-		return 0;
-	cost = ILNP_NSEC_PER_SEC / cfg->new_sessions_per_s;
-	now = bpf_ktime_get_ns(); /* helpers may not be called under the lock */
-	bpf_spin_lock(&b->lock);
-	elapsed = now - b->last_ns;
-	budget = elapsed >= ILNP_NSEC_PER_SEC ? ILNP_NSEC_PER_SEC : b->budget_ns + elapsed;
-	if (budget > ILNP_NSEC_PER_SEC)
-		budget = ILNP_NSEC_PER_SEC;
-	b->last_ns = now;
-	if (budget >= cost) {
-		budget -= cost;
-		ok = 1;
-	}
-	b->budget_ns = budget;
-	bpf_spin_unlock(&b->lock);
-	return ok;
+	return b && ilnp_bucket_take(b, cfg->new_sessions_per_s);
 }
 
 /* The first nonce-carrying packet of a session we do not know (thesis 3.2.6: "for the first

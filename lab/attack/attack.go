@@ -108,6 +108,13 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	fmt.Fprintf(l.cfg.Log, "attack %-26s sent %5d accepted %d flow survived %v; bytes CN -> announced locator %d, from it %d\n",
 		Redirection, *r.Sent, *r.Accepted, *r.FlowSurvived, *r.UnverifiedBytesSent, *r.UnverifiedBytesReceived)
 	results = append(results, r)
+	r, err = l.redirectionIPv4(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("attack %s: %w", RedirectionIPv4, err)
+	}
+	fmt.Fprintf(l.cfg.Log, "attack %-26s sent %5d accepted %d flow survived %v; bytes CN -> announced IPv4 endpoint %d, from it %d\n",
+		RedirectionIPv4, *r.Sent, *r.Accepted, *r.FlowSurvived, *r.UnverifiedBytesSent, *r.UnverifiedBytesReceived)
+	results = append(results, r)
 	if err := Write(dir, results, l.cfg); err != nil {
 		return nil, err
 	}
@@ -199,7 +206,7 @@ func Report(results []Result, cfg Config) string {
 			bound = "BEYOND"
 		}
 		fmt.Fprintf(&b, "\n## %s: the attack locator verification is for\n\n"+
-			"%s sent %d LU announcing the attacker network's prefix as the MN's only locator; the CN applied %d (%s). "+
+			"%s sent %d LU announcing the attacker's own locator (its network's prefix, or its IPv4 endpoint) as the MN's only locator; the CN applied %d (%s). "+
 			"Over the next 2 s R1 forwarded %d bytes from the CN towards that unverified locator and %d bytes from it: "+
 			"%s locator verification's bound of 3x; the flow survived: %s. See README, Security, \"Locator verification\".\n",
 			r.Attack, r.From, deref(r.Sent), deref(r.Accepted), r.Measured, *r.UnverifiedBytesSent, *r.UnverifiedBytesReceived,
@@ -269,6 +276,9 @@ func (l *labRun) setup(ctx context.Context) error {
 		return err
 	}
 	if err := l.attackers(); err != nil {
+		return err
+	}
+	if err := l.ipv4Wiring(); err != nil {
 		return err
 	}
 	if err := l.daemons(ctx); err != nil {
@@ -384,6 +394,9 @@ func (l *labRun) daemons(ctx context.Context) error {
 		}
 		conf := filepath.Join(l.dir, "ilnpd-"+n.name+".conf")
 		text := lab.DaemonConfig(n.name, n.ifaces, n.nid, "soft", state, filepath.Join(l.dir, n.name+"-events.jsonl"), hosts)
+		if n.ns == t.CN {
+			text += "ipv4-locators on\n" // redirection-ipv4-credit's victim is an IPv4 endpoint
+		}
 		if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
 			return fmt.Errorf("attack wrote a bad ilnpd config: %w", err)
 		}

@@ -142,10 +142,21 @@ func TestAttacksDuringLiveFlow(t *testing.T) {
 	}
 	t.Logf("redirection: %d bytes CN -> announced locator in 2 s, %d from it; flow survived %v",
 		*r.UnverifiedBytesSent, *r.UnverifiedBytesReceived, *r.FlowSurvived)
-	if err := Write(out, append(results, r), cfg); err != nil {
+	// The same towards an IPv4 endpoint: the credit counts the encapsulation on the wire.
+	r4, err := l.redirectionIPv4(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	checkSchema(t, filepath.Join(out, "attack.json"), len(Names)+1)
+	if *r4.Accepted != 1 || *r4.UnverifiedBytesReceived == 0 || *r4.UnverifiedBytesSent > 3**r4.UnverifiedBytesReceived {
+		t.Errorf("%s: accepted %d, %d bytes towards the announced IPv4 endpoint against %d from it: want the LU applied and at most 3x",
+			RedirectionIPv4, *r4.Accepted, *r4.UnverifiedBytesSent, *r4.UnverifiedBytesReceived)
+	}
+	t.Logf("%s: %d bytes CN -> announced IPv4 endpoint in 2 s, %d from it (%.2fx)", RedirectionIPv4,
+		*r4.UnverifiedBytesSent, *r4.UnverifiedBytesReceived, float64(*r4.UnverifiedBytesSent)/float64(max(*r4.UnverifiedBytesReceived, 1)))
+	if err := Write(out, append(results, r, r4), cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, filepath.Join(out, "attack.json"), len(Names)+2)
 	if b, err := os.ReadFile(filepath.Join(out, "report.md")); err != nil || !strings.Contains(string(b), "| tcp-rst-random-nonce |") ||
 		!strings.Contains(string(b), "## "+Redirection) {
 		t.Errorf("report.md: %v\n%s", err, b)
@@ -192,7 +203,7 @@ func checkSchema(t *testing.T, path string, want int) {
 		_ = json.Unmarshal(r["attack"], &name)
 		for _, k := range []string{"unverified_bytes_sent", "unverified_bytes_received"} {
 			var n int64
-			if name == Redirection {
+			if name == Redirection || name == RedirectionIPv4 {
 				if err := json.Unmarshal(r[k], &n); err != nil || bytes.Equal(r[k], []byte("null")) {
 					t.Errorf("%s: %s = %s, want a number", name, k, r[k])
 				}

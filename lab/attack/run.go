@@ -409,15 +409,7 @@ const Redirection = "redirection-valid-nonce"
 // the bytes forwarded towards the announced prefix and received from it over the next 2 s.
 func (l *labRun) redirection(ctx context.Context) (Result, error) {
 	cn := l.t.CN
-	rows, err := l.sessions(cn, l.cnSock)
-	if err != nil {
-		return Result{}, err
-	}
-	s, ok := sessionOf(rows, l.mnAddr.NID.String())
-	if !ok {
-		return Result{}, fmt.Errorf("the CN has no session with the MN")
-	}
-	nonce, err := nonceFromHex(s.RemoteNonce)
+	nonce, err := l.mnNonce()
 	if err != nil {
 		return Result{}, err
 	}

@@ -565,10 +565,12 @@ func TestDNSRendezvousWrongKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Refused on start and again for the locator changes of the move; never applied.
+	// Refused on start and again for the locator changes of the move; never applied. An update
+	// the server answered late is retried, not refused (a CI run beside a busy loop saw the
+	// first one time out): timeouts are allowed, any other error is not.
 	if st["dns_update_errors_tsig-badsig"] < 2 || st["dns_updates_ok"] != 0 ||
-		st["dns_update_errors"] != st["dns_update_errors_tsig-badsig"] {
-		t.Errorf("MN stats: %v; want >= 2 tsig-badsig errors, no other, none ok", st)
+		st["dns_update_errors"] != st["dns_update_errors_tsig-badsig"]+st["dns_update_errors_timeout"] {
+		t.Errorf("MN stats: %v; want >= 2 tsig-badsig errors, no other but timeouts, none ok", st)
 	}
 	if got, err := n.l64s(); err != nil || len(got) != 0 {
 		t.Errorf("L64 set on the server %v (%v), want none: every update was refused", got, err)

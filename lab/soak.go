@@ -21,6 +21,7 @@ import (
 	"ilnp/internal/datapath"
 	"ilnp/internal/nstest"
 	"ilnp/internal/timeline"
+	"ilnp/lab/netns"
 )
 
 // The soak (issue 12): many moves L2 <-> L3 under a live TCP byte stream and a UDP echo flow,
@@ -95,6 +96,9 @@ type SoakReport struct {
 	// the timelines can be read around it.
 	UnackedAtNS  []int64 `json:"unacked_at_ns,omitempty"`
 	DurationSecs float64 `json:"duration_s"`
+	// Drops are the CN's and the MN's non-zero drop and error counters at the end (ilnpctl show
+	// stats; "cn:" or "mn:" before the name): where lost datagrams went.
+	Drops map[string]uint64 `json:"drops,omitempty"`
 }
 
 func (c SoakConfig) progress(format string, a ...any) {
@@ -227,6 +231,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (rep SoakReport, err error) {
 		rep.Start = rep.End
 	}
 	cfg.progress("end: %s", rep.End)
+	rep.Drops = soakDrops(topo, dir, cfg.BinDir)
 	fr := f.stop()
 	rep.WarmupMoves = cfg.Warmup
 	rep.TCPWritten, rep.TCPReceived, rep.UDPSent = fr.written, fr.received, fr.udpSent
@@ -567,4 +572,31 @@ func SoakExcerpt(dir string, from, to int64, limit int) string {
 		b.WriteString(l.text + "\n")
 	}
 	return b.String()
+}
+
+// soakDrops reads both daemons' counters of dropped or refused packets (best effort: a daemon
+// that does not answer adds nothing).
+func soakDrops(topo *Topology, dir, binDir string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range []struct {
+		name string
+		ns   *netns.NS
+	}{{"cn", topo.CN}, {"mn", topo.MN}} {
+		text, err := n.ns.Run(filepath.Join(binDir, "ilnpctl"), "-s", filepath.Join(dir, n.name+"-state", "ctl.sock"), "-j", "show", "stats")
+		if err != nil {
+			continue
+		}
+		var stats map[string]uint64
+		if json.Unmarshal([]byte(text), &stats) != nil {
+			continue
+		}
+		for k, v := range stats {
+			if v != 0 && (strings.Contains(k, "unverified") || strings.Contains(k, "nonce") && !strings.Contains(k, "inserted") && !strings.Contains(k, "stripped") ||
+				strings.Contains(k, "error") || strings.Contains(k, "drop") || strings.Contains(k, "rejected") || strings.Contains(k, "withheld") ||
+				strings.Contains(k, "replayed") || strings.Contains(k, "unknown_locator") || strings.Contains(k, "invalid_local")) {
+				out[n.name+":"+k] = v
+			}
+		}
+	}
+	return out
 }

@@ -70,7 +70,7 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("%d sessions broken (TCP: %s)", r.SessionsBroken, rep.TCPError)
 	}
 	if rep.UDPLostSoft != 0 {
-		t.Errorf("soft handoff lost %d UDP datagrams", rep.UDPLostSoft)
+		t.Errorf("soft handoff lost %d UDP datagrams; drop counters: %v", rep.UDPLostSoft, rep.Drops)
 	}
 	if rep.HardMoves == 0 || rep.SoftMoves == 0 {
 		t.Errorf("soft %d, hard %d moves: want both", rep.SoftMoves, rep.HardMoves)

@@ -62,6 +62,15 @@ func TestSessionAPI(t *testing.T) {
 		t.Fatal("stale nonce index entry kept")
 	}
 	must(t, d.objs.NonceIndex.Lookup(nonceKey(nidB, second), &k))
+	// A caller that does not know the remote nonce yet (zero) leaves the learned one alone:
+	// the daemon records a session while the packet path may already have learned it.
+	stale := got
+	stale.RemoteNonce = wire.Nonce{}
+	must(t, d.PutSession(stale))
+	if again, err := d.GetSession(nidA, nidB); err != nil || again.RemoteNonce != second {
+		t.Fatalf("a zero remote nonce replaced the learned %v: %+v (%v)", second, again, err)
+	}
+	must(t, d.objs.NonceIndex.Lookup(nonceKey(nidB, second), &k))
 
 	n, err := d.SetRemoteLocators(nidB, []RemoteLocator{{Locator: lB2, State: LocatorActive}}, lB2)
 	if err != nil || n != 1 {

@@ -519,6 +519,13 @@ func (d *Datapath) PutSession(s Session) error {
 	v.Remote = remote
 	v.LocalNonce, v.LocalNonceLen = [12]uint8{}, uint8(s.LocalNonce.Len())
 	copy(v.LocalNonce[:], s.LocalNonce.Bytes())
+	// A zero remote nonce is the caller not knowing it yet, never a reason to forget one the
+	// packet path learned meanwhile (an initiator's session learns the responder's nonce from
+	// its first packet while the daemon is still recording the session: erased, the ILCC never
+	// got it, and every LU-ACK of the peer was refused).
+	if learned := nonceFrom(v.RemoteNonce, v.RemoteNonceLen); exists && s.RemoteNonce.IsZero() && !learned.IsZero() {
+		s.RemoteNonce = learned
+	}
 	v.RemoteNonce, v.RemoteNonceLen = [12]uint8{}, uint8(s.RemoteNonce.Len())
 	copy(v.RemoteNonce[:], s.RemoteNonce.Bytes())
 	if !exists {

@@ -103,9 +103,12 @@ func TestWindowClampThesis(t *testing.T) {
 	if w.Counters.Clamped < 2 || w.Counters.Failed != 0 || w.Counters.LastSegs != uint64(segs) {
 		t.Errorf("counters %+v: want the data connection clamped at both ends (>= 2, no failure) at %d segments", w.Counters, segs)
 	}
-	// In flight may pass the cwnd by one segment (a tail loss probe sends new data beyond it).
-	if w.MaxCwnd != segs || w.MaxUnacked > segs+1 || w.MaxInFlightBytes > uint64(segs+1)*uint64(w.MSS) {
-		t.Errorf("max cwnd %d, in flight %d segments / %d bytes: want the cwnd to reach and stay at %d segments, at most %d bytes in flight",
+	// What the thesis's window bounds is the data in flight, which may pass the cwnd by one
+	// segment (a tail loss probe sends new data beyond it). The cwnd itself can be sampled
+	// above the clamp before the clamp's first callback on a loaded machine (a CI run beside a
+	// busy loop saw 567 with 229 in flight), so it is not asserted.
+	if w.MaxUnacked > segs+1 || w.MaxInFlightBytes > uint64(segs+1)*uint64(w.MSS) || w.MaxUnacked+5 < segs {
+		t.Errorf("max cwnd %d, in flight %d segments / %d bytes: want the flight to reach %d segments and stay within %d bytes",
 			w.MaxCwnd, w.MaxUnacked, w.MaxInFlightBytes, segs, window.ThesisBytes)
 	}
 	// Once slow start is over (2 s at 200 ms) each second carries at most one window per RTT.

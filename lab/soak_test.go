@@ -69,8 +69,16 @@ func TestSoakShort(t *testing.T) {
 	if r.SessionsBroken != 0 {
 		t.Errorf("%d sessions broken (TCP: %s)", r.SessionsBroken, rep.TCPError)
 	}
-	if rep.UDPLostSoft != 0 {
+	// A soft move loses nothing, with one exception issue 23 brought: a locator that comes back
+	// into the MN's set is verified again, and until its challenge is answered the CN sends
+	// there only within its credit (rerouted to a verified locator, or dropped when the old one
+	// is still being verified itself). On a loaded machine that cost a few datagrams of the
+	// ~2,000 sent in soft moves (3 with the CN's dp_egress_unverified_credit moving); anything
+	// beyond that, or any loss without such drops, is a defect.
+	if soft := rep.UDPLostSoft; soft != 0 && (rep.Drops["cn:dp_egress_unverified_credit"] == 0 || soft > 5) {
 		t.Errorf("soft handoff lost %d UDP datagrams; drop counters: %v", rep.UDPLostSoft, rep.Drops)
+	} else if soft != 0 {
+		t.Logf("soft handoff lost %d UDP datagrams while returning locators were verified again; drop counters: %v", soft, rep.Drops)
 	}
 	if rep.HardMoves == 0 || rep.SoftMoves == 0 {
 		t.Errorf("soft %d, hard %d moves: want both", rep.SoftMoves, rep.HardMoves)

@@ -453,84 +453,20 @@ func runPeerModel(t *testing.T, dialect string, modelOpens bool) {
 	defer func() { close(stop); wg.Wait() }()
 
 	// The MN's application: UDP on port modelPort; it pings the model (MN opens) or echoes.
-	conn := n.MN.ListenPacket("udp6", fmt.Sprintf("[::]:%d", modelPort))
-	defer conn.Close()
-	var echoesAtMN int
-	var mnMu sync.Mutex
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 1500)
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			k, from, err := conn.ReadFrom(buf)
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err != nil {
-				continue
-			}
-			if modelOpens {
-				_, _ = conn.WriteTo(buf[:k], from)
-			} else {
-				mnMu.Lock()
-				echoesAtMN++
-				mnMu.Unlock()
-			}
-		}
-	}()
 	cnAddr := ilv(l1, cnNID)
 	if !modelOpens {
 		if a, err := resolve(n.MN, "cn"); err != nil || a != cnAddr {
 			t.Fatalf("MN resolves cn: %v %v", a, err)
 		}
 	} else {
+		m.open([]wire.L64{l2})
 		m.mu.Lock()
-		m.mnLocs, m.opener = []wire.L64{l2}, true
-		var b [4]byte
-		_, _ = rand.Read(b[:]) // arc4random_buf / get_random_bytes: the initiator's nonce
-		m.nonce, _ = wire.NonceFromBytes(b[:])
 		m.nonceSet = false // FreeBSD foreignnid_update: ILNP6_FOREIGN_NONCE_SET not set
 		m.mu.Unlock()
 	}
-	ticker := time.NewTicker(20 * time.Millisecond)
-	defer ticker.Stop()
-	seq := uint32(0)
-	send := func() {
-		seq++
-		p := binary.BigEndian.AppendUint32(nil, seq)
-		if modelOpens {
-			m.mu.Lock()
-			m.sendUDP(modelPort, p)
-			m.mu.Unlock()
-		} else {
-			_, _ = conn.WriteTo(p, &net.UDPAddr{IP: cnAddr.AsSlice(), Port: modelPort})
-		}
-	}
-	received := func() int {
-		if modelOpens {
-			return m.snapshot().echoes
-		}
-		mnMu.Lock()
-		defer mnMu.Unlock()
-		return echoesAtMN
-	}
-	pump := func(d time.Duration, what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: timed out after %v; model %+v; MN stats %v", what, d, m.snapshot(), mnStats(n))
-			}
-			<-ticker.C
-			send()
-			if seq%50 == 0 {
-				m.retransmit()
-			}
-		}
-	}
+	f := startModelFlow(t, n.MN, m, modelOpens, cnAddr, stop, &wg, func() map[string]uint64 { return mnStats(n) }, "MN")
+	defer f.close()
+	received, pump := f.received, f.pump
 	pump(10*time.Second, "echoes before any move", func() bool { return received() >= 20 })
 
 	// The MN moves: L3 comes up (newest: active), then L2 goes.
@@ -551,23 +487,11 @@ func runPeerModel(t *testing.T, dialect string, modelOpens bool) {
 
 	s := m.snapshot()
 	st := mnStats(n)
-	if st["dp_ingress_bad_nonce"] != 0 || s.nonceMismatch != 0 || s.badChecksum != 0 {
-		t.Errorf("bad nonces: MN datapath %d, model %d; model bad checksums %d", st["dp_ingress_bad_nonce"], s.nonceMismatch, s.badChecksum)
-	}
 	if s.lus < 1 || s.acksSent < 1 || s.acksRecv < 1 || st["lu_ack_acked"] < 1 || st["lu_applied"] < 1 {
 		t.Errorf("LU exchange: model got %d LUs, sent %d ACKs, got %d ACKs; MN lu_ack_acked %d, lu_applied %d",
 			s.lus, s.acksSent, s.acksRecv, st["lu_ack_acked"], st["lu_applied"])
 	}
-	wantShared := uint64(0)
-	if dialect == dialectFreeBSD && modelOpens {
-		wantShared = 1 // its packets after our first reply carry our nonce
-	}
-	if st["dp_ingress_shared_nonce"] != wantShared {
-		t.Errorf("dp_ingress_shared_nonce = %d, want %d", st["dp_ingress_shared_nonce"], wantShared)
-	}
-	if dialect == dialectStAndrews && st["dialect_learned"] < 1 {
-		t.Errorf("the MN did not learn the St Andrews layout from the model's LU: %v", st)
-	}
+	checkInterop(t, "MN", dialect, modelOpens, s, st)
 	if t.Failed() {
 		t.Logf("model %+v", s)
 		if b, err := os.ReadFile(n.mn.log); err == nil {
@@ -630,68 +554,13 @@ func runPeerModelAsMN(t *testing.T, dialect string, modelOpens bool) {
 	go m.run(stop, &wg)
 	defer func() { close(stop); wg.Wait() }()
 
-	conn := n.CN.ListenPacket("udp6", fmt.Sprintf("[::]:%d", modelPort))
-	defer conn.Close()
-	var echoesAtCN int
-	var cnMu sync.Mutex
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 1500)
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			k, from, err := conn.ReadFrom(buf)
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err != nil {
-				continue
-			}
-			if modelOpens {
-				_, _ = conn.WriteTo(buf[:k], from)
-			} else {
-				cnMu.Lock()
-				echoesAtCN++
-				cnMu.Unlock()
-			}
-		}
-	}()
 	mnAddr := ilv(l2, mnNID)
 	if !modelOpens {
 		if a, err := resolve(n.CN, "mn"); err != nil || a != mnAddr {
 			t.Fatalf("CN resolves mn: %v %v", a, err)
 		}
 	} else {
-		m.mu.Lock()
-		m.mnLocs, m.opener = []wire.L64{l1}, true
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		m.nonce, _ = wire.NonceFromBytes(b[:])
-		m.mu.Unlock()
-	}
-	ticker := time.NewTicker(20 * time.Millisecond)
-	defer ticker.Stop()
-	seq := uint32(0)
-	send := func() {
-		seq++
-		p := binary.BigEndian.AppendUint32(nil, seq)
-		if modelOpens {
-			m.mu.Lock()
-			m.sendUDP(modelPort, p)
-			m.mu.Unlock()
-		} else {
-			_, _ = conn.WriteTo(p, &net.UDPAddr{IP: mnAddr.AsSlice(), Port: modelPort})
-		}
-	}
-	received := func() int {
-		if modelOpens {
-			return m.snapshot().echoes
-		}
-		cnMu.Lock()
-		defer cnMu.Unlock()
-		return echoesAtCN
+		m.open([]wire.L64{l1})
 	}
 	stats := func() map[string]uint64 {
 		s, err := n.cn.stats()
@@ -700,20 +569,9 @@ func runPeerModelAsMN(t *testing.T, dialect string, modelOpens bool) {
 		}
 		return s
 	}
-	pump := func(d time.Duration, what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: timed out after %v; model %+v; CN stats %v", what, d, m.snapshot(), stats())
-			}
-			<-ticker.C
-			send()
-			if seq%50 == 0 {
-				m.retransmit()
-			}
-		}
-	}
+	f := startModelFlow(t, n.CN, m, modelOpens, mnAddr, stop, &wg, stats, "CN")
+	defer f.close()
+	received, pump := f.received, f.pump
 	pump(10*time.Second, "echoes before the move", func() bool { return received() >= 20 })
 
 	// The model moves to mn2 (l3): FreeBSD's ilnp6_if_unroute expires l2 and lu_output lists
@@ -730,20 +588,126 @@ func runPeerModelAsMN(t *testing.T, dialect string, modelOpens bool) {
 	pump(15*time.Second, "echoes after the move", func() bool { return received() >= mid+25 })
 
 	s, st := m.snapshot(), stats()
-	if st["dp_ingress_bad_nonce"] != 0 || s.nonceMismatch != 0 || s.badChecksum != 0 {
-		t.Errorf("bad nonces: CN datapath %d, model %d; model bad checksums %d", st["dp_ingress_bad_nonce"], s.nonceMismatch, s.badChecksum)
-	}
 	if st["lu_applied"] < 1 || st["lu_ack_sent"] < 1 {
 		t.Errorf("CN lu_applied %d, lu_ack_sent %d", st["lu_applied"], st["lu_ack_sent"])
 	}
+	checkInterop(t, "CN", dialect, modelOpens, s, st)
+}
+
+// open makes the model the session's initiator towards the given locators, with a fresh
+// random nonce as its kernel would draw (arc4random_buf / get_random_bytes).
+func (m *peerModel) open(locs []wire.L64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mnLocs, m.opener = locs, true
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	m.nonce, _ = wire.NonceFromBytes(b[:])
+}
+
+// modelFlow is the application traffic between ilnpd's host and a peer model: every tick one
+// numbered datagram from whichever side opened the session; the other side echoes it.
+type modelFlow struct {
+	t          *testing.T
+	m          *peerModel
+	conn       net.PacketConn
+	modelOpens bool
+	dst        netip.Addr
+	stats      func() map[string]uint64
+	who        string
+	ticker     *time.Ticker
+	seq        uint32
+	mu         sync.Mutex
+	echoes     int
+}
+
+func startModelFlow(t *testing.T, ns *nstest.NS, m *peerModel, modelOpens bool, dst netip.Addr,
+	stop <-chan struct{}, wg *sync.WaitGroup, stats func() map[string]uint64, who string) *modelFlow {
+	f := &modelFlow{t: t, m: m, modelOpens: modelOpens, dst: dst, stats: stats, who: who,
+		conn: ns.ListenPacket("udp6", fmt.Sprintf("[::]:%d", modelPort)), ticker: time.NewTicker(20 * time.Millisecond)}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 1500)
+		for {
+			_ = f.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			k, from, err := f.conn.ReadFrom(buf)
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err != nil {
+				continue
+			}
+			if modelOpens {
+				_, _ = f.conn.WriteTo(buf[:k], from)
+			} else {
+				f.mu.Lock()
+				f.echoes++
+				f.mu.Unlock()
+			}
+		}
+	}()
+	return f
+}
+
+func (f *modelFlow) close() { f.ticker.Stop(); f.conn.Close() }
+
+func (f *modelFlow) send() {
+	f.seq++
+	p := binary.BigEndian.AppendUint32(nil, f.seq)
+	if f.modelOpens {
+		f.m.mu.Lock()
+		f.m.sendUDP(modelPort, p)
+		f.m.mu.Unlock()
+		return
+	}
+	_, _ = f.conn.WriteTo(p, &net.UDPAddr{IP: f.dst.AsSlice(), Port: modelPort})
+}
+
+// received counts the echoes that came back to the side that opened the session.
+func (f *modelFlow) received() int {
+	if f.modelOpens {
+		return f.m.snapshot().echoes
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.echoes
+}
+
+// pump sends a datagram a tick (and lets the model retransmit its LU now and then) until cond
+// holds, failing the test after d.
+func (f *modelFlow) pump(d time.Duration, what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s: timed out after %v; model %+v; %s stats %v", what, d, f.m.snapshot(), f.who, f.stats())
+		}
+		<-f.ticker.C
+		f.send()
+		if f.seq%50 == 0 {
+			f.m.retransmit()
+		}
+	}
+}
+
+// checkInterop: no genuine packet was dropped as a bad nonce on either side, FreeBSD's shared
+// nonce was adopted exactly when it opened the session, and St Andrews' LU layout was learned.
+func checkInterop(t *testing.T, who, dialect string, modelOpens bool, s modelCounts, st map[string]uint64) {
+	t.Helper()
+	if st["dp_ingress_bad_nonce"] != 0 || s.nonceMismatch != 0 || s.badChecksum != 0 {
+		t.Errorf("bad nonces: %s datapath %d, model %d; model bad checksums %d", who, st["dp_ingress_bad_nonce"], s.nonceMismatch, s.badChecksum)
+	}
 	wantShared := uint64(0)
 	if dialect == dialectFreeBSD && modelOpens {
-		wantShared = 1
+		wantShared = 1 // its packets after our first reply carry our nonce
 	}
 	if st["dp_ingress_shared_nonce"] != wantShared {
 		t.Errorf("dp_ingress_shared_nonce = %d, want %d", st["dp_ingress_shared_nonce"], wantShared)
 	}
 	if dialect == dialectStAndrews && st["dialect_learned"] < 1 {
-		t.Errorf("the CN did not learn the St Andrews layout: %v", st)
+		t.Errorf("the %s did not learn the St Andrews layout from the model's LU: %v", who, st)
 	}
 }

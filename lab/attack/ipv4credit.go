@@ -121,15 +121,7 @@ func (l *labRun) redirectionIPv4(ctx context.Context) (Result, error) {
 		}
 	}
 	time.Sleep(2 * time.Second)
-	out, err := l.t.R1.Run("nft", "list table ip "+table)
-	if err != nil {
-		return Result{}, err
-	}
-	counts := nftBytes(out)
-	if len(counts) != 2 {
-		return Result{}, fmt.Errorf("R1's counters: %q", out)
-	}
-	stats, err := l.stats(cn, l.cnSock)
+	counts, stats, err := l.redirectionCounts("ip", table)
 	if err != nil {
 		return Result{}, err
 	}

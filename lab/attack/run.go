@@ -443,15 +443,7 @@ func (l *labRun) redirection(ctx context.Context) (Result, error) {
 	mid := l.flow.received.Load()
 	time.Sleep(time.Second)
 	survived := l.flow.Err() == nil && l.flow.received.Load() > mid
-	out, err := l.t.R1.Run("nft", "list table ip6 "+table)
-	if err != nil {
-		return Result{}, err
-	}
-	counts := nftBytes(out)
-	if len(counts) != 2 {
-		return Result{}, fmt.Errorf("R1's counters: %q", out)
-	}
-	stats, err := l.stats(cn, l.cnSock)
+	counts, stats, err := l.redirectionCounts("ip6", table)
 	if err != nil {
 		return Result{}, err
 	}
@@ -462,6 +454,21 @@ func (l *labRun) redirection(ctx context.Context) (Result, error) {
 		UnverifiedBytesSent: &counts[0], UnverifiedBytesReceived: &counts[1],
 		From: "atk (behind R1), spoofing the MN with its real nonce (an insider)", Measured: "LUs the CN's ILCC applied (lu_applied)",
 		Counters: []string{"R1 bytes forwarded to / from the announced prefix (not a drop counter)"}}, nil
+}
+
+// redirectionCounts reads what a redirection attack cost: R1's two byte counters (to and from
+// the announced locator) in the nft table of the given family, and the CN's daemon counters.
+func (l *labRun) redirectionCounts(family, table string) ([]int64, map[string]uint64, error) {
+	out, err := l.t.R1.Run("nft", "list table "+family+" "+table)
+	if err != nil {
+		return nil, nil, err
+	}
+	counts := nftBytes(out)
+	if len(counts) != 2 {
+		return nil, nil, fmt.Errorf("R1's counters: %q", out)
+	}
+	stats, err := l.stats(l.t.CN, l.cnSock)
+	return counts, stats, err
 }
 
 // nftBytes returns the byte figures of the "counter packets N bytes M" in nft's listing, in order.

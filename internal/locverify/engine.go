@@ -13,6 +13,14 @@
 // leaves as the LU-ACK does, so a verified handoff costs no extra round trip: data moves to
 // the new locator at once within the credit, and the old locator carries the rest for one RTT.
 //
+// A locator that left the set comes back unverified, with one exception after RFC 9000 s.9.3
+// ("an endpoint MAY skip validation of a peer address if that address has been seen
+// recently"): one verified less than RecentlyVerified ago that a fresh LU (its body never
+// applied before: internal/luguard, so not a replay) announces from that very locator keeps
+// full rate at once, and is still challenged; unanswered within ProbationLifetime it falls back
+// to the credit. A node moving back to the network it just left (a phone between its WiFi and
+// its cellular network) so loses nothing to its own move back.
+//
 // The engine is pure: no I/O, no clock of its own; the daemon (internal/node) sends the
 // challenges and writes the datapath's unverified map from its actions.
 package locverify
@@ -78,6 +86,16 @@ const Factor = 3
 // DefaultChallengeLifetime is how long an unanswered challenge is remembered.
 const DefaultChallengeLifetime = 10 * time.Second
 
+// RecentlyVerified is how long after leaving the set a verified locator may come back at full
+// rate (above); ProbationLifetime is how long it has to answer its new challenge then.
+const (
+	RecentlyVerified  = 30 * time.Second
+	ProbationLifetime = 3 * time.Second
+)
+
+// maxLeft bounds the locators remembered per correspondent as recently left (the oldest goes).
+const maxLeft = 8
+
 // maxPending bounds the outstanding challenges per correspondent (the oldest is forgotten).
 const maxPending = 4
 
@@ -98,6 +116,9 @@ const (
 	// Charge: the datapath adds TxBytes to Locator's sent bytes (a challenge the daemon sends
 	// past the datapath to a locator whose limit is already in place).
 	Charge
+	// Returned: a recently verified locator came back in a fresh LU from itself and keeps full
+	// rate while its challenge is out (RecentlyVerified); nothing to do but count.
+	Returned
 )
 
 func (k Kind) String() string {
@@ -112,6 +133,8 @@ func (k Kind) String() string {
 		return "believed"
 	case Charge:
 		return "charge"
+	case Returned:
+		return "returned"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -143,8 +166,10 @@ type pending struct {
 type peer struct {
 	verified   map[wire.L64]bool
 	unverified map[wire.L64]bool
-	answered   bool // echoed a challenge in this session
-	probed     bool // Probe sent its challenge
+	left       map[wire.L64]time.Time // verified locators that left the set, and when
+	probation  map[wire.L64]Token     // returned at full rate, their challenge outstanding
+	answered   bool                   // echoed a challenge in this session
+	probed     bool                   // Probe sent its challenge
 	tokens     []Token
 }
 
@@ -160,6 +185,21 @@ type Engine struct {
 	// O(LUs in the last lifetime) per LU; issue 28). Tokens answered or dropped since stay in it
 	// until they reach the front.
 	order []Token
+	// probation holds the returned locators' deadlines in the order they were set (one
+	// lifetime for all); entries whose locator was answered or left since are skipped.
+	probation []probationEntry
+}
+
+type probationEntry struct {
+	peer     wire.NID
+	loc      wire.L64
+	token    Token
+	deadline time.Time
+}
+
+func newPeer() *peer {
+	return &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{},
+		left: map[wire.L64]time.Time{}, probation: map[wire.L64]Token{}}
 }
 
 // New returns an engine.
@@ -187,7 +227,7 @@ func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool
 	if e.cfg.Mode == Off {
 		return nil, nil
 	}
-	st := &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+	st := newPeer()
 	for _, l := range locs {
 		st.verified[l] = true
 	}
@@ -258,7 +298,9 @@ func (e *Engine) Probe(p wire.NID, active wire.L64, now time.Time) ([]Action, er
 // Announced handles an applied Locator Update of p that lists locs and arrived from the wire
 // locator from, luBytes long (as a frame). New locators become unverified with the LU as their
 // first credit when they are its source; a locator with credit for a challenge gets one.
-func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes uint64, now time.Time) ([]Action, error) {
+// fresh says the LU's body was never applied before (internal/luguard), so it is no replay: a
+// recently verified locator it announces from itself returns at full rate (RecentlyVerified).
+func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes uint64, fresh bool, now time.Time) ([]Action, error) {
 	if e.cfg.Mode == Off {
 		return nil, nil
 	}
@@ -267,7 +309,7 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 	if st == nil {
 		// A session this engine never saw open (adopted after a restart): what it knew
 		// then is unknown, so everything announced from now on is new.
-		st = &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+		st = newPeer()
 		e.peers[p] = st
 	}
 	// An LU lists all the peer's locators (RFC 6743 s.2): one it no longer lists has left,
@@ -276,9 +318,11 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 	for l := range st.verified {
 		if !slices.Contains(locs, l) {
 			delete(st.verified, l)
+			delete(st.probation, l)
+			st.remember(l, now)
 		}
 	}
-	return e.added(p, st, locs, from, luBytes, now)
+	return e.added(p, st, locs, from, luBytes, fresh, now)
 }
 
 // Roamed handles a nonce-verified packet of p from l, a locator its set does not list (a NAT
@@ -291,14 +335,14 @@ func (e *Engine) Roamed(p wire.NID, l wire.L64, pktBytes uint64, now time.Time) 
 	e.expire(now)
 	st := e.peers[p]
 	if st == nil {
-		st = &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{}}
+		st = newPeer()
 		e.peers[p] = st
 	}
-	return e.added(p, st, []wire.L64{l}, l, pktBytes, now)
+	return e.added(p, st, []wire.L64{l}, l, pktBytes, false, now)
 }
 
 // added is Announced's work for each of locs.
-func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luBytes uint64, now time.Time) ([]Action, error) {
+func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luBytes uint64, fresh bool, now time.Time) ([]Action, error) {
 	var out []Action
 	for _, l := range locs {
 		switch {
@@ -318,6 +362,17 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 		case e.cfg.Mode == Opportunistic && !st.answered:
 			st.verified[l] = true
 			out = append(out, Action{Kind: Believed, Peer: p, Locator: l})
+			continue
+		case fresh && l == from && st.recentlyLeft(l, now):
+			a, err := e.challenge(p, st, l, now)
+			if err != nil {
+				return out, err
+			}
+			delete(st.left, l)
+			st.verified[l] = true
+			st.probation[l] = a.Token
+			e.probation = append(e.probation, probationEntry{peer: p, loc: l, token: a.Token, deadline: now.Add(ProbationLifetime)})
+			out = append(out, Action{Kind: Returned, Peer: p, Locator: l}, a)
 			continue
 		}
 		st.unverified[l] = true
@@ -357,6 +412,10 @@ func (e *Engine) Echoed(p wire.NID, token Token, now time.Time) (actions []Actio
 	}
 	st.tokens = slices.DeleteFunc(st.tokens, func(t Token) bool { return t == token })
 	st.answered = true
+	if st.probation[pd.loc] == token {
+		delete(st.probation, pd.loc) // it kept full rate and has now proved it
+		return nil, true
+	}
 	if st.unverified[pd.loc] {
 		delete(st.unverified, pd.loc)
 		st.verified[pd.loc] = true
@@ -392,6 +451,57 @@ func (e *Engine) Known(p wire.NID) bool {
 func (e *Engine) Answered(p wire.NID) bool {
 	st := e.peers[p]
 	return st != nil && st.answered
+}
+
+// Tick puts the returned locators whose challenge went unanswered for ProbationLifetime under
+// the credit, as any other unverified locator (RecentlyVerified).
+func (e *Engine) Tick(now time.Time) []Action {
+	var out []Action
+	for len(e.probation) > 0 && !now.Before(e.probation[0].deadline) {
+		pe := e.probation[0]
+		e.probation = e.probation[1:]
+		st := e.peers[pe.peer]
+		if st == nil || st.probation[pe.loc] != pe.token {
+			continue // answered, left, or the session is gone
+		}
+		delete(st.probation, pe.loc)
+		delete(st.verified, pe.loc)
+		st.unverified[pe.loc] = true
+		out = append(out, Action{Kind: MarkUnverified, Peer: pe.peer, Locator: pe.loc, TxBytes: challengeCost(pe.loc)})
+	}
+	if len(e.probation) == 0 {
+		e.probation = nil
+	}
+	return out
+}
+
+// NextDeadline is when Tick has work next.
+func (e *Engine) NextDeadline() (time.Time, bool) {
+	if len(e.probation) == 0 {
+		return time.Time{}, false
+	}
+	return e.probation[0].deadline, true
+}
+
+// remember records that the verified locator l left the set at now, forgetting the oldest
+// when maxLeft are remembered.
+func (st *peer) remember(l wire.L64, now time.Time) {
+	if len(st.left) >= maxLeft {
+		var oldest wire.L64
+		var at time.Time
+		for x, t := range st.left {
+			if oldest == 0 || t.Before(at) {
+				oldest, at = x, t
+			}
+		}
+		delete(st.left, oldest)
+	}
+	st.left[l] = now
+}
+
+func (st *peer) recentlyLeft(l wire.L64, now time.Time) bool {
+	t, ok := st.left[l]
+	return ok && now.Sub(t) < RecentlyVerified
 }
 
 func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Action, error) {

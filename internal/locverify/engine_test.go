@@ -42,7 +42,8 @@ func kinds(as []Action) []string {
 
 func TestEngine(t *testing.T) {
 	type step struct {
-		op      string // open, announce, echo
+		op      string // open, announce, echo, tick
+		fresh   bool   // announce: the LU's body was never applied before
 		peer    wire.NID
 		locs    []wire.L64
 		from    wire.L64
@@ -56,6 +57,7 @@ func TestEngine(t *testing.T) {
 	un := func(l wire.L64) string { return "mark-unverified@" + l.String() }
 	ver := func(l wire.L64) string { return "mark-verified@" + l.String() }
 	bel := func(l wire.L64) string { return "believed@" + l.String() }
+	ret := func(l wire.L64) string { return "returned@" + l.String() }
 	tests := []struct {
 		name  string
 		mode  Mode
@@ -131,6 +133,59 @@ func TestEngine(t *testing.T) {
 			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, want: []string{un(l2), ch(l2)}},
 			{op: "announce", peer: peerA, locs: []wire.L64{l1, l2}, from: l1},
 		}},
+		{name: "strict: back within RecentlyVerified in a fresh LU from itself: full rate, challenged, answered (RFC 9000 s.9.3)", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "echo", peer: peerA, token: 1, wantOK: true},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, at: time.Second, want: []string{un(l2), ch(l2)}},
+			{op: "echo", peer: peerA, token: 2, wantOK: true, at: time.Second, want: []string{ver(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1, l2}, from: l1, fresh: true, at: 5 * time.Second, want: []string{ret(l1), ch(l1)},
+				checkFn: func(t *testing.T, e *Engine, _ []Action) {
+					if d, ok := e.NextDeadline(); !ok || !d.Equal(t0.Add(5*time.Second+ProbationLifetime)) {
+						t.Errorf("NextDeadline = %v %v, want the probation's end", d, ok)
+					}
+				}},
+			{op: "echo", peer: peerA, token: 3, wantOK: true, at: 5 * time.Second},
+			{op: "tick", peer: peerA, at: 9 * time.Second},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1, l2}, from: l1, fresh: true, at: 10 * time.Second}, // verified: nothing
+		}},
+		{name: "strict: a returned locator that does not answer goes under the credit after ProbationLifetime", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, at: time.Second, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1, l2}, from: l1, fresh: true, at: 5 * time.Second, want: []string{ret(l1), ch(l1)}},
+			{op: "tick", peer: peerA, at: 5*time.Second + ProbationLifetime - time.Millisecond},
+			{op: "tick", peer: peerA, at: 5*time.Second + ProbationLifetime, want: []string{un(l1)},
+				checkFn: func(t *testing.T, e *Engine, as []Action) {
+					if as[0].RxBytes != 0 || as[0].TxBytes != ChallengeBytes {
+						t.Errorf("demoted with rx %d tx %d, want 0 and the challenge's %d", as[0].RxBytes, as[0].TxBytes, ChallengeBytes)
+					}
+					if _, ok := e.NextDeadline(); ok {
+						t.Error("a deadline left after the last probation ended")
+					}
+				}},
+			{op: "echo", peer: peerA, token: 3, wantOK: true, at: 9 * time.Second, want: []string{ver(l1)}}, // late, still proves it
+		}},
+		{name: "strict: a returning locator in an LU that is not fresh (a replay, or a dialect repeating bodies) is limited", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l1, at: time.Second, want: []string{un(l1), ch(l1)}},
+		}},
+		{name: "strict: a locator that left RecentlyVerified ago or more is limited on its return", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l1, fresh: true, at: RecentlyVerified, want: []string{un(l1), ch(l1)}},
+		}},
+		{name: "strict: a recently verified locator announced fresh from another locator is limited", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2, l1}, from: l2, fresh: true, at: time.Second, want: []string{un(l1)}},
+		}},
+		{name: "strict: a returned locator that leaves again before its deadline is not demoted later", mode: Strict, steps: []step{
+			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, want: []string{un(l2), ch(l2)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l1}, from: l1, fresh: true, at: time.Second, want: []string{ret(l1), ch(l1)}},
+			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, fresh: true, at: 2 * time.Second}, // l2's challenge still out
+			{op: "tick", peer: peerA, at: 10 * time.Second},
+		}},
 		{name: "strict: a returning locator announced from elsewhere has no credit", mode: Strict, steps: []step{
 			{op: "open", peer: peerA, locs: []wire.L64{l1}, from: l1, want: []string{ch(l1)}},
 			{op: "announce", peer: peerA, locs: []wire.L64{l2}, from: l2, want: []string{un(l2), ch(l2)}},
@@ -156,7 +211,9 @@ func TestEngine(t *testing.T) {
 				case "open":
 					as, err = e.Opened(s.peer, s.locs, s.from, true, now)
 				case "announce":
-					as, err = e.Announced(s.peer, s.locs, s.from, luLen, now)
+					as, err = e.Announced(s.peer, s.locs, s.from, luLen, s.fresh, now)
+				case "tick":
+					as = e.Tick(now)
 				case "echo":
 					var ok bool
 					as, ok = e.Echoed(s.peer, tok(s.token), now)
@@ -207,7 +264,7 @@ func TestPendingBounded(t *testing.T) {
 	}
 	for i := range 10 {
 		loc := wire.L64(0x2001_0db8_00f0_0000 + uint64(i)<<16)
-		if _, err := e.Announced(peerA, []wire.L64{loc}, loc, luLen, t0); err != nil {
+		if _, err := e.Announced(peerA, []wire.L64{loc}, loc, luLen, true, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,7 +337,7 @@ func TestResumed(t *testing.T) {
 				t.Fatalf("unverified after resume = %v, want [%v %v]", got, l2, lV)
 			}
 			lNew := wire.L64(0x2001_0db8_0004_0000)
-			as, err = e.Announced(peerA, []wire.L64{lNew}, l1, luLen, t0.Add(time.Second))
+			as, err = e.Announced(peerA, []wire.L64{lNew}, l1, luLen, true, t0.Add(time.Second))
 			if got := kinds(as); err != nil || !slices.Equal(got, []string{"mark-unverified@" + lNew.String()}) {
 				t.Fatalf("a new locator announced before any echo since the resume = %q, %v; want it limited", got, err)
 			}
@@ -313,7 +370,7 @@ func TestChallengeCostByFamily(t *testing.T) {
 		if _, err := e.Opened(peerA, []wire.L64{l1}, l1, false, t0); err != nil {
 			t.Fatal(err)
 		}
-		as, err := e.Announced(peerA, []wire.L64{c.loc}, c.loc, luLen, t0)
+		as, err := e.Announced(peerA, []wire.L64{c.loc}, c.loc, luLen, true, t0)
 		if got := kinds(as); err != nil || len(as) != 2 || as[0].Kind != MarkUnverified || as[1].Kind != SendChallenge {
 			t.Fatalf("%v: Announced = %q, %v", c.loc, got, err)
 		}
@@ -341,7 +398,7 @@ func TestRoamedKeepsTheSet(t *testing.T) {
 		t.Fatalf("roamed: %q", got)
 	}
 	// l1 and l2 are still verified: announcing them again does nothing.
-	if as, err := e.Announced(peerA, []wire.L64{l1, l2, lV}, l1, luLen, t0); err != nil || len(as) != 0 {
+	if as, err := e.Announced(peerA, []wire.L64{l1, l2, lV}, l1, luLen, true, t0); err != nil || len(as) != 0 {
 		t.Fatalf("after roaming, the set announced again: %q %v, want nothing", kinds(as), err)
 	}
 }

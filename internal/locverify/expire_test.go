@@ -21,7 +21,7 @@ func TestExpireInOrder(t *testing.T) {
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 10 * time.Microsecond) }
 	for i := 0; i < n; i++ {
 		p := wire.NID(0x0a00_0000_0000_0000 + uint64(i))
-		acts, err := e.Announced(p, []wire.L64{0x2001_0db8_0062_0000}, 0x2001_0db8_0062_0000, 1000, at(i))
+		acts, err := e.Announced(p, []wire.L64{0x2001_0db8_0062_0000}, 0x2001_0db8_0062_0000, 1000, true, at(i))
 		if err != nil {
 			t.Fatal(err)
 		}

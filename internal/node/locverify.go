@@ -179,7 +179,7 @@ func (n *Node) lvProbe(sessions []datapath.Session) {
 // lvAnnounced tells the engine about an applied Locator Update of peer. It returns the
 // challenges to IPv4 locators, for the caller to perform once the datapath's session lists them
 // (after apply); everything else is done at once.
-func (n *Node) lvAnnounced(peer wire.NID, upd wire.LocatorUpdate, from wire.L64, size int) (later []locverify.Action) {
+func (n *Node) lvAnnounced(peer wire.NID, upd wire.LocatorUpdate, from wire.L64, size int, fresh bool) (later []locverify.Action) {
 	if n.lv == nil {
 		return nil
 	}
@@ -190,7 +190,7 @@ func (n *Node) lvAnnounced(peer wire.NID, upd wire.LocatorUpdate, from wire.L64,
 	// The LU's own bytes are its sender's first credit: Ethernet and IPv6 headers and the
 	// ICMPv6 message (its nonce header, and the encapsulation of one from an IPv4 endpoint,
 	// are not counted).
-	actions, err := n.lv.Announced(peer, locs, from, uint64(14+40+size), time.Now())
+	actions, err := n.lv.Announced(peer, locs, from, uint64(14+40+size), fresh, time.Now())
 	if err != nil {
 		n.log.Warn("locator verification", "peer", peer, "err", err)
 	}
@@ -310,6 +310,8 @@ func (n *Node) performLV(actions []locverify.Action) {
 			n.log.Debug("locator verified", "peer", a.Peer, "locator", a.Locator)
 		case locverify.Believed:
 			n.count("lv_locators_believed")
+		case locverify.Returned:
+			n.count("lv_locators_returned")
 		case locverify.Charge:
 			for _, local := range n.localNIDsFor(a.Peer) {
 				err := n.dp.ChargeUnverified(local, a.Peer, a.Locator, a.TxBytes)

@@ -147,6 +147,7 @@ func (n *Node) luAdvertisement(in luIn, now time.Time) {
 	n.learnDialect(peer, r)
 	digest := luguard.DigestOf(r.update)
 	verdict := n.guard.Check(peer, digest)
+	fresh := verdict == luguard.Fresh // never applied: no replay (locverify.RecentlyVerified)
 	if verdict == luguard.Replay && n.dialects.Profile(peer).RepeatsAdvertisements() {
 		// A peer of another dialect moving back repeats its old body: not dropped, but its
 		// returning locator is verified again (locverify) like any that left the set.
@@ -191,7 +192,7 @@ func (n *Node) luAdvertisement(in luIn, now time.Time) {
 	n.count("lu_applied")
 	// New locators get their credit limit before anything leaves towards them, the
 	// LU-ACK included.
-	later := n.lvAnnounced(peer, translateLU(r.update, in.src.Locator), in.src.Locator, r.size)
+	later := n.lvAnnounced(peer, translateLU(r.update, in.src.Locator), in.src.Locator, r.size, fresh)
 	n.apply(eff, now)
 	n.performLV(later)
 	if after, ok := n.cache.Binding(peer); ok && after.RemoteLocator != before.RemoteLocator {

@@ -411,6 +411,11 @@ func (n *Node) armTimer(t *time.Timer) {
 	if d, ok := n.persistDeadline(); ok && d.Before(next) {
 		next = d
 	}
+	if n.lv != nil {
+		if d, ok := n.lv.NextDeadline(); ok && d.Before(next) {
+			next = d
+		}
+	}
 	if !t.Stop() {
 		select {
 		case <-t.C:
@@ -425,6 +430,9 @@ func (n *Node) onTimer() {
 	n.apply(n.cache.Tick(now), now)
 	n.perform(n.engine.Tick(now))
 	n.tcpOnTimer(now)
+	if n.lv != nil {
+		n.performLV(n.lv.Tick(now))
+	}
 }
 
 // onLocatorEvent feeds discovery into the ILCC. A prefix becomes a locator once its

@@ -14,7 +14,7 @@ import (
 // CN applies both LUs; the router, on the path, replays the first one (which still lists L2)
 // with the session's nonce. The CN applies none of the copies and acknowledges none; the
 // session stays on L3. Then the MN really moves back to L2: those LUs are new and applied, and
-// L2, which left the set, is verified again by a challenge.
+// L2, which left the set seconds ago, returns at full rate and is challenged again.
 func TestLocatorUpdateReplay(t *testing.T) {
 	n := newTestNet(t, "soft")
 	if _, err := ping(n.CN, ilv(l2, mnNID), 3, 100*time.Millisecond, 2*time.Second); err != nil {
@@ -81,8 +81,9 @@ func TestLocatorUpdateReplay(t *testing.T) {
 	if after := n.cn.session(t, mnNID); after.ActiveRemote != before.ActiveRemote || after.RemoteLocators != before.RemoteLocators {
 		t.Errorf("replayed LUs changed the CN's session:\nbefore %+v\nafter  %+v", before, after)
 	}
-	// The genuine move back.
-	verified0 := statDelta(t, n.cn, stats0, "lv_locators_verified")
+	// The genuine move back, seconds after L2 left: its LU is fresh (never applied) and comes
+	// from L2 itself, so L2 returns at full rate and is challenged at once (RFC 9000 s.9.3;
+	// locverify.RecentlyVerified): the CN holds back nothing for its credit.
 	move("mn1", "up", l2, l3, true)
 	move("mn2", "down", l2, l3, false)
 	if d := statDelta(t, n.cn, stats0, "lu_applied"); d < 2 {
@@ -91,10 +92,16 @@ func TestLocatorUpdateReplay(t *testing.T) {
 	if d := statDelta(t, n.cn, stats0, "lu_replayed"); d != 2*each {
 		t.Errorf("the move back counted as replays: lu_replayed +%d, want only the %d replays", d, 2*each)
 	}
-	n.waitFor(5*time.Second, "L2 verified again", func() (bool, string) {
-		d := statDelta(t, n.cn, stats0, "lv_locators_verified")
-		return d > verified0, fmt.Sprintf("lv_locators_verified +%d", d)
+	echoes0 := statDelta(t, n.cn, stats0, "lv_echoes")
+	n.waitFor(5*time.Second, "L2 returned and answered its challenge", func() (bool, string) {
+		r, e := statDelta(t, n.cn, stats0, "lv_locators_returned"), statDelta(t, n.cn, stats0, "lv_echoes")
+		return r >= 1 && e >= 1, fmt.Sprintf("lv_locators_returned +%d, lv_echoes +%d (%d at the move's end)", r, e, echoes0)
 	})
+	for _, c := range []string{"lv_locators_unverified", "dp_egress_unverified_credit"} {
+		if d := statDelta(t, n.cn, stats0, c); d != 0 {
+			t.Errorf("the move back: %s +%d, want 0 (L2 came back at full rate)", c, d)
+		}
+	}
 	if _, err := ping(n.CN, ilv(l2, mnNID), 3, 100*time.Millisecond, 3*time.Second); err != nil {
 		t.Errorf("CN -> MN after the move back: %v", err)
 	}

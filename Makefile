@@ -56,8 +56,9 @@ demo: build
 # into out/ (every figure with its command, n and 95 % interval). LONG: hours on 2 cores (the
 # figures' 48 thesis-profile cells and the 3.3 loop, 3 reps each). RESULTS_ARGS narrows it, e.g.
 # RESULTS_ARGS=--quick (under 20 minutes) or RESULTS_ARGS="--rows lan-udp --reps 1".
-# Then ILNP beside MPTCP and WireGuard into out/peers/peers.{json,md} (issue 26; 90 thesis-profile
-# runs at n = 3: about 70 minutes more); PEERS_ARGS narrows it, e.g. PEERS_ARGS="--scenarios lan-lan --reps 1".
+# Then ILNP beside MPTCP and WireGuard into out/peers/peers.{json,md} (issue 26; 105 thesis-profile
+# runs at n = 3, 15 of them multihomed failovers: over an hour more; the quick profile took 38
+# minutes); PEERS_ARGS narrows it, e.g. PEERS_ARGS="--scenarios lan-lan --reps 1 --profile quick".
 results: build
 	$(GO) run ./cmd/ilnp-lab results --out out $(RESULTS_ARGS)
 	$(GO) run ./cmd/ilnp-lab peers --out out/peers $(PEERS_ARGS)

@@ -43,6 +43,8 @@ type ModeOptions struct {
 	TCPAware bool
 	// Policy is ilnpd's handoff policy on both nodes (empty: the default, newest).
 	Policy string
+	// Multihome: the MN keeps both access links up and does not move (lab/multihome.go).
+	Multihome bool
 }
 
 // Modes maps mode names to constructors. A MIPv6 baseline registers here.

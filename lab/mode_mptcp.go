@@ -98,6 +98,17 @@ func (m *mptcpMode) Setup(ctx context.Context, t *Topology) error {
 			}
 		}
 	}
+	if m.opt.Multihome {
+		// Both links up all along (the MN starts in L3 alone): L3 is the spare uplink, an
+		// endpoint `signal backup`, announced to the CN, which joins a subflow to it that the
+		// MN's SYN/ACK marks backup (RFC 8684 s.3.3, the B bit); the flow is opened to the MN's
+		// L2 address, the preferred uplink. No mptcpd: it gives every address the same flags.
+		args := []string{"ip", "mptcp", "endpoint", "add", Addr(L3, MNNID).String(), "dev", IfMNR3, "signal", "backup"}
+		if out, err := t.MN.Run(args...); err != nil {
+			return fmt.Errorf("mode mptcp, multihomed: %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
 	p, err := t.Start(t.MN, "mptcpd-mn", MPTCPd, "--path-manager=addr_adv", "--addr-flags=signal",
 		"--notify-flags=existing,skip_link_local,skip_loopback", "--log=stderr")
 	if err != nil {
@@ -121,6 +132,23 @@ func (m *mptcpMode) Setup(ctx context.Context, t *Topology) error {
 	}
 }
 
+// MultihomeUp: the MN's uplinks as a multihomed MPTCP user routes them (preferUplinkR2).
+func (m *mptcpMode) MultihomeUp(ctx context.Context, t *Topology) error {
+	return preferUplinkR2(ctx, t)
+}
+
+// FailoverPackets: the merged flow's CN -> MN segments that carried data (not the backup
+// subflow's pure ACKs).
+func (m *mptcpMode) FailoverPackets(_ string, mn []pcap.Packet) ([]pcap.Packet, error) {
+	var out []pcap.Packet
+	for _, p := range mn {
+		if p.Proto != pcap.ProtoTCP || p.Payload > 0 {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 func (m *mptcpMode) Teardown(t *Topology) error {
 	for _, p := range t.procsNamed("mptcpd-") {
 		p.Stop(3 * time.Second)
@@ -137,6 +165,9 @@ func (m *mptcpMode) Collect(t *Topology, dir string) {
 		HandoffFrom: "the MN's first ADD_ADDR announcing its L3 address (sent on the L2 subflow)",
 		HandoffTo:   "the first CN -> MN packet arriving at the MN's L3 address (the CN's MP_JOIN SYN)",
 		OverheadHow: "mean TCP header bytes of the flow's CN -> MN data segments beyond plain Linux TCP's 32 (20 + timestamps): the MPTCP options (DSS)",
+	}
+	if m.opt.Multihome {
+		info.Notes = append(info.Notes, "multihomed: L3 a `signal backup` endpoint, no mptcpd; "+UplinkPreferenceNote)
 	}
 	defer func() { writeJSON(filepath.Join(dir, "peer.json"), info) }()
 	mn, cn, mnWire, cnWire := peerPaths(dir)

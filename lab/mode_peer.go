@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -221,4 +222,97 @@ func nsSysctl(ns *netns.NS, key string) (string, error) {
 // peerPaths are a repetition's files a peer mode reads and writes.
 func peerPaths(dir string) (mn, cn, mnOrig, cnOrig string) {
 	return filepath.Join(dir, "mn.pcap"), filepath.Join(dir, "cn.pcap"), filepath.Join(dir, "mn-wire.pcap"), filepath.Join(dir, "cn-wire.pcap")
+}
+
+// MultihomeModes are the modes `--multihome` runs: ILNP soft handoff (issue 16) and the peers,
+// whose answer to a silent path is their own (MPTCP's backup subflow; WireGuard has none).
+var MultihomeModes = map[string]bool{"ilnp-soft": true, "mptcp": true, "wireguard": true}
+
+// multihomer is a mode that configures the MN once both its access links are up in a
+// multihomed run (multihomeAfter).
+type multihomer interface {
+	MultihomeUp(ctx context.Context, t *Topology) error
+}
+
+func multihomeUp(ctx context.Context, m Mode, t *Topology) error {
+	if h, ok := m.(multihomer); ok {
+		return h.MultihomeUp(ctx, t)
+	}
+	return nil
+}
+
+// failoverSource is a mode whose failover is read off other packets than the MN's measured
+// capture (FailoverMs): the mode's own data packets on the wire.
+type failoverSource interface {
+	FailoverPackets(dir string, mn []pcap.Packet) ([]pcap.Packet, error)
+}
+
+func failoverPackets(m Mode, dir string, mn []pcap.Packet) ([]pcap.Packet, error) {
+	if f, ok := m.(failoverSource); ok {
+		return f.FailoverPackets(dir, mn)
+	}
+	return mn, nil
+}
+
+// Uplink routing tables of a multihomed MN in the peer modes.
+const (
+	uplinkTableR2 = 102
+	uplinkTableR3 = 103
+)
+
+// UplinkPreferenceNote says how a multihomed MN routes in the peer modes (peer.json).
+const UplinkPreferenceNote = "multihomed MN: source routing per uplink (from L2 via R2, from L3 via R3) and R2 the preferred default (metric 100 below the RA routes), as a user with a preferred and a spare uplink sets it"
+
+// preferUplinkR2 is what a user of a peer with two uplinks sets up: each access address
+// leaves through its own link (policy rules and a table per uplink, with the router the RA
+// named), and the R2 uplink is the preferred default route, so that a flow starts on L2, the
+// path `--fail r2-silent` fails. Nothing here reacts to the failure: R2 itself stays
+// reachable.
+func preferUplinkR2(ctx context.Context, t *Topology) error {
+	for _, u := range []struct {
+		ifname string
+		prefix string
+		table  int
+	}{{IfMNR2, L2.String(), uplinkTableR2}, {IfMNR3, L3.String(), uplinkTableR3}} {
+		gw, err := raRouter(ctx, t, u.ifname)
+		if err != nil {
+			return err
+		}
+		tbl := fmt.Sprint(u.table)
+		for _, args := range [][]string{
+			{"ip", "-6", "route", "replace", "default", "via", gw, "dev", u.ifname, "table", tbl},
+			{"ip", "-6", "rule", "add", "from", u.prefix, "table", tbl, "priority", tbl},
+		} {
+			if out, err := t.MN.Run(args...); err != nil {
+				return fmt.Errorf("multihomed MN: %s: %w: %s", strings.Join(args, " "), err, out)
+			}
+		}
+		if u.ifname == IfMNR2 {
+			args := []string{"ip", "-6", "route", "replace", "default", "via", gw, "dev", u.ifname, "metric", "100"}
+			if out, err := t.MN.Run(args...); err != nil {
+				return fmt.Errorf("multihomed MN: %s: %w: %s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	return nil
+}
+
+// raRouter is the router an RA on the MN's interface installed as default (its link-local).
+func raRouter(ctx context.Context, t *Topology, ifname string) (string, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := t.MN.Run("ip", "-6", "route", "show", "default", "dev", ifname)
+		f := strings.Fields(out)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "via" {
+				return f[i+1], nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("multihomed MN: no default route via %s from an RA: %q", ifname, out)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
 }

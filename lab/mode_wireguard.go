@@ -48,6 +48,8 @@ type wgMode struct {
 	timeline string
 	cnCap    *Proc // the CN's tunnel interface (the lab captures the CN's link only)
 	cnInner  string
+	mnIface  string
+	cnPub    string // the MN's peer
 }
 
 // WGKeepaliveNote says where a persistent keepalive runs (peer.json, peers.md).
@@ -117,10 +119,16 @@ func (m *wgMode) Setup(ctx context.Context, t *Topology) error {
 		return []string{"peer", pub, "allowed-ips", WGInner(MNNID).String() + "/128"}
 	}
 	mn.peerConfig = func(pub string) []string {
-		return []string{"peer", pub, "allowed-ips", WGInner(CNNID).String() + "/128",
-			"endpoint", netip.AddrPortFrom(netip.MustParseAddr(t.CNAddrText), WGPortCN).String(),
-			"persistent-keepalive", strconv.Itoa(WGKeepalive)}
+		c := []string{"peer", pub, "allowed-ips", WGInner(CNNID).String() + "/128",
+			"endpoint", netip.AddrPortFrom(netip.MustParseAddr(t.CNAddrText), WGPortCN).String()}
+		if m.opt.Multihome {
+			// Set once both uplinks are routed (MultihomeUp): wireguard-go sends a keepalive
+			// when the device comes up with one, and would start from L3, the only link up.
+			return c
+		}
+		return append(c, "persistent-keepalive", strconv.Itoa(WGKeepalive))
 	}
+	m.mnIface = mn.iface
 	for _, n := range []*node{cn, mn} {
 		if n.priv, n.pub, err = wgKeys(); err != nil {
 			return err
@@ -152,6 +160,7 @@ func (m *wgMode) Setup(ctx context.Context, t *Topology) error {
 			}
 		}
 	}
+	m.cnPub = cn.pub
 	for _, pair := range [][2]*node{{cn, mn}, {mn, cn}} {
 		n, peer := pair[0], pair[1]
 		args := append([]string{"wg", "set", n.iface, "private-key", n.keyFile, "listen-port", strconv.Itoa(n.port)}, n.peerConfig(peer.pub)...)
@@ -173,7 +182,42 @@ func (m *wgMode) Setup(ctx context.Context, t *Topology) error {
 	if err := waitLog(ctx, m.cnCap, "listening on", 5*time.Second); err != nil {
 		return err
 	}
-	// The MN speaks first (the CN has no endpoint for it until then).
+	if m.opt.Multihome {
+		return nil // the MN speaks first once both uplinks are up (MultihomeUp)
+	}
+	return m.handshake(ctx, t)
+}
+
+// MultihomeUp routes the multihomed MN's uplinks (preferUplinkR2), then gives the MN its
+// keepalive and lets it speak first: from L2, through the preferred uplink.
+func (m *wgMode) MultihomeUp(ctx context.Context, t *Topology) error {
+	if err := preferUplinkR2(ctx, t); err != nil {
+		return err
+	}
+	args := []string{"wg", "set", m.mnIface, "peer", m.cnPub, "persistent-keepalive", strconv.Itoa(WGKeepalive)}
+	if out, err := t.MN.Run(args...); err != nil {
+		return fmt.Errorf("mode wireguard: %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return m.handshake(ctx, t)
+}
+
+// FailoverPackets: the WireGuard data messages the CN sent to the MN, as captured on the
+// MN's links (mn-wire.pcap: the measured capture holds the inner packets, whose addresses
+// name no access network); keepalives and handshakes are left out.
+func (m *wgMode) FailoverPackets(dir string, _ []pcap.Packet) ([]pcap.Packet, error) {
+	_, _, mnWire, _ := peerPaths(dir)
+	var out []pcap.Packet
+	err := eachPcapPacket(mnWire, func(r *rawPacket) {
+		if wgOuter(&r.pkt) && r.pkt.Payload > 32 && len(r.rec) > r.ip+48 && r.rec[r.ip+48] == 4 {
+			out = append(out, r.pkt)
+		}
+	})
+	return out, err
+}
+
+// handshake has the MN reach the CN's inner address (the CN has no endpoint for it until
+// the MN speaks).
+func (m *wgMode) handshake(ctx context.Context, t *Topology) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pr, err := t.Ping(t.MN, WGInner(CNNID).String(), 1, 0, time.Second)
@@ -181,7 +225,7 @@ func (m *wgMode) Setup(ctx context.Context, t *Topology) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			show, _ := t.MN.Run("wg", "show", mn.iface)
+			show, _ := t.MN.Run("wg", "show", m.mnIface)
 			return fmt.Errorf("mode wireguard: the MN does not reach the CN's inner address %s: %v; wg show: %s", WGInner(CNNID), err, show)
 		}
 		select {
@@ -227,6 +271,10 @@ func (m *wgMode) Collect(t *Topology, dir string) {
 		HandoffFrom: "the MN's first WireGuard packet from its L3 address (the CN learns the new endpoint from it)",
 		HandoffTo:   "the first WireGuard packet the MN receives at its L3 address",
 		OverheadHow: "mean IPv6 length of the CN -> MN WireGuard data messages at the MN minus the mean length of the inner CN -> MN packets they carried (outer IPv6 + UDP + WireGuard header, tag and padding)",
+	}
+	if m.opt.Multihome {
+		info.Keepalive = WGKeepaliveNote + " (set once both uplinks were up)"
+		info.Notes = append(info.Notes, "multihomed: WireGuard has no path failure detection: it sends where the MN's routing sends; "+UplinkPreferenceNote)
 	}
 	defer func() { writeJSON(filepath.Join(dir, "peer.json"), info) }()
 	mn, cn, mnWire, cnWire := peerPaths(dir)

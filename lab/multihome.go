@@ -298,8 +298,11 @@ func locatorText(a [16]byte) string {
 
 // pathPlot draws paths.png: the per-pair data rate of a multihomed run.
 func pathPlot(cfg RunConfig, dir string, rep int, mn []pcap.Packet, t0 time.Time, failedAt []float64) error {
-	title := fmt.Sprintf("%s %s %s, policy %s, rep %d: rate per locator pair",
-		cfg.Scenario, cfg.Mode, cfg.Traffic, cmp.Or(cfg.Policy, "newest"), rep)
+	policy := ", policy " + cmp.Or(cfg.Policy, "newest")
+	if !NeedsILNP(cfg.Mode) {
+		policy = "" // the peers have no ilnpd policy
+	}
+	title := fmt.Sprintf("%s %s %s%s, rep %d: rate per locator pair", cfg.Scenario, cfg.Mode, cfg.Traffic, policy, rep)
 	for i, f := range slices.SortedFunc(slices.Values(cfg.Fails), func(a, b Fail) int { return cmp.Compare(a.At, b.At) }) {
 		if i < len(failedAt) {
 			title += fmt.Sprintf("; %s %.1f s", f.Kind, failedAt[i])

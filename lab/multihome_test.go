@@ -228,6 +228,15 @@ func TestMultihomeValidate(t *testing.T) {
 		{"failure without multihome", func(c *RunConfig) { c.Fails = []Fail{{FailR2Silent, 4 * time.Second}} }, false},
 		{"multihome in hard mode", func(c *RunConfig) { c.Multihome, c.Mode = true, "ilnp-hard" }, false},
 		{"multihome with ipv6", func(c *RunConfig) { c.Multihome, c.Mode = true, "ipv6" }, false},
+		{"multihome with mipv6", func(c *RunConfig) { c.Multihome, c.Mode = true, "mipv6" }, false},
+		{"multihome with mptcp, tcp", func(c *RunConfig) {
+			c.Multihome, c.Mode, c.Traffic, c.Fails = true, "mptcp", "tcp", []Fail{{FailR2Silent, 4 * time.Second}}
+		}, true},
+		{"multihome with mptcp, udp", func(c *RunConfig) { c.Multihome, c.Mode = true, "mptcp" }, false},
+		{"multihome with wireguard", func(c *RunConfig) {
+			c.Multihome, c.Mode, c.Fails = true, "wireguard", []Fail{{FailR2Silent, 4 * time.Second}}
+		}, true},
+		{"policy with mptcp", func(c *RunConfig) { c.Multihome, c.Mode, c.Traffic, c.Policy = true, "mptcp", "tcp", "quality" }, false},
 		{"policy with ipv6", func(c *RunConfig) { c.Mode, c.Policy = "ipv6", "quality" }, false},
 		{"unknown policy", func(c *RunConfig) { c.Policy = "fastest" }, false},
 		{"failure after the flow", func(c *RunConfig) {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"ilnp/lab/measure"
 	"ilnp/lab/pcap"
@@ -39,8 +40,12 @@ type PeersConfig struct {
 	Reps                       int
 	Profile                    Profile
 	Scenarios, Modes, Traffics []string
-	BinDir                     string
-	Progress                   io.Writer
+	// FailoverScenarios get multihomed runs too (`--multihome --fail r2-silent@T`, PeerFail)
+	// for the modes that can be multihomed (MultihomeModes); their failover_ms fills the
+	// cell's failover column.
+	FailoverScenarios []string
+	BinDir            string
+	Progress          io.Writer
 }
 
 // Validate checks the names.
@@ -66,7 +71,74 @@ func (c PeersConfig) Validate() error {
 			return fmt.Errorf("unknown traffic %q", t)
 		}
 	}
+	for _, s := range c.FailoverScenarios {
+		if !slices.Contains(c.Scenarios, s) {
+			return fmt.Errorf("failover scenario %q is not among the scenarios (%s)", s, strings.Join(c.Scenarios, ","))
+		}
+	}
 	return nil
+}
+
+// PeerFailoverScenarios are the scenarios that get failover runs by default: one, to keep
+// the whole set within an hour on the quick profile.
+var PeerFailoverScenarios = []string{"lan-lan"}
+
+// PeerFail is the failure of the failover runs: R1 silent towards R2 one second after the
+// profile's enter time (4 s into the quick profile's 12-s flow).
+func PeerFail(p Profile) Fail { return Fail{Kind: FailR2Silent, At: p.Enter + time.Second} }
+
+// PeerFailoverPolicy is ilnpd's policy in ILNP's failover runs: under the default, newest,
+// a second locator is a move in progress and the node is never multihomed.
+const PeerFailoverPolicy = "preference"
+
+// PeerFailoverDir is where one cell's failover runs go.
+func PeerFailoverDir(out, scenario, mode, traffic string) string {
+	return filepath.Join(out, "runs", "failover-"+scenario+"-"+mode+"-"+traffic)
+}
+
+// PeerFailoverCommand is the command line that produces one cell's failover runs.
+func PeerFailoverCommand(c PeersConfig, scenario, mode, traffic string) string {
+	policy := ""
+	if NeedsILNP(mode) {
+		policy = " --policy " + PeerFailoverPolicy
+	}
+	return fmt.Sprintf("ilnp-lab run --scenario %s --mode %s --traffic %s --profile %s --reps %d --multihome --fail %s%s --out %s",
+		scenario, mode, traffic, c.Profile.Name, c.Reps, failArg(PeerFail(c.Profile)), policy, PeerFailoverDir(c.Out, scenario, mode, traffic))
+}
+
+// failArg is a failure as --fail reads it.
+func failArg(f Fail) string { return fmt.Sprintf("%s@%gs", f.Kind, f.At.Seconds()) }
+
+// hasFailover says whether a cell gets failover runs.
+func hasFailover(c PeersConfig, scenario, mode, traffic string) bool {
+	return slices.Contains(c.FailoverScenarios, scenario) && MultihomeModes[mode] && peerTrafficError(mode, traffic) == nil
+}
+
+// peerJob is one `ilnp-lab run` of the set.
+type peerJob struct {
+	scenario, mode, traffic string
+	failover                bool
+}
+
+func (j peerJob) key() string {
+	k := j.scenario + " " + j.mode + " " + j.traffic
+	if j.failover {
+		k = "failover " + k
+	}
+	return k
+}
+
+func (j peerJob) config(c PeersConfig) RunConfig {
+	cfg := RunConfig{Scenario: j.scenario, Mode: j.mode, Traffic: j.traffic, Profile: c.Profile, Reps: c.Reps,
+		Out: PeerRunDir(c.Out, j.scenario, j.mode, j.traffic), BinDir: c.BinDir, Progress: c.Progress}
+	if j.failover {
+		cfg.Out = PeerFailoverDir(c.Out, j.scenario, j.mode, j.traffic)
+		cfg.Multihome, cfg.Fails = true, []Fail{PeerFail(c.Profile)}
+		if NeedsILNP(j.mode) {
+			cfg.Policy = PeerFailoverPolicy
+		}
+	}
+	return cfg
 }
 
 // PeerRunDir is where one cell's runs go.
@@ -80,20 +152,27 @@ func PeerCommand(c PeersConfig, scenario, mode, traffic string) string {
 		scenario, mode, traffic, c.Profile.Name, c.Reps, PeerRunDir(c.Out, scenario, mode, traffic))
 }
 
-// peerJobs lists the runs: every cell a mode can carry, and the IPv6 baseline's TCP run per
-// scenario when TCP is measured.
-func peerJobs(c PeersConfig) [][3]string {
-	var jobs [][3]string
+// peerJobs lists the runs: every cell a mode can carry, the IPv6 baseline's TCP run per
+// scenario when TCP is measured, and the failover runs.
+func peerJobs(c PeersConfig) []peerJob {
+	var jobs []peerJob
 	for _, s := range c.Scenarios {
 		for _, t := range c.Traffics {
 			for _, m := range c.Modes {
 				if peerTrafficError(m, t) == nil {
-					jobs = append(jobs, [3]string{s, m, t})
+					jobs = append(jobs, peerJob{s, m, t, false})
 				}
 			}
 		}
 		if slices.Contains(c.Traffics, "tcp") && !slices.Contains(c.Modes, PeersBaseline) {
-			jobs = append(jobs, [3]string{s, PeersBaseline, "tcp"})
+			jobs = append(jobs, peerJob{s, PeersBaseline, "tcp", false})
+		}
+		for _, t := range c.Traffics {
+			for _, m := range c.Modes {
+				if hasFailover(c, s, m, t) {
+					jobs = append(jobs, peerJob{s, m, t, true})
+				}
+			}
 		}
 	}
 	return jobs
@@ -110,15 +189,13 @@ func RunPeers(ctx context.Context, c PeersConfig) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		cfg := RunConfig{Scenario: j[0], Mode: j[1], Traffic: j[2], Profile: c.Profile, Reps: c.Reps,
-			Out: PeerRunDir(c.Out, j[0], j[1], j[2]), BinDir: c.BinDir, Progress: c.Progress}
-		if _, err := Run(ctx, cfg); err != nil {
+		if _, err := Run(ctx, j.config(c)); err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
-			failures[strings.Join(j[:], " ")] = err.Error()
+			failures[j.key()] = err.Error()
 			if c.Progress != nil {
-				fmt.Fprintf(c.Progress, "peers: %s %s %s failed: %v\n", j[0], j[1], j[2], err)
+				fmt.Fprintf(c.Progress, "peers: %s failed: %v\n", j.key(), err)
 			}
 		}
 	}
@@ -164,6 +241,13 @@ type PeerCell struct {
 	TCPWindowGoodputBps    Stat   `json:"tcp_window_goodput_bps"`
 	OverheadBytesPerPacket Stat   `json:"overhead_bytes_per_packet"`
 	ThroughputVsIPv6       Stat   `json:"throughput_vs_ipv6"`
+	// FailoverMs: the multihomed runs' failover_ms (`--multihome --fail r2-silent@T`, the
+	// command in FailoverCommand), over FailoverN runs, of which FailoverNone saw no CN -> MN
+	// data via L3 after the failure (no failover).
+	FailoverMs      Stat   `json:"failover_ms"`
+	FailoverN       int    `json:"failover_n"`
+	FailoverNone    int    `json:"failover_none"`
+	FailoverCommand string `json:"failover_command,omitempty"`
 	// Survived is how many of the n runs kept the session through the move.
 	Survived  int    `json:"session_survived"`
 	Command   string `json:"command"`
@@ -219,6 +303,32 @@ func PeerCellFrom(scenario, mode, traffic string, reps []peerRep, baseline *floa
 		}
 	}
 	return c
+}
+
+// setFailover fills the failover column from the multihomed runs.
+func (c *PeerCell) setFailover(reps []peerRep) {
+	var xs []*float64
+	for _, r := range reps {
+		xs = append(xs, r.run.FailoverMs)
+		if r.run.FailoverMs == nil {
+			c.FailoverNone++
+		}
+	}
+	c.FailoverMs, c.FailoverN = NewStat(xs), len(reps)
+}
+
+// fmtFailover is the failover column: the mean over the runs that failed over, and how many
+// did not.
+func fmtFailover(c PeerCell) string {
+	switch {
+	case c.FailoverN == 0:
+		return "-"
+	case c.FailoverNone == c.FailoverN:
+		return fmt.Sprintf("none (%d/%d)", c.FailoverNone, c.FailoverN)
+	case c.FailoverNone > 0:
+		return fmt.Sprintf("%s (none in %d/%d)", fmtStat(c.FailoverMs, 1, 0), c.FailoverNone, c.FailoverN)
+	}
+	return fmtStat(c.FailoverMs, 1, 0)
 }
 
 // preMoveGoodput is the bytes/s the MN received per second from 1 s into the flow until the
@@ -369,6 +479,16 @@ func PeerCells(c PeersConfig, failures map[string]string) []PeerCell {
 						cell.ThroughputVsIPv6 = Stat{}
 					}
 				}
+				if hasFailover(c, s, m, t) {
+					cell.FailoverCommand = PeerFailoverCommand(c, s, m, t)
+					reps, err := loadPeerReps(PeerFailoverDir(c.Out, s, m, t), m)
+					cell.setFailover(reps)
+					if f, ok := failures["failover "+s+" "+m+" "+t]; ok {
+						cell.Note = strings.TrimPrefix(cell.Note+"; ", "; ") + "failover failed: " + f
+					} else if err != nil && cell.Note == "" {
+						cell.Note = "no failover runs: " + err.Error()
+					}
+				}
 				if m == "wireguard" {
 					cell.Keepalive = WGKeepaliveNote
 				}
@@ -416,14 +536,23 @@ func PeersMarkdown(c PeersConfig, cells []PeerCell) string {
 	}
 	b.WriteString(" Cells: mean ± 95 % half-width (Student t) over the runs that had a value; `-` where the metric does not apply.\n\n")
 	b.WriteString("Metrics: handoff delay is each mode's own signal to its first answer on the new path (ILNP: LU -> LU-ACK; MIPv6: BU -> BAck; MPTCP: the MN's ADD_ADDR for L3 -> the first CN packet at L3, the MP_JOIN SYN; WireGuard: the MN's first packet from L3 -> the first packet it receives at L3). Interruption: the longest gap in CN -> MN delivery. Overhead: bytes per CN -> MN data packet beyond plain IPv6 (ILNP's nonce option, MIPv6's tunnel or routing header, MPTCP's DSS option, WireGuard's outer IPv6 + UDP + header, tag and padding). Throughput vs IPv6: TCP goodput before the move over plain IPv6's on the same path (`ipv6` mode, same scenario).\n\n")
-	b.WriteString("| scenario | mode | traffic | n | survived | handoff delay (ms) | interruption (ms) | UDP lost | TCP retrans. | TCP lost | window goodput (Mbit/s) | overhead (B/pkt) | throughput vs IPv6 | run |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	if len(c.FailoverScenarios) > 0 {
+		fmt.Fprintf(&b, "Failover: separate runs of the same cell with the MN multihomed (both links up all along, no move) and R1 silently dropping everything over R1-R2 from %v on (`--multihome --fail %s`; %s): the time from the failure to the first CN -> MN data packet via L3 (`failover_ms`, as in ILNP's multihomed runs; ILNP with `--policy %s`). `none (k/n)`: in k of n runs no data came via L3 after the failure. The peers' MN has L2 as its preferred uplink and L3 as the spare (%s). Scenarios with failover runs: %s; ilnp-hard and mipv6 have nothing to fail over to (`--multihome` refuses them).\n\n",
+			PeerFail(c.Profile).At, failArg(PeerFail(c.Profile)), "the `failover_ms` column and `failover_command` in peers.json", PeerFailoverPolicy,
+			"MPTCP: L3 a `signal backup` endpoint; WireGuard: source routing per uplink and the preferred default via R2", strings.Join(c.FailoverScenarios, ", "))
+	}
+	b.WriteString("| scenario | mode | traffic | n | survived | handoff delay (ms) | interruption (ms) | UDP lost | TCP retrans. | TCP lost | window goodput (Mbit/s) | overhead (B/pkt) | throughput vs IPv6 | failover (ms) | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var cmds []string
 	for _, cell := range cells {
 		ref := "-"
 		if cell.Command != "" {
 			cmds = append(cmds, cell.Command)
 			ref = fmt.Sprintf("[%d](#cmd-%d)", len(cmds), len(cmds))
+		}
+		if cell.FailoverCommand != "" {
+			cmds = append(cmds, cell.FailoverCommand)
+			ref += fmt.Sprintf(", [%d](#cmd-%d)", len(cmds), len(cmds))
 		}
 		survived := fmt.Sprintf("%d/%d", cell.Survived, cell.N)
 		if cell.N == 0 {
@@ -433,15 +562,17 @@ func PeersMarkdown(c PeersConfig, cells []PeerCell) string {
 		switch {
 		case strings.HasPrefix(cell.Note, "no runs"):
 			mode += " (not run)"
-		case strings.HasPrefix(cell.Note, "failed"):
+		case strings.HasPrefix(cell.Note, "failed"), strings.HasPrefix(cell.Note, "failover failed"):
 			mode += " (failed: peers.json has the error)"
+		case strings.HasPrefix(cell.Note, "no failover runs"):
+			mode += " (failover not run)"
 		case cell.Note != "":
 			mode += " (" + cell.Note + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			cell.Scenario, mode, cell.Traffic, cell.N, survived, fmtStat(cell.HandoffDelayMs, 1, 1), fmtStat(cell.InterruptionMs, 1, 0),
 			fmtStat(cell.UDPLost, 1, 1), fmtStat(cell.TCPRetransmissions, 1, 1), fmtStat(cell.TCPLost, 1, 1),
-			fmtStat(cell.TCPWindowGoodputBps, 1e-6, 2), fmtStat(cell.OverheadBytesPerPacket, 1, 1), fmtStat(cell.ThroughputVsIPv6, 1, 2), ref)
+			fmtStat(cell.TCPWindowGoodputBps, 1e-6, 2), fmtStat(cell.OverheadBytesPerPacket, 1, 1), fmtStat(cell.ThroughputVsIPv6, 1, 2), fmtFailover(cell), ref)
 	}
 	b.WriteString("\nCommands (each cell's runs, summary.json and captures are in its `--out`):\n\n")
 	for i, cmd := range cmds {
@@ -465,6 +596,7 @@ var peerWhy = map[string]map[string]string{
 		"handoff":      "its exchange (the ADD_ADDR, then the CN's MP_JOIN SYN) runs in the kernel at both ends, where ILNP's LU and LU-ACK pass through ilnpd in user space",
 		"lost":         "segments stranded on the dead subflow are reinjected on the live one at the data level",
 		"retrans":      "segments stranded on the dead subflow are reinjected on the live one at the data level",
+		"failover":     "the backup subflow is open before the failure, and the kernel moves the data onto it once the L2 subflow is stale (retransmission timeouts without progress)",
 	},
 	"wireguard": {
 		"handoff":      "roaming needs no signalling: the CN takes the MN's new endpoint from its next authenticated packet",
@@ -498,16 +630,24 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 		{"lost", "TCP lost segments", func(c *PeerCell) Stat { return c.TCPLost }, false},
 		{"retrans", "TCP retransmissions", func(c *PeerCell) Stat { return c.TCPRetransmissions }, false},
 		{"goodput", "window goodput", func(c *PeerCell) Stat { return c.TCPWindowGoodputBps }, true},
+		{"failover", "failover", func(c *PeerCell) Stat { return c.FailoverMs }, false},
 	}
 	small := false // a cell with fewer than 3 runs: a difference may be noise
 	var wins, losses []string
 	why := map[string]bool{}
 	seen := map[[2]string]bool{}
 	for _, c := range cells {
-		if c.Mode != peer || c.N == 0 || seen[[2]string{c.Scenario, c.Traffic}] {
+		if c.Mode != peer || (c.N == 0 && c.FailoverN == 0) || seen[[2]string{c.Scenario, c.Traffic}] {
 			continue
 		}
 		seen[[2]string{c.Scenario, c.Traffic}] = true
+		if c.FailoverN > 0 && c.FailoverNone == c.FailoverN {
+			// No failover at all: worse than any ILNP figure.
+			if ic := find(c.Scenario, "ilnp-soft", c.Traffic); ic != nil && ic.FailoverMs.Mean != nil {
+				losses = append(losses, fmt.Sprintf("%s %s failover (none in %d/%d runs vs ilnp-soft %.4g)",
+					c.Scenario, c.Traffic, c.FailoverNone, c.FailoverN, *ic.FailoverMs.Mean))
+			}
+		}
 		for _, m := range metrics {
 			ps := m.stat(&c)
 			pv := ps.Mean
@@ -551,6 +691,9 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 		b.WriteString("MPTCP carries TCP only: its UDP cells have no figures. ")
 	}
 	if peer == "wireguard" {
+		if slices.ContainsFunc(cells, func(c PeerCell) bool { return c.Mode == peer && c.FailoverN > 0 }) {
+			b.WriteString("Multihomed, WireGuard has no path failure detection: it sends where the MN's routing sends, and the MN's preferred uplink, R2, stays reachable when the path beyond it goes silent, so nothing moves the tunnel to L3. ")
+		}
 		b.WriteString("WireGuard roams only when the MN sends: when a TCP receiver on the MN has nothing left to send once its old link is gone (its last ACK went out on it), the CN keeps sending to the old endpoint until the MN's persistent keepalive, 25 s after its last packet; UDP HD is bidirectional and roams with the MN's next datagram. ")
 	}
 	if len(wins) == 0 {
@@ -558,7 +701,7 @@ func PeerParagraph(peer string, cells []PeerCell) string {
 	} else {
 		fmt.Fprintf(&b, "It beats the better ILNP mode on: %s. ", strings.Join(wins, "; "))
 		var reasons []string
-		for _, k := range []string{"goodput", "interruption", "handoff", "lost", "retrans"} {
+		for _, k := range []string{"goodput", "interruption", "handoff", "lost", "retrans", "failover"} {
 			if why[k] {
 				reasons = append(reasons, peerWhy[peer][k])
 			}

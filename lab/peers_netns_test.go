@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"ilnp/internal/nstest"
 	"ilnp/lab/pcap"
@@ -120,5 +121,65 @@ func TestModeWireGuardMove(t *testing.T) {
 	}
 	if info.Keepalive != WGKeepaliveNote {
 		t.Errorf("peer.json keepalive %q", info.Keepalive)
+	}
+}
+
+// TestModeMPTCPFailover: a multihomed MN (both links up, L2 the preferred uplink, L3 an MPTCP
+// `signal backup` endpoint) under a TCP flow through mptcpize; R1 silently drops everything
+// over R1-R2 from 3 s on. The flow went via L2 before the failure, fails over to the backup
+// subflow via L3, and failover_ms (the field ILNP's multihomed runs fill) is a number within a
+// generous bound (about 20 s).
+func TestModeMPTCPFailover(t *testing.T) {
+	requireLab(t)
+	nstest.RequireTool(t, "mptcpize", MPTCPd)
+	out := t.TempDir()
+	explainFailure(t, out)
+	prof := Profile{"test", 7 * time.Second, 2 * time.Second, 5 * time.Second, 300 * time.Millisecond, 600 * time.Millisecond}
+	s, err := Run(context.Background(), RunConfig{Scenario: "lan-lan", Mode: "mptcp", Traffic: "tcp", Profile: prof, Reps: 1,
+		Out: out, Multihome: true, Fails: []Fail{{FailR2Silent, 3 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := leftovers(t, out)
+	if _, err := summary.Read(filepath.Join(out, "summary.json")); err != nil {
+		t.Fatalf("summary.json breaks the contract: %v", err)
+	}
+	r := s.Runs[0]
+	t.Logf("mptcp multihomed, r2-silent@3s: %s", describe(r))
+	if !meta.Multihome || len(meta.FailedAtS) != 1 {
+		t.Fatalf("run.json: %+v", meta)
+	}
+	// MPTCP marks the L2 subflow stale after some retransmission timeouts and sends on the
+	// backup: 0.3 s measured here; the bound leaves room for a loaded machine.
+	if r.FailoverMs == nil || *r.FailoverMs <= 0 || *r.FailoverMs > 3000 {
+		t.Errorf("failover_ms %v, want within (0, 3000]", fmtPtr(r.FailoverMs))
+	}
+	mn, err := readPcap(filepath.Join(out, "rep-1", "mn-wire.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, meta.T0UnixNS)
+	failed := meta.FailedAtS[0]
+	var beforeL2, beforeL3, afterL3 int
+	for _, p := range mn {
+		if p.Dir == pcap.DirOutgoing || p.Proto != pcap.ProtoTCP || p.Payload < 1000 {
+			continue
+		}
+		at := p.Time.Sub(t0).Seconds()
+		switch {
+		case at < failed && in64(p.Dst, L2.Addr().As16()):
+			beforeL2++
+		case at < failed && in64(p.Dst, L3.Addr().As16()):
+			beforeL3++
+		case at > failed+1 && in64(p.Dst, L3.Addr().As16()):
+			afterL3++
+		}
+	}
+	// L3 is the backup: before the failure it carries (almost) nothing.
+	if beforeL2 < 1000 || beforeL3 > beforeL2/20 {
+		t.Errorf("before the failure %d full segments via L2, %d via L3: want the flow on L2, the preferred uplink", beforeL2, beforeL3)
+	}
+	if afterL3 < 500 {
+		t.Errorf("%d full segments via L3 from 1 s after the failure: the backup subflow did not carry the flow", afterL3)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"ilnp/lab/measure"
 	"ilnp/lab/summary"
@@ -132,7 +134,7 @@ func TestPeersMarkdown(t *testing.T) {
 		"Reduced n: 1 repetition(s) per cell, fewer than the issue's n >= 3",
 		"| lan-lan | mptcp (MPTCP carries TCP only) | udp-hd | 0 | - |",
 		"`ilnp-lab run --scenario lan-lan --mode mptcp --traffic tcp --profile quick --reps 1 --out out/peers/runs/lan-lan-mptcp-tcp`",
-		"| lan-lan | mptcp | tcp | 1 | 1/1 | - | 180 | - | - | 0.0 | 45.00 | - | - | [2](#cmd-2) |",
+		"| lan-lan | mptcp | tcp | 1 | 1/1 | - | 180 | - | - | 0.0 | 45.00 | - | - | - | [2](#cmd-2) |",
 		// mptcp's window goodput beats ILNP's, its interruption does not.
 		"lan-lan tcp window goodput (4.5e+07 vs ilnp-soft 2e+07)",
 		"ILNP is better on: lan-lan tcp interruption (180 vs ilnp-soft 50)",
@@ -149,18 +151,73 @@ func TestPeersMarkdown(t *testing.T) {
 }
 
 func TestPeerJobs(t *testing.T) {
-	cfg := PeersConfig{Scenarios: []string{"lan-lan"}, Modes: PeerModes, Traffics: PeerTraffics}
+	cfg := PeersConfig{Scenarios: []string{"lan-lan", "wan-wan"}, Modes: PeerModes, Traffics: PeerTraffics,
+		FailoverScenarios: []string{"lan-lan"}, Profile: Profiles["quick"], Reps: 3, Out: "o"}
 	jobs := peerJobs(cfg)
-	if slices.Contains(jobs, [3]string{"lan-lan", "mptcp", "udp-hd"}) {
+	if slices.Contains(jobs, peerJob{"lan-lan", "mptcp", "udp-hd", false}) || slices.Contains(jobs, peerJob{"lan-lan", "mptcp", "udp-hd", true}) {
 		t.Errorf("peers runs mptcp with UDP")
 	}
-	for _, want := range [][3]string{{"lan-lan", "mptcp", "tcp"}, {"lan-lan", "wireguard", "udp-hd"}, {"lan-lan", "ipv6", "tcp"}} {
+	for _, want := range []peerJob{{"lan-lan", "mptcp", "tcp", false}, {"lan-lan", "wireguard", "udp-hd", false}, {"lan-lan", "ipv6", "tcp", false},
+		{"lan-lan", "mptcp", "tcp", true}, {"lan-lan", "wireguard", "udp-hd", true}, {"lan-lan", "ilnp-soft", "tcp", true}} {
 		if !slices.Contains(jobs, want) {
 			t.Errorf("peers does not run %v: %v", want, jobs)
 		}
 	}
-	if len(jobs) != 5*2-1+1 {
+	for _, j := range jobs {
+		if j.failover && (j.scenario != "lan-lan" || !MultihomeModes[j.mode]) {
+			t.Errorf("failover job %v: only lan-lan, only modes that can be multihomed", j)
+		}
+		// Every job is a valid run.
+		cfg := j.config(cfg)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("job %v: %v", j, err)
+		}
+		if j.failover != cfg.Multihome || (j.failover && (len(cfg.Fails) != 1 || cfg.Fails[0] != (Fail{FailR2Silent, 4 * time.Second}))) {
+			t.Errorf("job %v: multihome %v fails %v", j, cfg.Multihome, cfg.Fails)
+		}
+	}
+	// Per scenario 5 modes x 2 traffics less mptcp's UDP, plus ipv6's TCP; failover on lan-lan:
+	// ilnp-soft and wireguard both traffics, mptcp TCP.
+	if len(jobs) != 2*(5*2-1+1)+5 {
 		t.Errorf("%d jobs: %v", len(jobs), jobs)
+	}
+	if got := PeerFailoverCommand(cfg, "lan-lan", "ilnp-soft", "udp-hd"); got != "ilnp-lab run --scenario lan-lan --mode ilnp-soft --traffic udp-hd --profile quick --reps 3 --multihome --fail r2-silent@4s --policy preference --out o/runs/failover-lan-lan-ilnp-soft-udp-hd" {
+		t.Errorf("failover command %q", got)
+	}
+	if err := (PeersConfig{Out: "o", Reps: 1, Scenarios: []string{"wan-wan"}, FailoverScenarios: []string{"lan-lan"}}).Validate(); err == nil {
+		t.Errorf("a failover scenario outside the scenarios was accepted")
+	}
+}
+
+// The failover column: a mean over the runs that failed over, "none" where no run did, and
+// a peer without failover loses to ILNP's figure in its paragraph.
+func TestPeersFailoverColumn(t *testing.T) {
+	cfg := PeersConfig{Out: "o", Reps: 2, Profile: Profiles["quick"], Scenarios: []string{"lan-lan"},
+		Modes: []string{"ilnp-soft", "wireguard"}, Traffics: []string{"udp-hd"}, FailoverScenarios: []string{"lan-lan"}}
+	ilnp := PeerCellFrom("lan-lan", "ilnp-soft", "udp-hd", nil, nil)
+	ilnp.setFailover([]peerRep{{run: summary.Run{FailoverMs: f64(70)}}, {run: summary.Run{FailoverMs: f64(80)}}})
+	wg := PeerCellFrom("lan-lan", "wireguard", "udp-hd", nil, nil)
+	wg.setFailover([]peerRep{{}, {}})
+	half := 12.706 * 10 / 2
+	if ilnp.FailoverN != 2 || ilnp.FailoverNone != 0 || ilnp.FailoverMs.Mean == nil || !near(*ilnp.FailoverMs.Mean, 75) || !near(*ilnp.FailoverMs.HalfWidth95, half) {
+		t.Errorf("ilnp failover %+v", ilnp)
+	}
+	if fmtFailover(ilnp) != fmt.Sprintf("75 ± %.0f", half) || fmtFailover(wg) != "none (2/2)" {
+		t.Errorf("failover column %q, %q", fmtFailover(ilnp), fmtFailover(wg))
+	}
+	part := PeerCellFrom("lan-lan", "mptcp", "tcp", nil, nil)
+	part.setFailover([]peerRep{{run: summary.Run{FailoverMs: f64(300)}}, {}})
+	if got := fmtFailover(part); got != "300 (none in 1/2)" {
+		t.Errorf("failover column %q", got)
+	}
+	if got := fmtFailover(PeerCellFrom("lan-lan", "mipv6", "tcp", nil, nil)); got != "-" {
+		t.Errorf("failover column without runs %q", got)
+	}
+	md := PeersMarkdown(cfg, []PeerCell{ilnp, wg})
+	for _, want := range []string{"| failover (ms) |", "none (2/2)", "lan-lan udp-hd failover (none in 2/2 runs vs ilnp-soft 75)", "--multihome --fail r2-silent@4s"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("peers.md lacks %q:\n%s", want, md)
+		}
 	}
 }
 

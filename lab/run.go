@@ -118,9 +118,9 @@ func (c *RunConfig) Validate() error {
 	if c.Multihome && c.DoubleJump {
 		return fmt.Errorf("--multihome and --double-jump exclude each other (a multihomed MN does not move)")
 	}
-	if c.Multihome && c.Mode != "ilnp-soft" {
+	if c.Multihome && !MultihomeModes[c.Mode] {
 		// Hard handoff ages every locator but the active one: nothing to fail over to.
-		return fmt.Errorf("--multihome needs ilnp-soft (hard handoff keeps only the active locator usable), not %s", c.Mode)
+		return fmt.Errorf("--multihome needs ilnp-soft, mptcp or wireguard (hard handoff keeps only the active locator usable), not %s", c.Mode)
 	}
 	if err := validFails(c.Fails, p.Duration); err != nil {
 		return err
@@ -293,7 +293,8 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		meta.Fails = append(meta.Fails, f.String())
 	}
 	meta.PathMTU, meta.DropExthdr = cfg.RealPaths.MTU, cfg.RealPaths.DropExthdr
-	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware(), Policy: cfg.Policy})
+	mode := Modes[cfg.Mode](ModeOptions{BinDir: cfg.BinDir, Dir: dir, Rendezvous: rendezvous, TCPAware: cfg.tcpAware(), Policy: cfg.Policy,
+		Multihome: cfg.Multihome})
 	defer func() {
 		if tErr := mode.Teardown(topo); tErr != nil {
 			err = errors.Join(err, tErr)
@@ -318,6 +319,9 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	if cfg.Multihome {
 		progress("multihoming: both access links up")
 		if err := topo.multihomeAfter(ctx); err != nil {
+			return res, err
+		}
+		if err := multihomeUp(ctx, mode, topo); err != nil {
 			return res, err
 		}
 	}
@@ -614,7 +618,11 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 		res.Run.SingleLinkGoodputBps = singleLink
 	}
 	if failAt != nil {
-		res.Run.FailoverMs = FailoverMs(in.MN, t0Wall, in.CNNID, in.MNNID, *failAt)
+		fo, err := failoverPackets(mode, dir, in.MN)
+		if err != nil {
+			return res, fmt.Errorf("failover: %w", err)
+		}
+		res.Run.FailoverMs = FailoverMs(fo, t0Wall, in.CNNID, in.MNNID, *failAt)
 		if res.Run.FailoverMs == nil {
 			res.Notes = append(res.Notes, "no CN -> MN data arrived via L3 after the silent failure")
 		}

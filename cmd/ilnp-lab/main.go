@@ -12,7 +12,7 @@
 //	ilnp-lab results --out DIR [--profile P] [--reps N] [--handoffs N] [--modes ..] [--rows ..]
 //	ilnp-lab soak --moves N --out DIR [--switch-every 10] [--bin DIR]
 //	ilnp-lab scale --out DIR [--sessions 100000] [--lu-rate 10000] [--correspondents 1000] [--bin DIR]
-//	ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios ..] [--modes ..] [--traffics ..] [--report-only]
+//	ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios ..] [--modes ..] [--traffics ..] [--failover-scenarios lan-lan] [--report-only]
 //	ilnp-lab families --out DIR [--families ..] [--modes ilnp-soft,ilnp-hard] [--traffics udp-hd,tcp] [--reps 3] [--profile quick]
 //
 // The link emulator runs as this same binary inside the wire namespace (ILNP_LAB_LINKEMU=1
@@ -121,7 +121,7 @@ func usage() {
                   [--traffics udp-hd,tcp] [--scenario lan-lan] [--reps 3] [--profile quick] [--report-only] [--bin DIR]
                   (every cross-family move as a run --families; DIR/report.md beside HIP's Tables I and II)
   ilnp-lab peers --out DIR [--reps 3] [--profile thesis] [--scenarios lan-lan,lan-wan,wan-wan]
-                  [--modes ilnp-soft,ilnp-hard,mipv6,mptcp,wireguard] [--traffics tcp,udp-hd] [--report-only]
+                  [--modes ilnp-soft,ilnp-hard,mipv6,mptcp,wireguard] [--traffics tcp,udp-hd] [--failover-scenarios lan-lan] [--report-only]
                   (ILNP beside MPTCP and WireGuard: DIR/peers.json, DIR/peers.md)
   ilnp-lab attack --out DIR [--count 10000] [--rate 1000] [--bin DIR]
                   (forged LUs, LU-ACKs, data, TCP RSTs and a session flood during a live flow: DIR/attack.json, report.md)
@@ -199,7 +199,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	traffic := fs.String("traffic", "", "udp-voip, udp-hd, tcp, tcp-r (TCP MN -> CN, iperf3 -R) or tcp-8 (8 parallel TCP flows CN -> MN)")
 	congestion := fs.String("congestion", "", "TCP congestion control: cubic, hybla, veno or bbr (default: the traffic's, cubic); hybla and veno are lab/cc's BPF programs, loaded for the run")
 	tcpAware := fs.String("tcp-aware", "off", "on: ilnpd's mobility-aware TCP (issue 15) in ILNP modes")
-	multihome := fs.Bool("multihome", false, "ilnp-soft: the MN keeps both access links up for the whole run (no movement; issue 16)")
+	multihome := fs.Bool("multihome", false, "ilnp-soft, mptcp, wireguard: the MN keeps both access links up for the whole run (no movement; issue 16; the peers: L2 the preferred uplink, L3 the spare)")
 	policy := fs.String("policy", "", "ILNP modes: ilnpd's handoff policy on both nodes: newest (default), preference, quality or multipath")
 	var fails []lab.Fail
 	fs.Func("fail", "with --multihome: r2-silent@T (R1 drops everything over R1-R2 from T, no link goes down) or r2-restore@T2; repeatable", func(s string) error {

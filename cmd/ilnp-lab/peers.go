@@ -23,6 +23,8 @@ func cmdPeers(ctx context.Context, args []string) error {
 	scenarios := fs.String("scenarios", strings.Join(lab.PeerScenarios, ","), "scenarios")
 	modes := fs.String("modes", strings.Join(lab.PeerModes, ","), "modes")
 	traffics := fs.String("traffics", strings.Join(lab.PeerTraffics, ","), "traffic kinds")
+	failover := fs.String("failover-scenarios", strings.Join(lab.PeerFailoverScenarios, ","),
+		"scenarios that also get multihomed failover runs (--multihome --fail r2-silent@T) for ilnp-soft, mptcp and wireguard; empty: none")
 	reportOnly := fs.Bool("report-only", false, "rewrite peers.json and peers.md from the runs already in --out")
 	_ = fs.Parse(args)
 	prof, ok := lab.Profiles[*profile]
@@ -30,7 +32,7 @@ func cmdPeers(ctx context.Context, args []string) error {
 		return fmt.Errorf("unknown profile %q (thesis or quick)", *profile)
 	}
 	cfg := lab.PeersConfig{Out: c.out, Reps: *reps, Profile: prof, Scenarios: split(*scenarios), Modes: split(*modes),
-		Traffics: split(*traffics), Progress: os.Stderr}
+		Traffics: split(*traffics), FailoverScenarios: split(*failover), Progress: os.Stderr}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

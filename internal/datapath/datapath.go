@@ -598,16 +598,10 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 
 // Sessions lists every session.
 func (d *Datapath) Sessions() ([]Session, error) {
-	var (
-		k   ilnpBPFIlnpSessionKey
-		v   ilnpBPFIlnpSession
-		out []Session
-	)
-	it := d.objs.Sessions.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, sessionFromBPF(k, &v))
-	}
-	if err := it.Err(); err != nil {
+	var out []Session
+	if err := readAll(d.objs.Sessions, func(k *ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) {
+		out = append(out, sessionFromBPF(*k, v))
+	}); err != nil {
 		return nil, fmt.Errorf("datapath: list sessions: %w", err)
 	}
 	return out, nil

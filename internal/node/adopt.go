@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -35,13 +36,20 @@ import (
 
 // continuity is the node's restart and flush state.
 type continuity struct {
-	lastState []byte      // the state file as last written (loop-owned)
-	nextCheck time.Time   // persist checks again no earlier (loop-owned)
-	pending   bool        // a check was put off until nextCheck
-	flushing  atomic.Bool // shutdown removes everything instead of keeping it
-	adopted   bool        // setup got through adopt: the state file may be written
-	stopMu    sync.Mutex
-	stop      context.CancelFunc // ends Run
+	nextCheck time.Time // persist checks again no earlier (loop-owned)
+	pending   bool      // a check was put off until nextCheck
+	// The state file is encoded and written off the loop (persist): snapshots are numbered
+	// (stateSeq, loop-owned) and one older than the last written is never written.
+	stateSeq    uint64
+	writing     atomic.Bool  // a snapshot is being encoded and written
+	writerAfter atomic.Int64 // unix ns: no snapshot before then (persistShare of the last write)
+	stateMu     sync.Mutex   // guards lastState and lastSeq
+	lastState   []byte       // the state file as last written
+	lastSeq     uint64       // the snapshot lastState is
+	flushing    atomic.Bool  // shutdown removes everything instead of keeping it
+	adopted     bool         // setup got through adopt: the state file may be written
+	stopMu      sync.Mutex
+	stop        context.CancelFunc // ends Run
 }
 
 func (c *continuity) setStop(stop context.CancelFunc) {
@@ -387,30 +395,70 @@ func (n *Node) persist() {
 		return // setup failed: the file still describes what is pinned
 	}
 	start := time.Now()
+	if after := time.Unix(0, c.writerAfter.Load()); start.Before(after) && after.After(c.nextCheck) {
+		c.nextCheck = after
+	}
+	if c.writing.Load() && !start.Before(c.nextCheck) {
+		c.nextCheck = start.Add(persistRetry)
+	}
 	if start.Before(c.nextCheck) {
 		c.pending = true // armTimer wakes the loop at nextCheck
 		return
 	}
 	c.pending = false
 	defer func() { c.nextCheck = start.Add(persistShare * time.Since(start)) }()
-	n.writeState()
+	// The loop takes the snapshot; encoding and writing it (most of the cost: 100,000
+	// correspondents held the loop for a third of a second per check, issue 28) run beside.
+	st := n.stateFile()
+	c.stateSeq++
+	seq := c.stateSeq
+	c.writing.Store(true)
+	go func() {
+		defer c.writing.Store(false)
+		began := time.Now()
+		n.saveState(st, seq)
+		c.writerAfter.Store(time.Now().Add(persistShare * time.Since(began)).UnixNano())
+	}()
 }
 
-// writeState writes the state file now if it changed.
+// persistRetry is how soon persist looks again when the last snapshot is still being written.
+const persistRetry = 10 * time.Millisecond
+
+// writeState writes the state file now if it changed (on the loop, or once it has ended).
 func (n *Node) writeState() {
-	b, err := state.Encode(n.stateFile())
+	n.stateSeq++
+	n.saveState(n.stateFile(), n.stateSeq)
+}
+
+// saveState writes st, snapshot seq, unless it is what the file holds or a later snapshot was
+// written already.
+func (n *Node) saveState(st state.File, seq uint64) {
+	b, err := state.Encode(st)
 	if err != nil {
 		n.log.Warn("state file", "err", err)
 		return
 	}
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	if seq < n.lastSeq {
+		return
+	}
 	if bytes.Equal(b, n.lastState) {
+		n.lastSeq = seq
 		return
 	}
 	if err := state.Write(n.cfg.StateDir, b); err != nil {
 		n.log.Warn("state file", "err", err)
 		return
 	}
-	n.lastState = b
+	n.lastState, n.lastSeq = b, seq
+}
+
+// stopStateWrites makes every snapshot still being written a stale one (flush removes the file).
+func (n *Node) stopStateWrites() {
+	n.stateMu.Lock()
+	n.lastSeq = math.MaxUint64
+	n.stateMu.Unlock()
 }
 
 // persistDeadline is when a deferred state file check is due.
@@ -457,6 +505,7 @@ func (n *Node) flushAll() error {
 		}
 		errs = append(errs, n.host.close())
 	}
+	n.stopStateWrites()
 	errs = append(errs, state.Remove(n.cfg.StateDir), bpffs.Release(n.cfg.BPFDir(), n.cfg.StateDir))
 	n.log.Info("flushed: datapath detached, pins, routes, addresses and state removed")
 	return errors.Join(errs...)

@@ -71,6 +71,8 @@ type Node struct {
 	locals    map[wire.L64]ilcc.Local
 	formed    map[netip.Addr]int // addresses the discovery formed, by interface
 	lastTouch uint64
+	// The periodic walk over the datapath's sessions (sweep.go).
+	sessionSweep
 	// eventsLost is the datapath's events_lost counter when the loop last reconciled
 	// (reconcile.go).
 	eventsLost uint64
@@ -266,6 +268,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	defer timer.Stop()
 	touch := time.NewTicker(touchInterval)
 	defer touch.Stop()
+	// The session table is read off the loop (sessionsRead) and walked in steps (sweep.go).
+	sessionsRead := make(chan tableRead, 1)
+	reading := false
 	for {
 		n.persist()
 		n.armTimer(timer)
@@ -296,8 +301,16 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		case <-timer.C:
 			n.onTimer()
 		case <-touch.C:
-			n.touchSessions()
+			if !reading && n.sweep.Done() {
+				reading = true
+				go n.readSessions(ctx, sessionsRead)
+			}
 			n.securitySummary()
+		case sessions := <-sessionsRead:
+			reading = false
+			n.startSweep(sessions)
+		case <-n.sweepReady():
+			n.sweepStep()
 		}
 	}
 }
@@ -895,27 +908,6 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 	n.lvOpened(remote, remoteL64s(s.RemoteLocators), sessionRemoteActive(s), initiator)
 	n.dialects.LearnLocators(remote, remoteL64s(s.RemoteLocators)) // published IPv4 locators
 	n.releaseHeldLU(remote)
-}
-
-// touchSessions keeps sessions that carry traffic from idling out of the ILCC.
-func (n *Node) touchSessions() {
-	sessions, err := n.dp.Sessions()
-	if err != nil {
-		return
-	}
-	now := time.Now()
-	newest := n.lastTouch
-	for _, s := range sessions {
-		last := max(s.LastTxNs, s.LastRxNs)
-		if last > n.lastTouch {
-			n.cache.Touch(s.RemoteNID, now)
-			newest = max(newest, last)
-		}
-	}
-	n.lastTouch = newest
-	n.reconcileLost(sessions, now)
-	n.expireUnproven(sessions, now)
-	n.lvProbe(sessions)
 }
 
 // RegisterPeer makes name an ILNP correspondent with these I-LVs (most preferred first): the

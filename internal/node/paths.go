@@ -117,6 +117,14 @@ func (n *Node) runPaths(ctx context.Context) {
 		case <-wake.C:
 			var next time.Time
 			began := time.Now()
+			// The counters are read here, off the loop (issue 28: at 20,000 sessions the read
+			// was half of a poll, and the loop's longest stall in a mass move).
+			stats, err := n.dp.Paths()
+			if err != nil {
+				n.log.Warn("path counters", "err", err)
+				wake.Reset(pathPollInterval)
+				continue
+			}
 			if err := n.do(ctx, func() error {
 				// Answers already read go in first: a verdict must not miss one that is
 				// only waiting for the loop.
@@ -128,7 +136,7 @@ func (n *Node) runPaths(ctx context.Context) {
 						drained = true
 					}
 				}
-				now := n.pollPaths(m)
+				now := n.pollPaths(m, stats)
 				next = m.tracker.Next(now)
 				if next.IsZero() || next.After(now.Add(pathPollInterval)) {
 					next = now.Add(pathPollInterval)
@@ -154,16 +162,12 @@ func (n *Node) pathAnswered(m *pathMonitor, a echoAnswer) {
 	n.tcpRemotePinAnswered(s.key, a.at.Sub(s.at))
 }
 
-// pollPaths is one step of the monitor on the loop; it returns the step's time.
-func (n *Node) pollPaths(m *pathMonitor) time.Time {
+// pollPaths is one step of the monitor on the loop, over stats (the pair counters, read just
+// before off the loop); it returns the step's time.
+func (n *Node) pollPaths(m *pathMonitor, stats []datapath.PathStats) time.Time {
 	now := time.Now()
 	mono := datapath.MonotonicNs()
 	locals := n.cache.Locals()
-	stats, err := n.dp.Paths()
-	if err != nil {
-		n.log.Warn("path counters", "err", err)
-		return now
-	}
 	// The datapath counts pairs only for sessions that proved two-way traffic (bpf/lib/paths.h:
 	// ours once the peer answered, a responder's once its correspondent sent again after our
 	// answer), so a session is tracked, probed and told about our locators only once some

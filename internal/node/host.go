@@ -159,6 +159,23 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	return nil
 }
 
+// routesUp reports whether every interface a peer route points at is up and running (a link
+// that went down took its routes with it, or will).
+func (h *host) routesUp() bool {
+	checked := map[int]bool{}
+	for _, r := range h.peerRoutes {
+		if checked[r.LinkIndex] {
+			continue
+		}
+		ifc, err := net.InterfaceByIndex(r.LinkIndex)
+		if err != nil || ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagRunning == 0 {
+			return false
+		}
+		checked[r.LinkIndex] = true
+	}
+	return true
+}
+
 // reroutePeers moves every peer route to a new active interface.
 func (h *host) reroutePeers(ifindex int, router netip.Addr) error {
 	var errs []error

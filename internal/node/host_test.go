@@ -44,4 +44,18 @@ func TestUnroutePeerByNID(t *testing.T) {
 	if _, ok := h.peerAddrs[x]; ok || len(h.peerRoutes) != 1 || h.peerRoutes[views[2]] == nil {
 		t.Fatalf("after: index %v, routes %v", h.peerAddrs, h.peerRoutes)
 	}
+	// routesUp: the LUs of a move may leave before the routes move only while the interface
+	// the routes point at is up (node.apply).
+	var up, down bool
+	if err := a.Do(func() error {
+		up = h.routesUp()
+		a.Run("ip", "link", "set", "ha", "down")
+		down = h.routesUp()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !up || down {
+		t.Fatalf("routesUp %v with the link up, %v with it down", up, down)
+	}
 }

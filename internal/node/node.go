@@ -279,8 +279,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			return nil
 		case err := <-errc:
 			return err
+		// The events of one input go out in one write (timeline.Writer.Hold).
 		case ev := <-locEvents:
+			n.timeline.Hold()
 			n.onLocatorEvent(ev)
+			n.timeline.Release()
 		case ev := <-v4Events:
 			n.onIPv4Event(ev)
 		case ev, ok := <-dpEvents:
@@ -291,9 +294,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 				}
 				return errors.New("datapath event stream ended")
 			}
+			n.timeline.Hold()
 			n.onDatapathEvent(ev)
+			n.timeline.Release()
 		case r := <-luIn:
+			n.timeline.Hold()
 			n.onLU(r)
+			n.timeline.Release()
 		case e := <-echoIn:
 			n.onEcho(e)
 		case cmd := <-n.cmds:

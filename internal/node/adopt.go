@@ -103,6 +103,10 @@ func (n *Node) adopt() error {
 	}
 	now := time.Now()
 	nLocals := n.adoptLocals(st, now)
+	if err := n.host.loadRoutes(); err != nil {
+		n.log.Warn("peer routes are written again", "err", err)
+	}
+	defer n.host.forgetRoutes()
 	sessions, err := n.dp.Sessions()
 	if err != nil {
 		return fmt.Errorf("adopt sessions: %w", err)

@@ -41,6 +41,9 @@ type host struct {
 	// (the datapath translates only the session's address pair) however the node moved since,
 	// or when its view is its IPv4 locator's (a correspondent behind a NAT reached it there).
 	peerView map[netip.Addr]netip.Addr
+	// existing: the kernel's peer routes when a restarted daemon adopts them (loadRoutes);
+	// routePeer takes one that is already as it would write it instead of writing it again.
+	existing map[netip.Addr]*netlink.Route
 }
 
 func newHost(headroom int) (*host, error) {
@@ -147,17 +150,55 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) && old.Src.Equal(r.Src) {
 		return nil
 	}
+	if k := h.existing[peer]; h.peerRoutes[peer] == nil && k != nil && k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) &&
+		k.Src.Equal(r.Src) && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS {
+		h.recordRoute(peer, r)
+		return nil
+	}
 	if err := h.nl.RouteReplace(r); err != nil {
 		return fmt.Errorf("route to peer %s: %w", peer, err)
 	}
+	h.recordRoute(peer, r)
+	return nil
+}
+
+// recordRoute notes r as the route to peer.
+func (h *host) recordRoute(peer netip.Addr, r *netlink.Route) {
 	if h.peerRoutes[peer] == nil {
 		if ilv, err := wire.ILVFromAddr(peer); err == nil {
 			h.peerAddrs[ilv.NID] = append(h.peerAddrs[ilv.NID], peer)
 		}
 	}
 	h.peerRoutes[peer] = r
+}
+
+// loadRoutes reads the kernel's IPv6 host routes of the main table that a previous daemon
+// could have written (static /128s) with one dump, for routePeer to adopt as they are: a
+// restart with 100,000 sessions spent seconds rewriting each of them with a netlink request
+// of its own (issue 28). forgetRoutes ends it.
+func (h *host) loadRoutes() error {
+	routes, err := h.nl.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: netlink.RouteProtocol(unix.RTPROT_STATIC)},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
+	h.existing = make(map[netip.Addr]*netlink.Route, len(routes))
+	for i := range routes {
+		r := &routes[i]
+		if r.Dst == nil {
+			continue
+		}
+		if ones, bits := r.Dst.Mask.Size(); ones != 128 || bits != 128 {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			h.existing[a] = r
+		}
+	}
 	return nil
 }
+
+func (h *host) forgetRoutes() { h.existing = nil }
 
 // routesUp reports whether every interface a peer route points at is up and running (a link
 // that went down took its routes with it, or will).

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -320,7 +321,9 @@ func ilccState(s datapath.LocatorState) ilcc.State {
 	return ilcc.Expired
 }
 
-// stateFile is what the loop persists now.
+// stateFile is what the loop persists now, unsorted: the loop takes it, and sortState (off
+// the loop, before encoding) puts it in order (issue 28: at 100,000 sessions the sorts were
+// much of a check).
 func (n *Node) stateFile() state.File {
 	st := state.File{NID: n.nid}
 	if layout, err := datapath.Layout(); err == nil {
@@ -332,15 +335,13 @@ func (n *Node) stateFile() state.File {
 	for addr, idx := range n.formed {
 		st.Formed = append(st.Formed, state.Address{Addr: addr, IfIndex: idx})
 	}
-	slices.SortFunc(st.Formed, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
 	for addr := range n.host.identities {
 		st.Identities = append(st.Identities, addr)
 	}
-	slices.SortFunc(st.Identities, netip.Addr.Compare)
+	st.PeerRoutes = make([]netip.Addr, 0, len(n.host.peerRoutes))
 	for addr := range n.host.peerRoutes {
 		st.PeerRoutes = append(st.PeerRoutes, addr)
 	}
-	slices.SortFunc(st.PeerRoutes, netip.Addr.Compare)
 	if n.eph != nil {
 		for _, p := range n.eph.Live() {
 			st.Ephemeral = append(st.Ephemeral, state.Ephemeral{Peer: p.Peer, NID: p.NID})
@@ -349,7 +350,6 @@ func (n *Node) stateFile() state.File {
 	for addr, idx := range n.host.onLink {
 		st.EphemeralAddrs = append(st.EphemeralAddrs, state.Address{Addr: addr, IfIndex: idx})
 	}
-	slices.SortFunc(st.EphemeralAddrs, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
 	n.mu.Lock()
 	for name, ilvs := range n.peers {
 		p := state.Peer{Name: name}
@@ -361,18 +361,27 @@ func (n *Node) stateFile() state.File {
 		}
 	}
 	n.mu.Unlock()
-	slices.SortFunc(st.Peers, func(a, b state.Peer) int { return cmpString(a.Name, b.Name) })
-	for _, b := range n.cache.Bindings() {
-		c := state.Correspondent{NID: b.Peer}
-		for _, e := range n.cache.Advertised(b.Peer) {
+	n.cache.EachAdvertised(func(peer wire.NID, adv []wire.LocatorEntry) {
+		c := state.Correspondent{NID: peer}
+		for _, e := range adv {
 			c.Advertised = append(c.Advertised, state.Advertised{Locator: e.Locator, Preference: e.Preference})
 		}
 		// A correspondent whose last LU was given up does not hold this set: the next
 		// daemon must send it again (ilcc.Resync).
-		c.Acked = !n.engine.Unanswered(b.Peer) && len(c.Advertised) > 0
+		c.Acked = !n.engine.Unanswered(peer) && len(c.Advertised) > 0
 		st.Correspondents = append(st.Correspondents, c)
-	}
+	})
 	return st
+}
+
+// sortState puts a stateFile in the file's order.
+func sortState(st *state.File) {
+	slices.SortFunc(st.Formed, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(st.Identities, netip.Addr.Compare)
+	slices.SortFunc(st.PeerRoutes, netip.Addr.Compare)
+	slices.SortFunc(st.EphemeralAddrs, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(st.Peers, func(a, b state.Peer) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(st.Correspondents, func(a, b state.Correspondent) int { return cmp.Compare(a.NID, b.NID) })
 }
 
 func cmpString(a, b string) int {
@@ -437,6 +446,7 @@ func (n *Node) writeState() {
 // saveState writes st, snapshot seq, unless it is what the file holds or a later snapshot was
 // written already.
 func (n *Node) saveState(st state.File, seq uint64) {
+	sortState(&st)
 	b, err := state.Encode(st)
 	if err != nil {
 		n.log.Warn("state file", "err", err)

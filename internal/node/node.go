@@ -93,6 +93,9 @@ type Node struct {
 	drops   *ratelog.Limiter // loop-owned (security.go): datapath_drop timeline events
 
 	pathmon atomic.Pointer[pathMonitor] // path liveness (paths.go); nil until it runs
+	// luQueue is the loop's queue of received LUs (Run sets it): path polls give way to a
+	// backlog there (paths.go).
+	luQueue atomic.Pointer[chan receivedLU]
 
 	mu       sync.Mutex // guards peers and counters (read by the control socket)
 	peers    map[string][]wire.RankedILV
@@ -225,6 +228,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("datapath events: %w", err)
 	}
 	luIn := make(chan receivedLU, 64)
+	n.luQueue.Store(&luIn)
 	go n.lusock.read(ctx, luIn)
 	var echoIn chan receivedEcho // nil (never ready) without locator verification
 	if n.chsock != nil {

@@ -38,6 +38,18 @@ const pathPollInterval = 20 * time.Millisecond
 // seconds (issue 28); with many more the verdicts come later, by the poll's own cost.
 const pathPollShare = 10
 
+// pathPollYield is how long a poll may give way to Locator Updates queued for the loop: a
+// poll over thousands of pairs holds the loop for tens to hundreds of milliseconds, and in a
+// mass move at a correspondent every one of them made the LUs behind it wait (issue 28). The
+// verdicts come later by up to this much while LUs pour in.
+const pathPollYield = 2 * time.Second
+
+// luBacklog reports whether LUs wait for the loop: half its queue or more.
+func (n *Node) luBacklog() bool {
+	q := n.luQueue.Load()
+	return q != nil && len(*q) >= cap(*q)/2
+}
+
 // nextPathPoll is when the poll after one that began at start, took cost and wants the next
 // at want may run.
 func nextPathPoll(start time.Time, cost time.Duration, want time.Time) time.Time {
@@ -104,6 +116,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	wake := time.NewTimer(pathPollInterval)
 	defer wake.Stop()
 	var notBefore time.Time // the earliest next poll (pathPollShare)
+	var yielding time.Time  // since when the due poll gives way to queued LUs (pathPollYield)
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,6 +128,16 @@ func (n *Node) runPaths(ctx context.Context) {
 			// kicks, and a step is a poll.
 			wake.Reset(max(time.Until(notBefore), 0))
 		case <-wake.C:
+			if n.luBacklog() {
+				if yielding.IsZero() {
+					yielding = time.Now()
+				}
+				if time.Since(yielding) < pathPollYield {
+					wake.Reset(pathPollInterval)
+					continue
+				}
+			}
+			yielding = time.Time{}
 			var next time.Time
 			began := time.Now()
 			// The counters are read here, off the loop (issue 28: at 20,000 sessions the read

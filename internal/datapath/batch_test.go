@@ -36,9 +36,10 @@ func TestSessionsReadBatchwise(t *testing.T) {
 	if len(seen) != count {
 		t.Fatalf("Sessions listed %d of %d", len(seen), count)
 	}
-	// The batch read itself ran (not only its fallback): this kernel has it.
+	// The batch read itself ran (not only its fallback): this kernel has it. A hash map's
+	// batch ends at a bucket boundary, so it may hold a few less than asked for.
 	var cursor ebpf.MapBatchCursor
-	if n, err := d.objs.Sessions.BatchLookup(&cursor, make([]ilnpBPFIlnpSessionKey, readBatch), make([]ilnpBPFIlnpSession, readBatch), nil); err != nil || n != readBatch {
+	if n, err := d.objs.Sessions.BatchLookup(&cursor, make([]ilnpBPFIlnpSessionKey, readBatch), make([]ilnpBPFIlnpSession, readBatch), nil); err != nil || n < readBatch/2 {
 		t.Fatalf("one batch read %d of %d (%v)", n, readBatch, err)
 	}
 	walked := 0

@@ -308,7 +308,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		case e := <-echoIn:
 			n.onEcho(e)
 		case cmd := <-n.cmds:
+			n.timeline.Hold() // a path poll's verdicts: 21,772 events in one at 100,000 sessions
 			cmd()
+			n.timeline.Release()
 		case <-timer.C:
 			n.onTimer()
 		case <-touch.C:

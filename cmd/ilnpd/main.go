@@ -2,7 +2,7 @@
 // Advertisements, keeps the ILNP Communication Cache, tells correspondents about moves with
 // Locator Updates, runs a stub resolver for ILNP names and programs the BPF datapath.
 //
-//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check | -flush]
+//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check | -flush] [-pprof SOCKET]
 //
 // SIGTERM, SIGINT (and SIGKILL, a crash) leave the datapath running: pinned maps and TCX
 // links, addresses and routes stay, packets keep flowing, and the next ilnpd with the same

@@ -22,13 +22,14 @@ func cmdScale(ctx context.Context, args []string) error {
 	luDuration := fs.Duration("lu-duration", 10*time.Second, "how long the mass move lasts")
 	corr := fs.Int("correspondents", 1000, "the MN's correspondents in the fan-out of one move")
 	openRate := fs.Int("open-rate", 5000, "sessions opened per second while setting up")
+	profile := fs.String("profile", "", "directory where the daemons serve Go profiles and the run saves the CN's CPU profile of the mass move, its heap and the MN's CPU profile of the fan-out (a short path: it holds Unix sockets)")
 	_ = fs.Parse(args)
 	bin, err := c.ilnpBinaries("scale")
 	if err != nil {
 		return err
 	}
 	r, err := scalesess.Run(ctx, scalesess.Config{Out: c.out, BinDir: bin, Sessions: *sessions, LURate: *luRate,
-		LUDuration: *luDuration, Correspondents: *corr, OpenRate: *openRate, Log: os.Stderr})
+		LUDuration: *luDuration, Correspondents: *corr, OpenRate: *openRate, ProfileDir: *profile, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

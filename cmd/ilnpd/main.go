@@ -2,7 +2,7 @@
 // Advertisements, keeps the ILNP Communication Cache, tells correspondents about moves with
 // Locator Updates, runs a stub resolver for ILNP names and programs the BPF datapath.
 //
-//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check | -flush]
+//	ilnpd [-config /etc/ilnp/ilnpd.conf] [-check | -flush] [-pprof SOCKET]
 //
 // SIGTERM, SIGINT (and SIGKILL, a crash) leave the datapath running: pinned maps and TCX
 // links, addresses and routes stay, packets keep flowing, and the next ilnpd with the same
@@ -42,6 +42,7 @@ func run() error {
 	configPath := flag.String("config", "/etc/ilnp/ilnpd.conf", "configuration file")
 	check := flag.Bool("check", false, "check the configuration and exit")
 	flush := flag.Bool("flush", false, "remove everything ilnpd left (datapath, pins, routes, addresses, state) and exit")
+	pprofSock := flag.String("pprof", "", "serve Go's runtime profiles (net/http/pprof) on this Unix socket (for profiling; off by default)")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -78,6 +79,13 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *pprofSock != "" {
+		closeProfiles, err := serveProfiles(*pprofSock, log)
+		if err != nil {
+			return err
+		}
+		defer closeProfiles()
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

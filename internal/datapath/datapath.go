@@ -67,6 +67,28 @@ type Datapath struct {
 	// openedPinned: maps only (OpenPinned), no programs.
 	openedPinned bool
 	adoptedLinks int // TCX links taken over from a previous process (pin.go)
+	// peerKeys indexes the peers table's keys by NID (big-endian, as in the key), read from
+	// the table once (peerKeysRead) and kept by PutPeer and DeletePeer (d.mu): a Locator
+	// Update's rewrite looked for its correspondent's registered names with a pass over the
+	// table, two system calls per entry, for every LU (issue 28).
+	peerKeys     map[uint64][]ilnpBPFIlnpPeerKey
+	peerKeysRead bool
+}
+
+// peerKeysOf returns the peers table's keys with the NID nid (big-endian; d.mu held).
+func (d *Datapath) peerKeysOf(nid uint64) ([]ilnpBPFIlnpPeerKey, error) {
+	if !d.peerKeysRead {
+		keys, err := keysWhere[ilnpBPFIlnpPeerKey, ilnpBPFIlnpPeer](d.objs.Peers, func(*ilnpBPFIlnpPeerKey) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		d.peerKeys = map[uint64][]ilnpBPFIlnpPeerKey{}
+		for _, k := range keys {
+			d.peerKeys[k.Nid] = append(d.peerKeys[k.Nid], k)
+		}
+		d.peerKeysRead = true
+	}
+	return d.peerKeys[nid], nil
 }
 
 const (
@@ -405,8 +427,13 @@ func (d *Datapath) PutPeer(p Peer) error {
 		return fmt.Errorf("datapath: put peer %v: %w", p.Addr, err)
 	}
 	v := ilnpBPFIlnpPeer{RemoteActive: be64(uint64(p.Active)), Remote: remote, Flags: uint32(p.Flags)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err := d.objs.Peers.Put(k, v); err != nil {
 		return fmt.Errorf("datapath: put peer %v: %w", p.Addr, err)
+	}
+	if d.peerKeysRead && !slices.Contains(d.peerKeys[k.Nid], k) {
+		d.peerKeys[k.Nid] = append(d.peerKeys[k.Nid], k)
 	}
 	return nil
 }
@@ -416,6 +443,14 @@ func (d *Datapath) DeletePeer(addr netip.Addr) error {
 	k, err := peerKey(addr)
 	if err != nil {
 		return fmt.Errorf("datapath: delete peer: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.peerKeysRead {
+		d.peerKeys[k.Nid] = slices.DeleteFunc(d.peerKeys[k.Nid], func(x ilnpBPFIlnpPeerKey) bool { return x == k })
+		if len(d.peerKeys[k.Nid]) == 0 {
+			delete(d.peerKeys, k.Nid)
+		}
 	}
 	return wrapDelete(d.objs.Peers.Delete(k), "peer %v", addr)
 }
@@ -598,16 +633,10 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 
 // Sessions lists every session.
 func (d *Datapath) Sessions() ([]Session, error) {
-	var (
-		k   ilnpBPFIlnpSessionKey
-		v   ilnpBPFIlnpSession
-		out []Session
-	)
-	it := d.objs.Sessions.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, sessionFromBPF(k, &v))
-	}
-	if err := it.Err(); err != nil {
+	var out []Session
+	if err := readAll(d.objs.Sessions, func(k *ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) {
+		out = append(out, sessionFromBPF(*k, v))
+	}); err != nil {
 		return nil, fmt.Errorf("datapath: list sessions: %w", err)
 	}
 	return out, nil
@@ -643,11 +672,12 @@ func (d *Datapath) setRemoteLocators(locals []wire.NID, remote wire.NID, locs []
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	nid := be64(uint64(remote))
-	// The peers table is small (names resolved; bpf/lib/maps.h): a pass over it is bounded.
-	_, err = updateWhere(d.objs.Peers,
-		func(k *ilnpBPFIlnpPeerKey) bool { return k.Nid == nid },
-		func(v *ilnpBPFIlnpPeer) { v.Remote, v.RemoteActive = set, be64(uint64(active)) })
+	peerKeys, err := d.peerKeysOf(nid)
 	if err != nil {
+		return 0, fmt.Errorf("datapath: peers of %v: %w", remote, err)
+	}
+	if _, err = updateKeys(d.objs.Peers, peerKeys,
+		func(v *ilnpBPFIlnpPeer) { v.Remote, v.RemoteActive = set, be64(uint64(active)) }); err != nil {
 		return 0, fmt.Errorf("datapath: update peers of %v: %w", remote, err)
 	}
 	var keys []ilnpBPFIlnpSessionKey

@@ -47,20 +47,14 @@ func pathKeyFromBPF(k ilnpBPFIlnpPathKey) PathKey {
 
 // Paths lists the counters of every locator pair the datapath has seen traffic on.
 func (d *Datapath) Paths() ([]PathStats, error) {
-	var (
-		k   ilnpBPFIlnpPathKey
-		v   ilnpBPFIlnpPathStats
-		out []PathStats
-	)
-	it := d.objs.Paths.Iterate()
-	for it.Next(&k, &v) {
+	var out []PathStats
+	if err := readAll(d.objs.Paths, func(k *ilnpBPFIlnpPathKey, v *ilnpBPFIlnpPathStats) {
 		out = append(out, PathStats{
-			Key: pathKeyFromBPF(k), TxPackets: v.TxPackets, TxBytes: v.TxBytes, RxPackets: v.RxPackets,
+			Key: pathKeyFromBPF(*k), TxPackets: v.TxPackets, TxBytes: v.TxBytes, RxPackets: v.RxPackets,
 			RxBytes: v.RxBytes, LastTxNs: v.LastTxNs, LastRxNs: v.LastRxNs,
 			FirstUnansweredTxNs: v.FirstUnansweredNs, Unanswered: v.Unanswered,
 		})
-	}
-	if err := it.Err(); err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("datapath: list paths: %w", err)
 	}
 	return out, nil

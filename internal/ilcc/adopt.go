@@ -82,6 +82,18 @@ func (c *Cache) Resync(now time.Time) Effects {
 	return eff
 }
 
+// EachAdvertised calls fn with every correspondent and what it was last told (as Advertised,
+// but fn must not keep or change the slice), in no particular order, without building whole
+// bindings: the state file wants only this, and Bindings (sorted, full) for 100,000
+// correspondents held the daemon's loop (issue 28). fn must not call the cache.
+func (c *Cache) EachAdvertised(fn func(nid wire.NID, advertised []wire.LocatorEntry)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for nid, p := range c.peers {
+		fn(nid, p.advertised)
+	}
+}
+
 // Advertised returns what the correspondent was last sent (nil: unknown correspondent).
 func (c *Cache) Advertised(nid wire.NID) []wire.LocatorEntry {
 	c.mu.Lock()

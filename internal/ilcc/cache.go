@@ -20,6 +20,7 @@ package ilcc
 
 import (
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -89,6 +90,8 @@ type remote struct {
 }
 
 type peer struct {
+	// queuedAt is the earliest deadline Cache.due holds for the peer (zero: none).
+	queuedAt     time.Time
 	nid          wire.NID
 	sessLocal    wire.ILV
 	sessRemote   wire.ILV
@@ -127,28 +130,115 @@ type Cache struct {
 	// routers holds when each advertising router's Router Lifetime (RFC 4861 s.4.2) runs
 	// out unless another RA refreshes it.
 	routers map[routerKey]time.Time
-	// peersNext is the earliest of the peers' deadlines for NextDeadline, which the loop asks
-	// after every event: a pass over every peer there made each event cost O(sessions) (issue
-	// 28). A change to one peer only lowers it (peerChanged); any other change sets
-	// peersRescan and the next NextDeadline passes over the peers once. A peer whose deadline
-	// moved later leaves it early: the timer then fires for nothing and Tick rescans.
-	peersNext   time.Time
+	// due queues the peers by deadline for NextDeadline, which the loop asks after every
+	// event, and for Tick: a pass over every peer there made each event cost O(sessions)
+	// (issue 28). A change to one peer queues its deadline if that came earlier
+	// (peerChanged); any other change sets peersRescan (the next NextDeadline queues every
+	// peer afresh) and fullTick (the next Tick passes over every peer, as it always did). A
+	// queued entry whose peer has gone or whose deadline moved later is dropped or moved when
+	// it comes to the top.
+	due         peerHeap
 	peersRescan bool
+	fullTick    bool
 }
 
 // lock takes the cache for a change that may move any peer's deadline.
 func (c *Cache) lock() {
 	c.mu.Lock()
 	c.peersRescan = true
+	c.fullTick = true
 }
 
-// peerChanged lowers peersNext to the deadline of the peer nid, which alone changed (c.mu held).
+// peerChanged queues the deadline of the peer nid, which alone changed (c.mu held).
 func (c *Cache) peerChanged(nid wire.NID) {
 	if p := c.peers[nid]; p != nil {
-		if t := c.peerDeadline(p); !t.IsZero() && (c.peersNext.IsZero() || t.Before(c.peersNext)) {
-			c.peersNext = t
+		c.queuePeer(p)
+	}
+}
+
+// queuePeer queues p's deadline unless an earlier one is queued for it (c.mu held).
+func (c *Cache) queuePeer(p *peer) {
+	if t := c.peerDeadline(p); !t.IsZero() && (p.queuedAt.IsZero() || t.Before(p.queuedAt)) {
+		heap.Push(&c.due, dueEntry{at: t, nid: p.nid})
+		p.queuedAt = t
+	}
+}
+
+// requeueAll queues every peer's deadline afresh (c.mu held).
+func (c *Cache) requeueAll() {
+	c.due = c.due[:0]
+	for _, p := range c.peers {
+		p.queuedAt = time.Time{}
+		if t := c.peerDeadline(p); !t.IsZero() {
+			c.due = append(c.due, dueEntry{at: t, nid: p.nid})
+			p.queuedAt = t
 		}
 	}
+	heap.Init(&c.due)
+}
+
+// peersNext is the earliest peer deadline (c.mu held).
+func (c *Cache) peersNext() (time.Time, bool) {
+	if c.peersRescan {
+		c.peersRescan = false
+		c.requeueAll()
+	}
+	for len(c.due) > 0 {
+		top := c.due[0]
+		p := c.peers[top.nid]
+		if p == nil || !top.at.Equal(p.queuedAt) {
+			heap.Pop(&c.due) // the peer is gone, or an earlier entry of it came first
+			continue
+		}
+		if t := c.peerDeadline(p); !t.Equal(top.at) {
+			heap.Pop(&c.due)
+			p.queuedAt = time.Time{}
+			c.queuePeer(p)
+			continue
+		}
+		return top.at, true
+	}
+	return time.Time{}, false
+}
+
+// popDue takes the peers whose deadline has come at now off the queue, ordered by NID (c.mu
+// held); Tick handles them and queues them again.
+func (c *Cache) popDue(now time.Time) []*peer {
+	var out []*peer
+	for len(c.due) > 0 && !now.Before(c.due[0].at) {
+		e := heap.Pop(&c.due).(dueEntry)
+		p := c.peers[e.nid]
+		if p == nil || !e.at.Equal(p.queuedAt) {
+			continue
+		}
+		p.queuedAt = time.Time{}
+		if t := c.peerDeadline(p); !t.IsZero() && !now.Before(t) {
+			out = append(out, p)
+		} else {
+			c.queuePeer(p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *peer) int { return cmp.Compare(a.nid, b.nid) })
+	return out
+}
+
+type dueEntry struct {
+	at  time.Time
+	nid wire.NID
+}
+
+// peerHeap is a container/heap of peer deadlines, earliest first.
+type peerHeap []dueEntry
+
+func (h peerHeap) Len() int           { return len(h) }
+func (h peerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h peerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *peerHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *peerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // peerDeadline is the earliest time Tick has something to do for p (zero: none).
@@ -807,7 +897,7 @@ func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
 // sessions, LU retries after a give-up, and LU refreshes so that correspondents never see an
 // advertised lifetime run out while the locator is still valid here.
 func (c *Cache) Tick(now time.Time) Effects {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	changed := false
@@ -828,6 +918,11 @@ func (c *Cache) Tick(now time.Time) Effects {
 			delete(c.routers, k)
 		}
 	}
+	if !changed && !c.fullTick {
+		c.tickDue(now, &eff)
+		return eff
+	}
+	c.fullTick, c.peersRescan = false, true
 	for _, p := range c.sortedPeers() {
 		if now.Sub(p.lastUsed) >= c.cfg.IdleTimeout {
 			delete(c.peers, p.nid)
@@ -858,6 +953,45 @@ func (c *Cache) Tick(now time.Time) Effects {
 		}
 	}
 	return eff
+}
+
+// tickDue is Tick for the peers whose deadline has come, when nothing else changed since the
+// last full Tick (c.mu held): what Tick does for every peer, done for those only.
+func (c *Cache) tickDue(now time.Time, eff *Effects) {
+	due := c.popDue(now)
+	live := due[:0]
+	for _, p := range due {
+		if now.Sub(p.lastUsed) >= c.cfg.IdleTimeout {
+			delete(c.peers, p.nid)
+			eff.Removed = append(eff.Removed, p.nid)
+			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid, Detail: "idle"})
+			continue
+		}
+		c.expireRemotes(p, now, eff)
+		live = append(live, p)
+	}
+	adv := c.advertisement(now)
+	rc := c.reach()
+	for _, p := range live {
+		if p.selectRemote(rc) {
+			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote, local family"})
+		}
+		c.syncBinding(p, eff)
+		if len(adv) > 0 && !sameSet(adv, p.advertised) {
+			c.emitLU(p, adv, now, eff)
+		}
+	}
+	for _, p := range live {
+		retry := !p.retryAt.IsZero() && !now.Before(p.retryAt)
+		switch {
+		case len(adv) == 0:
+			p.retryAt = time.Time{}
+		case !sameSet(adv, p.advertised):
+		case retry || c.refreshDue(p, now):
+			c.emitLU(p, adv, now, eff)
+		}
+		c.queuePeer(p)
+	}
 }
 
 func (c *Cache) expireRemotes(p *peer, now time.Time, eff *Effects) {
@@ -921,14 +1055,8 @@ func (c *Cache) NextDeadline() (next time.Time, ok bool) {
 			consider(l.preferEnd)
 		}
 	}
-	if c.peersRescan {
-		c.peersNext, c.peersRescan = time.Time{}, false
-		for _, p := range c.peers {
-			if t := c.peerDeadline(p); !t.IsZero() && (c.peersNext.IsZero() || t.Before(c.peersNext)) {
-				c.peersNext = t
-			}
-		}
+	if t, due := c.peersNext(); due {
+		consider(t)
 	}
-	consider(c.peersNext)
 	return next, ok
 }

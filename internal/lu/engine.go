@@ -10,6 +10,7 @@
 package lu
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"math"
@@ -187,6 +188,11 @@ type Engine struct {
 	next  uint64
 	nOut  int // outstanding exchanges
 	stats Stats
+	// deadlines holds every deadline an exchange was given, earliest first; an entry whose
+	// exchange has since ended or moved its deadline is dropped when it comes to the top.
+	// NextDeadline, which the daemon asks after every event, was a pass over every peer:
+	// O(sessions) per event at a correspondent of 100,000 (issue 28).
+	deadlines deadlineHeap
 }
 
 // New returns an engine; zero fields of cfg take their defaults and the result is validated.
@@ -263,6 +269,7 @@ func (e *Engine) start(p *peerState, msg Message, now time.Time) Action {
 		id: e.next, msg: msg, attempts: 1, first: now,
 		deadline: now.Add(timeout), timeout: timeout, ambiguous: ambiguous,
 	}
+	e.armed(msg.Peer, p.out)
 	e.stats.Sent++
 	e.nOut++
 	e.stats.OutstandingPeak = max(e.stats.OutstandingPeak, e.nOut)
@@ -372,6 +379,7 @@ func (e *Engine) Tick(now time.Time) []Action {
 		x.attempts++
 		x.timeout = e.timeout(p, x.attempts)
 		x.deadline = now.Add(x.timeout)
+		e.armed(nid, x)
 		e.stats.Retransmitted++
 		actions = append(actions, Action{
 			Kind: Transmit, Message: x.msg, Exchange: x.id, Attempt: x.attempts,
@@ -384,12 +392,39 @@ func (e *Engine) Tick(now time.Time) []Action {
 // NextDeadline is the earliest time Tick has something to do; ok is false when no LU is
 // outstanding.
 func (e *Engine) NextDeadline() (deadline time.Time, ok bool) {
-	for _, p := range e.peers {
-		if p.out != nil && (!ok || p.out.deadline.Before(deadline)) {
-			deadline, ok = p.out.deadline, true
+	for len(e.deadlines) > 0 {
+		top := e.deadlines[0]
+		if p := e.peers[top.peer]; p != nil && p.out != nil && p.out.id == top.id && p.out.deadline.Equal(top.at) {
+			return top.at, true
 		}
+		heap.Pop(&e.deadlines)
 	}
-	return deadline, ok
+	return time.Time{}, false
+}
+
+// armed records exchange x's (new) deadline.
+func (e *Engine) armed(peer wire.NID, x *exchange) {
+	heap.Push(&e.deadlines, deadlineEntry{at: x.deadline, peer: peer, id: x.id})
+}
+
+type deadlineEntry struct {
+	at   time.Time
+	peer wire.NID
+	id   uint64
+}
+
+// deadlineHeap is a container/heap of deadlines, earliest first.
+type deadlineHeap []deadlineEntry
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Redirect points the correspondent's outstanding LU at a new destination: the
@@ -416,6 +451,7 @@ func (e *Engine) Redirect(peer wire.NID, dest wire.ILV, now time.Time) []Action 
 	x.attempts++
 	x.timeout = e.timeout(p, 1)
 	x.deadline = now.Add(x.timeout)
+	e.armed(peer, x)
 	e.stats.Retransmitted++
 	e.stats.Redirected++
 	return []Action{{

@@ -2,9 +2,11 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -35,13 +37,20 @@ import (
 
 // continuity is the node's restart and flush state.
 type continuity struct {
-	lastState []byte      // the state file as last written (loop-owned)
-	nextCheck time.Time   // persist checks again no earlier (loop-owned)
-	pending   bool        // a check was put off until nextCheck
-	flushing  atomic.Bool // shutdown removes everything instead of keeping it
-	adopted   bool        // setup got through adopt: the state file may be written
-	stopMu    sync.Mutex
-	stop      context.CancelFunc // ends Run
+	nextCheck time.Time // persist checks again no earlier (loop-owned)
+	pending   bool      // a check was put off until nextCheck
+	// The state file is encoded and written off the loop (persist): snapshots are numbered
+	// (stateSeq, loop-owned) and one older than the last written is never written.
+	stateSeq    uint64
+	writing     atomic.Bool  // a snapshot is being encoded and written
+	writerAfter atomic.Int64 // unix ns: no snapshot before then (persistShare of the last write)
+	stateMu     sync.Mutex   // guards lastState and lastSeq
+	lastState   []byte       // the state file as last written
+	lastSeq     uint64       // the snapshot lastState is
+	flushing    atomic.Bool  // shutdown removes everything instead of keeping it
+	adopted     bool         // setup got through adopt: the state file may be written
+	stopMu      sync.Mutex
+	stop        context.CancelFunc // ends Run
 }
 
 func (c *continuity) setStop(stop context.CancelFunc) {
@@ -95,6 +104,10 @@ func (n *Node) adopt() error {
 	}
 	now := time.Now()
 	nLocals := n.adoptLocals(st, now)
+	if err := n.host.loadRoutes(); err != nil {
+		n.log.Warn("peer routes are written again", "err", err)
+	}
+	defer n.host.forgetRoutes()
 	sessions, err := n.dp.Sessions()
 	if err != nil {
 		return fmt.Errorf("adopt sessions: %w", err)
@@ -308,7 +321,9 @@ func ilccState(s datapath.LocatorState) ilcc.State {
 	return ilcc.Expired
 }
 
-// stateFile is what the loop persists now.
+// stateFile is what the loop persists now, unsorted: the loop takes it, and sortState (off
+// the loop, before encoding) puts it in order (issue 28: at 100,000 sessions the sorts were
+// much of a check).
 func (n *Node) stateFile() state.File {
 	st := state.File{NID: n.nid}
 	if layout, err := datapath.Layout(); err == nil {
@@ -320,15 +335,13 @@ func (n *Node) stateFile() state.File {
 	for addr, idx := range n.formed {
 		st.Formed = append(st.Formed, state.Address{Addr: addr, IfIndex: idx})
 	}
-	slices.SortFunc(st.Formed, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
 	for addr := range n.host.identities {
 		st.Identities = append(st.Identities, addr)
 	}
-	slices.SortFunc(st.Identities, netip.Addr.Compare)
+	st.PeerRoutes = make([]netip.Addr, 0, len(n.host.peerRoutes))
 	for addr := range n.host.peerRoutes {
 		st.PeerRoutes = append(st.PeerRoutes, addr)
 	}
-	slices.SortFunc(st.PeerRoutes, netip.Addr.Compare)
 	if n.eph != nil {
 		for _, p := range n.eph.Live() {
 			st.Ephemeral = append(st.Ephemeral, state.Ephemeral{Peer: p.Peer, NID: p.NID})
@@ -337,7 +350,6 @@ func (n *Node) stateFile() state.File {
 	for addr, idx := range n.host.onLink {
 		st.EphemeralAddrs = append(st.EphemeralAddrs, state.Address{Addr: addr, IfIndex: idx})
 	}
-	slices.SortFunc(st.EphemeralAddrs, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
 	n.mu.Lock()
 	for name, ilvs := range n.peers {
 		p := state.Peer{Name: name}
@@ -349,18 +361,27 @@ func (n *Node) stateFile() state.File {
 		}
 	}
 	n.mu.Unlock()
-	slices.SortFunc(st.Peers, func(a, b state.Peer) int { return cmpString(a.Name, b.Name) })
-	for _, b := range n.cache.Bindings() {
-		c := state.Correspondent{NID: b.Peer}
-		for _, e := range n.cache.Advertised(b.Peer) {
+	n.cache.EachAdvertised(func(peer wire.NID, adv []wire.LocatorEntry) {
+		c := state.Correspondent{NID: peer}
+		for _, e := range adv {
 			c.Advertised = append(c.Advertised, state.Advertised{Locator: e.Locator, Preference: e.Preference})
 		}
 		// A correspondent whose last LU was given up does not hold this set: the next
 		// daemon must send it again (ilcc.Resync).
-		c.Acked = !n.engine.Unanswered(b.Peer) && len(c.Advertised) > 0
+		c.Acked = !n.engine.Unanswered(peer) && len(c.Advertised) > 0
 		st.Correspondents = append(st.Correspondents, c)
-	}
+	})
 	return st
+}
+
+// sortState puts a stateFile in the file's order.
+func sortState(st *state.File) {
+	slices.SortFunc(st.Formed, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(st.Identities, netip.Addr.Compare)
+	slices.SortFunc(st.PeerRoutes, netip.Addr.Compare)
+	slices.SortFunc(st.EphemeralAddrs, func(a, b state.Address) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(st.Peers, func(a, b state.Peer) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(st.Correspondents, func(a, b state.Correspondent) int { return cmp.Compare(a.NID, b.NID) })
 }
 
 func cmpString(a, b string) int {
@@ -387,30 +408,71 @@ func (n *Node) persist() {
 		return // setup failed: the file still describes what is pinned
 	}
 	start := time.Now()
+	if after := time.Unix(0, c.writerAfter.Load()); start.Before(after) && after.After(c.nextCheck) {
+		c.nextCheck = after
+	}
+	if c.writing.Load() && !start.Before(c.nextCheck) {
+		c.nextCheck = start.Add(persistRetry)
+	}
 	if start.Before(c.nextCheck) {
 		c.pending = true // armTimer wakes the loop at nextCheck
 		return
 	}
 	c.pending = false
 	defer func() { c.nextCheck = start.Add(persistShare * time.Since(start)) }()
-	n.writeState()
+	// The loop takes the snapshot; encoding and writing it (most of the cost: 100,000
+	// correspondents held the loop for a third of a second per check, issue 28) run beside.
+	st := n.stateFile()
+	c.stateSeq++
+	seq := c.stateSeq
+	c.writing.Store(true)
+	go func() {
+		defer c.writing.Store(false)
+		began := time.Now()
+		n.saveState(st, seq)
+		c.writerAfter.Store(time.Now().Add(persistShare * time.Since(began)).UnixNano())
+	}()
 }
 
-// writeState writes the state file now if it changed.
+// persistRetry is how soon persist looks again when the last snapshot is still being written.
+const persistRetry = 10 * time.Millisecond
+
+// writeState writes the state file now if it changed (on the loop, or once it has ended).
 func (n *Node) writeState() {
-	b, err := state.Encode(n.stateFile())
+	n.stateSeq++
+	n.saveState(n.stateFile(), n.stateSeq)
+}
+
+// saveState writes st, snapshot seq, unless it is what the file holds or a later snapshot was
+// written already.
+func (n *Node) saveState(st state.File, seq uint64) {
+	sortState(&st)
+	b, err := state.Encode(st)
 	if err != nil {
 		n.log.Warn("state file", "err", err)
 		return
 	}
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	if seq < n.lastSeq {
+		return
+	}
 	if bytes.Equal(b, n.lastState) {
+		n.lastSeq = seq
 		return
 	}
 	if err := state.Write(n.cfg.StateDir, b); err != nil {
 		n.log.Warn("state file", "err", err)
 		return
 	}
-	n.lastState = b
+	n.lastState, n.lastSeq = b, seq
+}
+
+// stopStateWrites makes every snapshot still being written a stale one (flush removes the file).
+func (n *Node) stopStateWrites() {
+	n.stateMu.Lock()
+	n.lastSeq = math.MaxUint64
+	n.stateMu.Unlock()
 }
 
 // persistDeadline is when a deferred state file check is due.
@@ -457,6 +519,7 @@ func (n *Node) flushAll() error {
 		}
 		errs = append(errs, n.host.close())
 	}
+	n.stopStateWrites()
 	errs = append(errs, state.Remove(n.cfg.StateDir), bpffs.Release(n.cfg.BPFDir(), n.cfg.StateDir))
 	n.log.Info("flushed: datapath detached, pins, routes, addresses and state removed")
 	return errors.Join(errs...)

@@ -21,7 +21,7 @@ type host struct {
 	nl         *netlink.Handle
 	lo         netlink.Link
 	identities map[netip.Addr]bool
-	peerRoutes map[netip.Addr]*netlink.Route
+	peerRoutes map[netip.Addr]*peerRoute
 	// peerAddrs lists peerRoutes' addresses by NID: unroutePeer runs for every session that
 	// closes, and a pass over every route there made a flood's expiry O(sessions^2) (issue 28).
 	peerAddrs map[wire.NID][]netip.Addr
@@ -41,6 +41,9 @@ type host struct {
 	// (the datapath translates only the session's address pair) however the node moved since,
 	// or when its view is its IPv4 locator's (a correspondent behind a NAT reached it there).
 	peerView map[netip.Addr]netip.Addr
+	// existing: the kernel's peer routes when a restarted daemon adopts them (loadRoutes);
+	// routePeer takes one that is already as it would write it instead of writing it again.
+	existing map[netip.Addr]*netlink.Route
 }
 
 func newHost(headroom int) (*host, error) {
@@ -57,7 +60,7 @@ func newHost(headroom int) (*host, error) {
 		nl:          nl,
 		lo:          lo,
 		identities:  map[netip.Addr]bool{},
-		peerRoutes:  map[netip.Addr]*netlink.Route{},
+		peerRoutes:  map[netip.Addr]*peerRoute{},
 		peerAddrs:   map[wire.NID][]netip.Addr{},
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
@@ -129,34 +132,110 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if ifindex == 0 {
 		return nil
 	}
-	r := &netlink.Route{
-		LinkIndex: ifindex,
-		Dst:       &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(128, 128)},
-		MTU:       h.mtu,
-		AdvMSS:    h.mtu - 60,
-		Protocol:  netlink.RouteProtocol(unix.RTPROT_STATIC),
-	}
+	pr := peerRoute{link: ifindex}
 	if router.IsValid() {
-		r.Gw = router.AsSlice()
+		pr.gw = router
 	}
 	if view, ok := h.peerView[peer]; ok && h.identities[view] {
-		r.Src = view.AsSlice()
+		pr.src = view
 	} else if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
-		r.Src = wire.ILV{Locator: h.active, NID: nid}.Addr().AsSlice()
+		pr.src = wire.ILV{Locator: h.active, NID: nid}.Addr()
 	}
-	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) && old.Src.Equal(r.Src) {
+	if old := h.peerRoutes[peer]; old != nil && *old == pr {
+		return nil
+	}
+	r := h.route(peer, pr)
+	if k := h.existing[peer]; h.peerRoutes[peer] == nil && k != nil && k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) &&
+		k.Src.Equal(r.Src) && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS {
+		h.recordRoute(peer, pr)
 		return nil
 	}
 	if err := h.nl.RouteReplace(r); err != nil {
 		return fmt.Errorf("route to peer %s: %w", peer, err)
 	}
+	h.recordRoute(peer, pr)
+	return nil
+}
+
+// peerRoute is what the daemon keeps of a peer route: the rest is the same for every one
+// (route). A whole netlink.Route per correspondent, with its slices, was some 850 bytes of
+// the daemon's memory per session (issue 28).
+type peerRoute struct {
+	link    int
+	gw, src netip.Addr // zero: none
+}
+
+// route is the kernel route to peer that pr describes.
+func (h *host) route(peer netip.Addr, pr peerRoute) *netlink.Route {
+	r := &netlink.Route{
+		LinkIndex: pr.link,
+		Dst:       &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(128, 128)},
+		MTU:       h.mtu,
+		AdvMSS:    h.mtu - 60,
+		Protocol:  netlink.RouteProtocol(unix.RTPROT_STATIC),
+	}
+	if pr.gw.IsValid() {
+		r.Gw = pr.gw.AsSlice()
+	}
+	if pr.src.IsValid() {
+		r.Src = pr.src.AsSlice()
+	}
+	return r
+}
+
+// recordRoute notes pr as the route to peer.
+func (h *host) recordRoute(peer netip.Addr, pr peerRoute) {
 	if h.peerRoutes[peer] == nil {
 		if ilv, err := wire.ILVFromAddr(peer); err == nil {
 			h.peerAddrs[ilv.NID] = append(h.peerAddrs[ilv.NID], peer)
 		}
 	}
-	h.peerRoutes[peer] = r
+	h.peerRoutes[peer] = &pr
+}
+
+// loadRoutes reads the kernel's IPv6 host routes of the main table that a previous daemon
+// could have written (static /128s) with one dump, for routePeer to adopt as they are: a
+// restart with 100,000 sessions spent seconds rewriting each of them with a netlink request
+// of its own (issue 28). forgetRoutes ends it.
+func (h *host) loadRoutes() error {
+	routes, err := h.nl.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: netlink.RouteProtocol(unix.RTPROT_STATIC)},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
+	h.existing = make(map[netip.Addr]*netlink.Route, len(routes))
+	for i := range routes {
+		r := &routes[i]
+		if r.Dst == nil {
+			continue
+		}
+		if ones, bits := r.Dst.Mask.Size(); ones != 128 || bits != 128 {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			h.existing[a] = r
+		}
+	}
 	return nil
+}
+
+func (h *host) forgetRoutes() { h.existing = nil }
+
+// routesUp reports whether every interface a peer route points at is up and running (a link
+// that went down took its routes with it, or will).
+func (h *host) routesUp() bool {
+	checked := map[int]bool{}
+	for _, r := range h.peerRoutes {
+		if checked[r.link] {
+			continue
+		}
+		ifc, err := net.InterfaceByIndex(r.link)
+		if err != nil || ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagRunning == 0 {
+			return false
+		}
+		checked[r.link] = true
+	}
+	return true
 }
 
 // reroutePeers moves every peer route to a new active interface.
@@ -177,7 +256,7 @@ func (h *host) unroutePeer(nid wire.NID) error {
 		if r == nil {
 			continue
 		}
-		if err := h.nl.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+		if err := h.nl.RouteDel(h.route(peer, *r)); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
 			kept = append(kept, peer)
 			continue
@@ -196,7 +275,7 @@ func (h *host) unroutePeer(nid wire.NID) error {
 func (h *host) close() error {
 	var errs []error
 	for peer, r := range h.peerRoutes {
-		if err := h.nl.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+		if err := h.nl.RouteDel(h.route(peer, *r)); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
 		}
 	}

@@ -44,4 +44,69 @@ func TestUnroutePeerByNID(t *testing.T) {
 	if _, ok := h.peerAddrs[x]; ok || len(h.peerRoutes) != 1 || h.peerRoutes[views[2]] == nil {
 		t.Fatalf("after: index %v, routes %v", h.peerAddrs, h.peerRoutes)
 	}
+	// routesUp: the LUs of a move may leave before the routes move only while the interface
+	// the routes point at is up (node.apply).
+	var up, down bool
+	if err := a.Do(func() error {
+		up = h.routesUp()
+		a.Run("ip", "link", "set", "ha", "down")
+		down = h.routesUp()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !up || down {
+		t.Fatalf("routesUp %v with the link up, %v with it down", up, down)
+	}
+}
+
+// A restarted daemon takes the peer routes its predecessor left as they are (one dump, no
+// request per route: issue 28), and writes those that differ.
+func TestAdoptedRoutesNotRewritten(t *testing.T) {
+	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
+	nstest.Link(t, a, "ha", b, "hb")
+	idx := a.Ifindex("ha")
+	same := wire.ILV{Locator: 0x2001_0db8_0061_0000, NID: 0x0a00_0000_0000_0001}.Addr()
+	moved := wire.ILV{Locator: 0x2001_0db8_0061_0000, NID: 0x0a00_0000_0000_0002}.Addr()
+	if err := a.Do(func() error {
+		first, err := newHost(8)
+		if err != nil {
+			return err
+		}
+		defer first.nl.Close()
+		for _, p := range []netip.Addr{same, moved} {
+			if err := first.routePeer(p, idx, netip.Addr{}); err != nil {
+				return err
+			}
+		}
+		next, err := newHost(8)
+		if err != nil {
+			return err
+		}
+		defer next.nl.Close()
+		if err := next.loadRoutes(); err != nil {
+			return err
+		}
+		// Behind the new host's back: if it wrote the route again, it would be back.
+		a.Run("ip", "-6", "route", "del", same.String()+"/128", "dev", "ha")
+		a.Run("ip", "-6", "route", "del", moved.String()+"/128", "dev", "ha")
+		if err := next.routePeer(same, idx, netip.Addr{}); err != nil {
+			return err
+		}
+		next.mtu-- // the route it would write now differs from the one that was there
+		if err := next.routePeer(moved, idx, netip.Addr{}); err != nil {
+			return err
+		}
+		next.forgetRoutes()
+		if next.peerRoutes[same] == nil || next.peerRoutes[moved] == nil || len(next.peerAddrs) != 2 {
+			t.Errorf("routes not recorded: %v %v", next.peerRoutes, next.peerAddrs)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := a.Run("ip", "-6", "route", "show", "dev", "ha")
+	if strings.Contains(out, same.String()) || !strings.Contains(out, moved.String()) {
+		t.Fatalf("the unchanged route was written again or the changed one not:\n%s", out)
+	}
 }

@@ -38,6 +38,18 @@ const pathPollInterval = 20 * time.Millisecond
 // seconds (issue 28); with many more the verdicts come later, by the poll's own cost.
 const pathPollShare = 10
 
+// pathPollYield is how long a poll may give way to Locator Updates queued for the loop: a
+// poll over thousands of pairs holds the loop for tens to hundreds of milliseconds, and in a
+// mass move at a correspondent every one of them made the LUs behind it wait (issue 28). The
+// verdicts come later by up to this much while LUs pour in.
+const pathPollYield = 2 * time.Second
+
+// luBacklog reports whether LUs wait for the loop: half its queue or more.
+func (n *Node) luBacklog() bool {
+	q := n.luQueue.Load()
+	return q != nil && len(*q) >= cap(*q)/2
+}
+
 // nextPathPoll is when the poll after one that began at start, took cost and wants the next
 // at want may run.
 func nextPathPoll(start time.Time, cost time.Duration, want time.Time) time.Time {
@@ -104,6 +116,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	wake := time.NewTimer(pathPollInterval)
 	defer wake.Stop()
 	var notBefore time.Time // the earliest next poll (pathPollShare)
+	var yielding time.Time  // since when the due poll gives way to queued LUs (pathPollYield)
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,8 +128,26 @@ func (n *Node) runPaths(ctx context.Context) {
 			// kicks, and a step is a poll.
 			wake.Reset(max(time.Until(notBefore), 0))
 		case <-wake.C:
+			if n.luBacklog() {
+				if yielding.IsZero() {
+					yielding = time.Now()
+				}
+				if time.Since(yielding) < pathPollYield {
+					wake.Reset(pathPollInterval)
+					continue
+				}
+			}
+			yielding = time.Time{}
 			var next time.Time
 			began := time.Now()
+			// The counters are read here, off the loop (issue 28: at 20,000 sessions the read
+			// was half of a poll, and the loop's longest stall in a mass move).
+			stats, err := n.dp.Paths()
+			if err != nil {
+				n.log.Warn("path counters", "err", err)
+				wake.Reset(pathPollInterval)
+				continue
+			}
 			if err := n.do(ctx, func() error {
 				// Answers already read go in first: a verdict must not miss one that is
 				// only waiting for the loop.
@@ -128,7 +159,7 @@ func (n *Node) runPaths(ctx context.Context) {
 						drained = true
 					}
 				}
-				now := n.pollPaths(m)
+				now := n.pollPaths(m, stats)
 				next = m.tracker.Next(now)
 				if next.IsZero() || next.After(now.Add(pathPollInterval)) {
 					next = now.Add(pathPollInterval)
@@ -154,16 +185,12 @@ func (n *Node) pathAnswered(m *pathMonitor, a echoAnswer) {
 	n.tcpRemotePinAnswered(s.key, a.at.Sub(s.at))
 }
 
-// pollPaths is one step of the monitor on the loop; it returns the step's time.
-func (n *Node) pollPaths(m *pathMonitor) time.Time {
+// pollPaths is one step of the monitor on the loop, over stats (the pair counters, read just
+// before off the loop); it returns the step's time.
+func (n *Node) pollPaths(m *pathMonitor, stats []datapath.PathStats) time.Time {
 	now := time.Now()
 	mono := datapath.MonotonicNs()
 	locals := n.cache.Locals()
-	stats, err := n.dp.Paths()
-	if err != nil {
-		n.log.Warn("path counters", "err", err)
-		return now
-	}
 	// The datapath counts pairs only for sessions that proved two-way traffic (bpf/lib/paths.h:
 	// ours once the peer answered, a responder's once its correspondent sent again after our
 	// answer), so a session is tracked, probed and told about our locators only once some

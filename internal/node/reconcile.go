@@ -21,26 +21,23 @@ import (
 // 5,000 a second lost 8,585 session events (issue 28): they are adopted over two passes.
 const reconcilePerPass = 5000
 
-// reconcileLost reconciles with sessions (the datapath's session table, read once by
-// touchSessions) if the datapath lost events since the last time, and goes on in the next
-// passes while one stopped at reconcilePerPass.
-func (n *Node) reconcileLost(sessions []datapath.Session, now time.Time) {
-	if lost, err := n.dp.EventsLost(); err == nil && lost != n.eventsLost {
+// checkEventsLost (with the datapath's events_lost counter) starts reconciling (in the sweep over the session table that begins now,
+// and the next ones while one stops at reconcilePerPass) if the datapath lost events since the
+// last time.
+func (n *Node) checkEventsLost(lost uint64) {
+	if lost != n.eventsLost {
 		n.log.Warn("datapath events lost: reconciling the sessions with the datapath's maps", "lost", lost-n.eventsLost)
 		n.eventsLost = lost
 		n.count("events_reconciliations")
 		n.reconcilePending = true
 	}
-	if n.reconcilePending {
-		n.reconcilePending = n.reconcile(sessions, now, reconcilePerPass)
-	}
 }
 
-// reconcile adopts the sessions of the datapath's table that the ILCC does not hold (their
-// creation event was lost), at most limit of them, and teaches the ILCC a remote nonce the
-// datapath learned (its nonce-learned event was lost). It reports whether it stopped at the
-// limit.
-func (n *Node) reconcile(sessions []datapath.Session, now time.Time, limit int) (more bool) {
+// reconcile adopts the sessions of the datapath's table (or a step's part of it) that the ILCC
+// does not hold (their creation event was lost), at most limit of them, and teaches the ILCC a
+// remote nonce the datapath learned (its nonce-learned event was lost). It reports how many it
+// adopted and whether it stopped at the limit.
+func (n *Node) reconcile(sessions []datapath.Session, now time.Time, limit int) (adopted int, more bool) {
 	adopt, nonces, more := toReconcile(sessions, n.cache.Binding, limit)
 	for _, s := range adopt {
 		n.openSession(s.LocalNID, s.RemoteNID, int64(s.CreatedNs), "adopted: its event was lost",
@@ -56,7 +53,7 @@ func (n *Node) reconcile(sessions []datapath.Session, now time.Time, limit int) 
 		n.apply(eff, now)
 		n.count("nonces_reconciled")
 	}
-	return more
+	return len(adopt), more
 }
 
 // toReconcile picks, from the datapath's sessions, those the ILCC lacks (at most limit; more

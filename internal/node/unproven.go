@@ -15,11 +15,9 @@ import (
 // sessions at most (1000/s x 15 s = 15,000 of 65,536 by default).
 const unprovenPackets = 1
 
-// expireUnproven closes responder sessions that stayed unproven longer than the configured
-// timeout (sessions: the datapath's session table, read once by touchSessions), and tells the
-// datapath how many Echo Reply promoted (its bounded unproven pool). Such a session stays
-// unproven however many pings its correspondent sends: the kernel answers anyone.
-func (n *Node) expireUnproven(sessions []datapath.Session, now time.Time) {
+// countUnproven tells the datapath how many sessions of its table (sessions, the whole of it)
+// an Echo Reply promoted (its bounded unproven pool).
+func (n *Node) countUnproven(sessions []datapath.Session) {
 	pool := uint64(0)
 	for _, s := range sessions {
 		if s.Flags&datapath.SessionUnproven != 0 {
@@ -29,6 +27,12 @@ func (n *Node) expireUnproven(sessions []datapath.Session, now time.Time) {
 	if err := n.dp.SetUnprovenCount(pool); err != nil {
 		n.log.Debug("unproven pool", "err", err)
 	}
+}
+
+// expireUnproven closes responder sessions that stayed unproven longer than the configured
+// timeout (sessions: a step of the sweep over the datapath's session table). Such a session
+// stays unproven however many pings its correspondent sends: the kernel answers anyone.
+func (n *Node) expireUnproven(sessions []datapath.Session, now time.Time) {
 	timeout := n.cfg.SessionUnprovenTimeout
 	if timeout <= 0 {
 		return

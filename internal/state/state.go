@@ -113,10 +113,12 @@ var (
 // Path is the state file's path in dir.
 func Path(dir string) string { return filepath.Join(dir, FileName) }
 
-// Encode returns f as the file's bytes.
+// Encode returns f as the file's bytes: compact JSON (`jq .` shows it indented). Indenting
+// made a second copy of a file of 100,000 correspondents at every write, and the daemon's
+// resident memory followed its peaks (issue 28).
 func Encode(f File) ([]byte, error) {
 	f.Version = Version
-	b, err := json.MarshalIndent(f, "", " ")
+	b, err := json.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("state: encode: %w", err)
 	}

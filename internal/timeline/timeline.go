@@ -75,6 +75,28 @@ type Writer struct {
 	mu  sync.Mutex
 	out *bufio.Writer
 	sub []chan Event
+	// held: Hold was called and Release not yet; lines wait in out until then.
+	held bool
+}
+
+// Hold makes Emit buffer its lines until Release: a daemon handling one input that causes
+// several events (an LU: received, the locator change, the ACK sent) writes them with one
+// system call instead of one each (issue 28: three writes per LU in a mass move of 10,000 LUs
+// a second). Events emitted while held, from any goroutine, are written by Release.
+func (w *Writer) Hold() {
+	w.mu.Lock()
+	w.held = true
+	w.mu.Unlock()
+}
+
+// Release ends Hold and writes what was held.
+func (w *Writer) Release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = false
+	if w.out != nil {
+		_ = w.out.Flush()
+	}
 }
 
 // NewWriter writes to out (nil: events only go to subscribers).
@@ -86,8 +108,9 @@ func NewWriter(out io.Writer) *Writer {
 	return w
 }
 
-// Emit stamps the event (unless already stamped), writes and flushes it, and hands it to
-// subscribers that keep up; a slow subscriber misses events rather than stalling the daemon.
+// Emit stamps the event (unless already stamped), writes and flushes it (unless held), and
+// hands it to subscribers that keep up; a slow subscriber misses events rather than stalling
+// the daemon.
 func (w *Writer) Emit(e Event) {
 	if e.MonoNS == 0 {
 		e.MonoNS = Now()
@@ -97,7 +120,9 @@ func (w *Writer) Emit(e Event) {
 	if w.out != nil {
 		line, _ := json.Marshal(e)
 		_, _ = w.out.Write(append(line, '\n'))
-		_ = w.out.Flush()
+		if !w.held {
+			_ = w.out.Flush()
+		}
 	}
 	for _, ch := range w.sub {
 		select {

@@ -34,3 +34,28 @@ func TestReadRejectsMalformedLine(t *testing.T) {
 		t.Fatalf("err = %v, want one naming line 2", err)
 	}
 }
+
+// Held events reach the file only at Release, all of them; unheld ones at once.
+func TestHoldRelease(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.Emit(Event{MonoNS: 1, Kind: LUSent})
+	if n := strings.Count(buf.String(), "\n"); n != 1 {
+		t.Fatalf("unheld: %d lines written", n)
+	}
+	w.Hold()
+	w.Emit(Event{MonoNS: 2, Kind: LUReceived})
+	w.Emit(Event{MonoNS: 3, Kind: LUAckSent})
+	if n := strings.Count(buf.String(), "\n"); n != 1 {
+		t.Fatalf("held: %d lines written, want the 1 before Hold", n)
+	}
+	w.Release()
+	evs, err := Read(strings.NewReader(buf.String()))
+	if err != nil || len(evs) != 3 || evs[1].MonoNS != 2 || evs[2].MonoNS != 3 {
+		t.Fatalf("after Release: %+v (%v)", evs, err)
+	}
+	w.Emit(Event{MonoNS: 4, Kind: LUSent})
+	if n := strings.Count(buf.String(), "\n"); n != 4 {
+		t.Fatalf("after Release an event is not written at once: %d lines", n)
+	}
+}

@@ -140,6 +140,7 @@ func (s *scaleRun) memory(r *Result) error {
 	if r.Notes.KernelMapBytes, err = mapBytes(pid); err != nil {
 		return err
 	}
+	s.startProfile(context.Background(), "cn", "heap", "cn-heap.pprof").wait(s.cfg.Log)
 	n := float64(r.Sessions)
 	r.KernelBytesPerSession = float64(r.Notes.KernelMapBytes) / n
 	r.DaemonBytesPerSession = float64(r.Notes.RSSAfter-r.Notes.RSSBefore) / n
@@ -289,6 +290,11 @@ func (s *scaleRun) massMove(ctx context.Context, r *Result) error {
 	if err := sleep(ctx, time.Second); err != nil {
 		return err
 	}
+	secs := int(s.cfg.LUDuration.Seconds() + 1.5)
+	prof := s.startProfile(ctx, "cn", fmt.Sprintf("profile?seconds=%d", secs), "cn-massmove.cpu.pprof")
+	defer prof.wait(s.cfg.Log)
+	trace := s.startProfile(ctx, "cn", fmt.Sprintf("trace?seconds=%d", secs), "cn-massmove.trace")
+	defer trace.wait(s.cfg.Log)
 	begin := time.Now()
 	sent, err := s.peers.pace(ctx, count, s.cfg.LURate, func(i int) ([]byte, error) {
 		src := wire.ILV{Locator: locB, NID: s.cn.nid(i)}
@@ -381,6 +387,8 @@ func (s *scaleRun) fanout(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
+	prof := s.startProfile(ctx, "mn", "profile?seconds=3", "mn-fanout.cpu.pprof")
+	defer prof.wait(s.cfg.Log)
 	t0 := monoNow()
 	if _, err := s.t.MN.Run("ip", "link", "set", lab.IfMNR3, "up"); err != nil {
 		return err

@@ -71,7 +71,11 @@ type Config struct {
 	LUDuration     time.Duration // how long the mass move lasts (default 10 s)
 	Correspondents int           // the MN's correspondents in the fan-out (default 1,000)
 	OpenRate       int           // sessions opened per second (default 5,000)
-	Log            io.Writer
+	// ProfileDir, if set, is where the daemons serve their Go profiles and the run saves the
+	// CN's CPU profile of the mass move, its heap with the sessions and the MN's CPU profile
+	// of the fan-out (profile.go). A short path: it holds Unix sockets.
+	ProfileDir string
+	Log        io.Writer
 }
 
 // Addresses of the correspondents' namespace (behind R1) and the prefixes they live in.
@@ -90,6 +94,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	dir, err := filepath.Abs(cfg.Out)
 	if err != nil {
 		return Result{}, err
+	}
+	if cfg.ProfileDir != "" {
+		if cfg.ProfileDir, err = filepath.Abs(cfg.ProfileDir); err != nil {
+			return Result{}, err
+		}
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return Result{}, err
+		}
 	}
 	s, err := start(ctx, cfg, filepath.Join(dir, "lab"))
 	if err != nil {
@@ -399,7 +411,11 @@ func (s *scaleRun) daemons(ctx context.Context) error {
 		if err := n.ns.WriteEtc("resolv.conf", "nameserver ::1\n"); err != nil {
 			return err
 		}
-		p, err := t.Start(n.ns, "ilnpd-"+n.name, ilnpd, "-config", conf)
+		args := []string{ilnpd, "-config", conf}
+		if sock := s.pprofSocket(n.name); sock != "" {
+			args = append(args, "-pprof", sock)
+		}
+		p, err := t.Start(n.ns, "ilnpd-"+n.name, args...)
 		if err != nil {
 			return err
 		}

@@ -372,7 +372,7 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	handoffs := fs.Int("handoffs", d.Handoffs, "success: signalling exchanges per loss setting and mode")
 	successModes := fs.String("success-modes", strings.Join(d.SuccessModes, ","), "success: ilnp-soft (LU/LU-ACK), mipv6 (home BU/BAck) and/or mipv6-ro (and return routability, the CN's BU/BAck)")
 	losses := fs.String("losses", "0,0.02,0.05,0.1", "success: loss on the old and new link (fractions)")
-	lossPairs := fs.String("loss-pairs", "", "success: further settings with unequal loss, OLD/NEW fractions on R1-R2 / R1-R3 (e.g. 0/0.2,0.2/0)")
+	lossPairs := fs.String("loss-pairs", "", "success: settings OLD/NEW, the loss on R1-R2 / R1-R3 (e.g. 0/0.2,0.2/0); given without --losses, only these run")
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
 	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")
@@ -391,6 +391,12 @@ func cmdSignalling(ctx context.Context, args []string) error {
 			return fmt.Errorf("--losses: %q is not a fraction in [0, 1)", l)
 		}
 		cfg.Losses = append(cfg.Losses, v)
+	}
+	lossesSet := false
+	fs.Visit(func(f *flag.Flag) { lossesSet = lossesSet || f.Name == "losses" })
+	if *lossPairs != "" && !lossesSet {
+		// --loss-pairs alone runs only its settings.
+		cfg.Losses = nil
 	}
 	for _, l := range split(*lossPairs) {
 		var o, n float64

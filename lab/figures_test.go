@@ -212,8 +212,8 @@ func TestResultsCh6(t *testing.T) {
 	}
 	writeJSON(filepath.Join(out, "ch6", "signalling.json"), res)
 	cells := cfg.ch6Cells()
-	if sc := cfg.ch6SuccessCells(); len(sc) == 0 || sc[0].Error == "" {
-		t.Errorf("success cells without any success run: %+v", sc)
+	if sc := cfg.ch6SuccessCells(); len(sc) != 6 || sc[0].Error == "" {
+		t.Errorf("success cells of a --quick table without any success run: %+v, want 10 %%/10 %% for ilnp-soft, mipv6 and mipv6-ro (rate and LUs)", sc)
 	}
 	if len(cells) != 2 || cells[0].Value == nil || *cells[0].Value != d || cells[0].N != 1 || cells[1].Error != "injector did not fire" {
 		t.Fatalf("cells %+v", cells)
@@ -300,6 +300,13 @@ func TestResultsCh6Success(t *testing.T) {
 	}
 	if c := by[ch6SuccessLabel(0.2, 0)+"|ilnp-soft"]; c.Error == "" {
 		t.Errorf("a setting without a run: %+v", c)
+	}
+	// A --quick table shows 10 %/10 % and whatever else was measured.
+	quick := QuickResults(out, "")
+	quick.Rows = []string{"ch6"}
+	qc := quick.ch6SuccessCells()
+	if len(qc) != 7 || qc[6].Row != ch6SuccessLabel(0, 0.2) || qc[6].Mode != "ilnp-soft" {
+		t.Errorf("--quick cells %+v, want 10 %%/10 %% (3 modes, rate and LUs) and the measured 0 %%/20 %%", qc)
 	}
 	md := ResultsMarkdown(cfg, cells)
 	for _, want := range []string{

@@ -229,8 +229,18 @@ func ch6AttemptsLabel(old, new float64) string {
 // ch6SuccessCells are row ch6's success rates (Table 6.2) and LUs per handoff (Fig. 3.5).
 func (c ResultsConfig) ch6SuccessCells() []ResultsCell {
 	pooled, errs, err := ch6SuccessRows(c.Out)
+	settings := c.ch6Settings()
+	// Settings measured beyond the configuration's (a --quick table over fuller runs) show too,
+	// in the order of the full table.
+	full := c
+	full.Quick = false
+	for _, s := range full.ch6Settings() {
+		if _, ok := pooled[s]; ok && !slices.Contains(settings, s) {
+			settings = append(settings, s)
+		}
+	}
 	var cells []ResultsCell
-	for _, s := range c.ch6Settings() {
+	for _, s := range settings {
 		cmd := c.ch6SuccessCommand(s)
 		sc := ResultsCell{Row: ch6SuccessLabel(s.Old, s.New), Mode: s.Mode, Command: cmd}
 		ac := ResultsCell{Row: ch6AttemptsLabel(s.Old, s.New), Mode: s.Mode, Command: cmd}

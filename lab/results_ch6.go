@@ -230,12 +230,13 @@ func ch6AttemptsLabel(old, new float64) string {
 func (c ResultsConfig) ch6SuccessCells() []ResultsCell {
 	pooled, errs, err := ch6SuccessRows(c.Out)
 	settings := c.ch6Settings()
-	// Settings measured beyond the configuration's (a --quick table over fuller runs) show too,
-	// in the order of the full table.
+	// Settings measured (or tried) beyond the configuration's (a --quick table over fuller
+	// runs) show too, in the order of the full table.
 	full := c
 	full.Quick = false
 	for _, s := range full.ch6Settings() {
-		if _, ok := pooled[s]; ok && !slices.Contains(settings, s) {
+		_, ok := pooled[s]
+		if (ok || len(errs[s]) > 0) && !slices.Contains(settings, s) {
 			settings = append(settings, s)
 		}
 	}

@@ -212,6 +212,9 @@ func TestResultsCh6(t *testing.T) {
 	}
 	writeJSON(filepath.Join(out, "ch6", "signalling.json"), res)
 	cells := cfg.ch6Cells()
+	if sc := cfg.ch6SuccessCells(); len(sc) != 6 || sc[0].Error == "" {
+		t.Errorf("success cells of a --quick table without any success run: %+v, want 10 %%/10 %% for ilnp-soft, mipv6 and mipv6-ro (rate and LUs)", sc)
+	}
 	if len(cells) != 2 || cells[0].Value == nil || *cells[0].Value != d || cells[0].N != 1 || cells[1].Error != "injector did not fire" {
 		t.Fatalf("cells %+v", cells)
 	}
@@ -248,5 +251,73 @@ func TestResultsAttempts(t *testing.T) {
 	md := ResultsMarkdown(ResultsConfig{ProfileName: "quick", Reps: 1, Handoffs: 40, Modes: []string{"ilnp-soft", "mipv6"}, Rows: ResultsRows}, cells)
 	if !strings.Contains(md, "| LUs (BUs) sent per handoff at 10 % loss | 1.15 (n=40) [1] | failed: no row in signalling.json [1] | ILNP (overlay, 10-20 %): 1.1-1.4 |") {
 		t.Errorf("results.md:\n%s", md)
+	}
+}
+
+// Row ch6's success rates pool every run of a setting under OUT/ch6/success (the chunks it was
+// measured in), recompute the rate and its interval over the pool, and stand beside Table 6.2
+// (10 %/10 %) or eqs. 17-19 beyond it; ILNP's LUs per handoff beside Fig. 3.5's overlay.
+func TestResultsCh6Success(t *testing.T) {
+	out := t.TempDir()
+	cfg := DefaultResults(out, "")
+	cfg.Rows, cfg.Handoffs = []string{"ch6"}, 40
+	lo, ln, z, tw := 0.1, 0.1, 0.0, 0.2
+	write := func(dir string, rows ...SuccessRow) {
+		if err := os.MkdirAll(filepath.Join(out, "ch6", "success", dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeJSON(filepath.Join(out, "ch6", "success", dir, "signalling.json"), SignallingResults{Success: rows})
+	}
+	write("mipv6-ro-10-10", SuccessRow{Mode: "mipv6-ro", Loss: 0.1, LossOld: &lo, LossNew: &ln, Exchanges: 40, FirstTry: 10, Eventually: 40, Attempts: 48, Analytic: 0.2288})
+	write("mipv6-ro-10-10-b", SuccessRow{Mode: "mipv6-ro", Loss: 0.1, LossOld: &lo, LossNew: &ln, Exchanges: 20, FirstTry: 5, Eventually: 20, Attempts: 24, Analytic: 0.2288},
+		SuccessRow{Mode: "mipv6", Loss: 0.1, LossOld: &lo, LossNew: &ln, Error: "HA gone"})
+	write("ilnp-soft-0-20", SuccessRow{Mode: "ilnp-soft", Loss: 0.2, LossOld: &z, LossNew: &tw, Exchanges: 50, FirstTry: 32, Eventually: 50, Attempts: 70, Analytic: 0.64})
+	// An old file: Loss alone means old = new.
+	write("ilnp-soft-10-10", SuccessRow{Mode: "ilnp-soft", Loss: 0.1, Exchanges: 30, FirstTry: 24, Eventually: 30, Attempts: 36, Analytic: 0.81})
+	cells := cfg.ch6SuccessCells()
+	by := map[string]ResultsCell{}
+	for _, c := range cells {
+		by[c.Row+"|"+c.Mode] = c
+	}
+	ro := by[ch6SuccessLabel(0.1, 0.1)+"|mipv6-ro"]
+	if ro.Value == nil || *ro.Value != 0.25 || ro.N != 60 || ro.Low == nil || *ro.Low >= 0.25 || *ro.High <= 0.25 {
+		t.Fatalf("pooled RO cell %+v, want 15/60 with an interval around it", ro)
+	}
+	if c := by[ch6AttemptsLabel(0.1, 0.1)+"|mipv6-ro"]; c.Value == nil || *c.Value != 1.2 {
+		t.Errorf("RO BUs per handoff %+v, want 72/60", c)
+	}
+	if c := by[ch6SuccessLabel(0.1, 0.1)+"|mipv6"]; c.Error != "HA gone" {
+		t.Errorf("failed run: %+v", c)
+	}
+	if c := by[ch6SuccessLabel(0, 0.2)+"|ilnp-soft"]; c.Value == nil || *c.Value != 0.64 || c.N != 50 {
+		t.Errorf("unequal loss cell %+v", c)
+	}
+	if _, ok := by[ch6AttemptsLabel(0, 0.2)+"|ilnp-soft"]; ok {
+		t.Error("LUs per handoff with unequal loss: not a thesis row")
+	}
+	if c := by[ch6SuccessLabel(0.1, 0.1)+"|ilnp-soft"]; c.Value == nil || *c.Value != 0.8 {
+		t.Errorf("old-format row %+v", c)
+	}
+	if c := by[ch6SuccessLabel(0.2, 0)+"|ilnp-soft"]; c.Error == "" {
+		t.Errorf("a setting without a run: %+v", c)
+	}
+	// A --quick table shows 10 %/10 % and whatever else was measured.
+	quick := QuickResults(out, "")
+	quick.Rows = []string{"ch6"}
+	qc := quick.ch6SuccessCells()
+	if len(qc) != 7 || qc[6].Row != ch6SuccessLabel(0, 0.2) || qc[6].Mode != "ilnp-soft" {
+		t.Errorf("--quick cells %+v, want 10 %%/10 %% (3 modes, rate and LUs) and the measured 0 %%/20 %%", qc)
+	}
+	md := ResultsMarkdown(cfg, cells)
+	for _, want := range []string{
+		"| handoff success, first try, loss old/new 10 %/10 % | 0.80 [0.63, 0.90] (n=30) [",
+		"0.25 [0.16, 0.37] (n=60) [", "| Table 6.2: ILNP 0.81, MIPv6 0.66, RO 0.23 |",
+		"| eqs. 17-19 (beyond Table 6.2's 1-10 %): ILNP 0.64, MIPv6 0.64, RO 0.17 |",
+		"ILNP overlay, 20 % round trip (Fig. 3.5): 1.2-1.4",
+		"`ilnp-lab signalling --parts success --success-modes mipv6-ro --loss-pairs 0.1/0.1 --handoffs 40 --mipv6-tha 0s --out " + out,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
 	}
 }

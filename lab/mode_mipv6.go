@@ -56,6 +56,8 @@ type mipv6Mode struct {
 	r1caps             []*Proc
 	doubleJump         bool
 	collected, stopped bool
+	// freshHomeTest: the MN's mip6d runs the home test at every move away (-fresh-home-test).
+	freshHomeTest bool
 }
 
 func (m *mipv6Mode) Name() string {
@@ -215,6 +217,9 @@ func (m *mipv6Mode) Setup(ctx context.Context, t *Topology) error {
 			return err
 		}
 		mnArgs = append(mnArgs, "-cn", cn)
+		if m.freshHomeTest {
+			mnArgs = append(mnArgs, "-fresh-home-test")
+		}
 	default:
 		m.cnEv = ""
 	}

@@ -170,7 +170,7 @@ func attemptsCell(mode string, loss float64, cmd string, res SignallingResults, 
 		return c
 	}
 	for _, r := range res.Success {
-		if r.Mode != mode || r.Loss != loss {
+		if o, n := r.Losses(); r.Mode != mode || o != loss || n != loss {
 			continue
 		}
 		if r.Error != "" {
@@ -329,6 +329,7 @@ func Results(ctx context.Context, cfg ResultsConfig) error {
 	}
 	if cfg.has(cfg.Rows, "ch6") {
 		cells = append(cells, cfg.ch6Cells()...)
+		cells = append(cells, cfg.ch6SuccessCells()...)
 	}
 	return WriteResults(cfg, cells)
 }
@@ -425,7 +426,7 @@ func successCell(mode, cmd string, res SignallingResults, err error) ResultsCell
 		return c
 	}
 	for _, r := range res.Success {
-		if r.Mode != mode || r.Loss != successLoss {
+		if o, n := r.Losses(); r.Mode != mode || o != successLoss || n != successLoss {
 			continue
 		}
 		if r.Error != "" {
@@ -477,6 +478,11 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 		l := fmt.Sprintf("handoff delay, one LU/BU lost (%s)", sc)
 		thesis[l] = ch6Thesis(l)
 	}
+	for _, c := range cells {
+		if _, ok := thesis[c.Row]; !ok {
+			thesis[c.Row] = ch6SuccessThesis(c.Row)
+		}
+	}
 	byRow := map[string]map[string]ResultsCell{}
 	for _, c := range cells {
 		if byRow[c.Row] == nil {
@@ -504,7 +510,7 @@ func ResultsMarkdown(cfg ResultsConfig, cells []ResultsCell) string {
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	if len(sources) > 0 {
-		b.WriteString("\nWhere the delays come from (MIPv6: the HA's DAD and the round trips; one LU/BU lost: the thesis's and the analytic value):\n\n" + strings.Join(sources, "\n") + "\n")
+		b.WriteString("\nWhere the delays come from (MIPv6: the HA's DAD and the round trips; one LU/BU lost: the thesis's and the analytic value; chapter 6's success rates: the handoffs counted and eqs. 17-19 with their losses):\n\n" + strings.Join(sources, "\n") + "\n")
 	}
 	b.WriteString("\nCommands:\n\n")
 	for i, c := range commands {

@@ -36,6 +36,9 @@ type SignallingConfig struct {
 	Handoffs     int
 	Losses       []float64
 	SuccessModes []string
+	// LossPairs are further settings with unequal loss: {old, new}, the loss on R1-R2 (the
+	// home link's side, the old path) and on R1-R3 (the new path) (thesis §6.2.2).
+	LossPairs [][2]float64
 	// Delay: scenarios and modes, with the quick movement profile and UDP HD traffic.
 	Scenarios, Modes []string
 	Traffic          string
@@ -127,10 +130,15 @@ func Signalling(ctx context.Context, cfg SignallingConfig) error {
 		if len(modes) == 0 {
 			modes = []string{"ilnp-soft"}
 		}
+		var pairs [][2]float64
+		for _, loss := range cfg.Losses {
+			pairs = append(pairs, [2]float64{loss, loss})
+		}
+		pairs = append(pairs, cfg.LossPairs...)
 		for _, mode := range modes {
-			for _, loss := range cfg.Losses {
-				cfg.progress("success %s, %g %% loss on R1-R2 and R1-R3, %d exchanges", mode, loss*100, cfg.Handoffs)
-				row, err := measureSuccess(ctx, cfg, mode, loss)
+			for _, pair := range pairs {
+				cfg.progress("success %s, %g %% loss on R1-R2 (old), %g %% on R1-R3 (new), %d handoffs", mode, pair[0]*100, pair[1]*100, cfg.Handoffs)
+				row, err := measureSuccess(ctx, cfg, mode, pair[0], pair[1])
 				if err != nil {
 					if errors.Is(err, context.Canceled) {
 						return err
@@ -224,8 +232,14 @@ type DelayRow struct {
 
 // SuccessRow is the measured single-attempt success rate at one loss setting.
 type SuccessRow struct {
-	Mode string  `json:"mode"` // ilnp-soft (LU/LU-ACK) or mipv6 (home BU/BAck)
-	Loss float64 `json:"loss"` // on both R1-R2 (old) and R1-R3 (new)
+	// Mode: ilnp-soft (one LU/LU-ACK exchange), mipv6 (home BU/BAck) or mipv6-ro (home
+	// BU/BAck, HoTI/HoT, CoTI/CoT and the correspondent's BU/BAck: eq. 18's eight messages).
+	Mode string `json:"mode"`
+	// Loss is on both R1-R2 (old) and R1-R3 (new); with unequal loss it is the new path's
+	// and LossOld / LossNew say both (rows written before they existed have only Loss).
+	Loss    float64  `json:"loss"`
+	LossOld *float64 `json:"loss_old,omitempty"`
+	LossNew *float64 `json:"loss_new,omitempty"`
 	// THAms is the T_HA this MIPv6 run used (absent for ILNP).
 	THAms     *float64 `json:"tha_ms,omitempty"`
 	Exchanges int      `json:"exchanges"`
@@ -243,6 +257,14 @@ type SuccessRow struct {
 	Attempts            int     `json:"attempts"`
 	AttemptsPerExchange float64 `json:"attempts_per_exchange"`
 	Error               string  `json:"error,omitempty"`
+}
+
+// Losses are the row's loss on the old (R1-R2) and the new (R1-R3) path.
+func (r SuccessRow) Losses() (old, new float64) {
+	if r.LossOld == nil || r.LossNew == nil {
+		return r.Loss, r.Loss
+	}
+	return *r.LossOld, *r.LossNew
 }
 
 func columnOf(mode string) (analysis.Column, bool) {
@@ -496,6 +518,68 @@ func HomeRegistrations(ev []timeline.Event) []Exchange {
 	return exchanges(kept, timeline.BUSent, timeline.BAckReceived, ": accepted")
 }
 
+// ROHandoffs is HomeRegistrations for a route-optimising mip6d: one Exchange per move away,
+// from its first home BU (lifetime > 0) to the return home, whose four requests are the home
+// BU, HoTI, CoTI and the correspondent BU (thesis Fig. 6.3, eq. 18). Attempts counts the home
+// BUs (BUs per handoff); Acked says all four were answered (home and correspondent BAck
+// accepted, HoT and CoT received); AckedOn is 1 when each request went out exactly once and 2
+// when any was sent again, so FirstTry is eq. 18's "every message arrived".
+func ROHandoffs(ev []timeline.Event) []Exchange {
+	var out []Exchange
+	type count struct{ sent, answered int }
+	var home, hot, cot, cn count
+	away := false
+	closeOut := func() {
+		if len(out) == 0 {
+			return
+		}
+		x := &out[len(out)-1]
+		x.Attempts = home.sent
+		x.Acked = home.answered > 0 && hot.answered > 0 && cot.answered > 0 && cn.answered > 0
+		x.AckedOn = 1
+		for _, c := range []count{home, hot, cot, cn} {
+			if c.sent != 1 {
+				x.AckedOn = 2
+			}
+		}
+	}
+	for _, e := range ev {
+		switch {
+		case e.Kind == timeline.BUSent && strings.HasPrefix(e.Detail, "home registration"):
+			if e.Attempt <= 1 {
+				was := away
+				away = !strings.Contains(e.Detail, "lifetime 0s")
+				if away && !was {
+					out = append(out, Exchange{StartNS: e.MonoNS})
+					home, hot, cot, cn = count{}, count{}, count{}, count{}
+				}
+			}
+			if away {
+				home.sent++
+			}
+		case !away:
+		case e.Kind == timeline.BAckReceived && strings.HasPrefix(e.Detail, "home registration") && strings.Contains(e.Detail, ": accepted"):
+			home.answered++
+		case e.Kind == timeline.RRMessage && e.Detail == "HoTI sent":
+			hot.sent++
+		case e.Kind == timeline.RRMessage && e.Detail == "HoT received":
+			hot.answered++
+		case e.Kind == timeline.RRMessage && e.Detail == "CoTI sent":
+			cot.sent++
+		case e.Kind == timeline.RRMessage && e.Detail == "CoT received":
+			cot.answered++
+		case e.Kind == timeline.BUSent && e.Detail == "correspondent registration":
+			cn.sent++
+		case e.Kind == timeline.BAckReceived && e.Detail == "correspondent registration: accepted":
+			cn.answered++
+		}
+		if away {
+			closeOut()
+		}
+	}
+	return out
+}
+
 func exchanges(ev []timeline.Event, sent, answered timeline.Kind, acked string) []Exchange {
 	var out []Exchange
 	for _, e := range ev {
@@ -523,27 +607,37 @@ func exchanges(ev []timeline.Event, sent, answered timeline.Kind, acked string) 
 // FirstTry says the exchange was acked without a retransmission.
 func (x Exchange) FirstTry() bool { return x.Acked && x.Attempts == 1 && x.AckedOn <= 1 }
 
-// measureSuccess builds a lan-lan testbed whose R1-R2 and R1-R3 links lose `loss` of the
-// packets each way, runs a session in mode (ilnp-soft or mipv6), and moves the MN back and
-// forth. ILNP (L2 -> L3 -> L2 ...): every move is two LU exchanges (new link up, old link
-// down). MIPv6 (the thesis's trigger, the home link going down): every move away is one home
-// registration through both lossy links, and every return home a deregistration on the home
-// link, which is waited for but not counted.
-func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, loss float64) (row SuccessRow, err error) {
-	row.Mode, row.Loss = modeName, loss
+// measureSuccess builds a lan-lan testbed whose R1-R2 (old) and R1-R3 (new) links lose
+// lossOld and lossNew of the packets each way, runs a session in mode (ilnp-soft, mipv6 or
+// mipv6-ro), and moves the MN back and forth. ILNP (L2 -> L3 -> L2 ...): every move is two
+// LU exchanges (new link up, old link down); with unequal loss only the exchanges of the
+// moves from L2 to L3 are counted (the thesis's handoff from the HA's network to R3's).
+// MIPv6 (the thesis's trigger, the home link going down): every move away is one home
+// registration through both lossy links (with RO also a fresh return routability and the
+// correspondent registration), and every return home a deregistration on the home link,
+// which is waited for but not counted.
+func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, lossOld, lossNew float64) (row SuccessRow, err error) {
+	row.Mode, row.Loss, row.LossOld, row.LossNew = modeName, lossNew, ptrF(lossOld), ptrF(lossNew)
 	proto, readExchanges := analysis.ILNPv6, LUExchanges
 	switch modeName {
 	case "ilnp-soft":
 	case "mipv6":
 		proto, readExchanges = analysis.MIPv6NoRO, HomeRegistrations
 		row.THAms = ptrF(float64(cfg.THA) / 1e6)
+	case "mipv6-ro":
+		proto, readExchanges = analysis.MIPv6RO, ROHandoffs
+		row.THAms = ptrF(float64(cfg.THA) / 1e6)
 	default:
-		return row, fmt.Errorf("success is measured for ilnp-soft and mipv6, not %q", modeName)
+		return row, fmt.Errorf("success is measured for ilnp-soft, mipv6 and mipv6-ro, not %q", modeName)
 	}
-	p := analysis.PathFromLoss(loss, loss)
+	p := analysis.PathFromLoss(lossOld, lossNew)
 	row.Analytic = p.Success(proto)
 	row.AnalyticRetries = p.SuccessWithRetries(proto, 3)
-	dir, err := filepath.Abs(filepath.Join(cfg.Out, "success", modeName, "loss-"+strconv.FormatFloat(loss*100, 'g', -1, 64)))
+	name := "loss-" + strconv.FormatFloat(lossNew*100, 'g', -1, 64)
+	if lossOld != lossNew {
+		name = "loss-" + strconv.FormatFloat(lossOld*100, 'g', -1, 64) + "-" + strconv.FormatFloat(lossNew*100, 'g', -1, 64)
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, "success", modeName, name))
 	if err != nil {
 		return row, err
 	}
@@ -551,8 +645,14 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return row, err
 	}
-	shape := "loss=" + strconv.FormatFloat(loss, 'g', -1, 64)
-	sc := Scenario{Name: "lossy", R2Link: shape, R3Link: shape, Title: "lossy", Definition: shape + " on R1-R2 and R1-R3"}
+	shapeOf := func(loss float64) string {
+		if loss == 0 {
+			return "lan"
+		}
+		return "loss=" + strconv.FormatFloat(loss, 'g', -1, 64)
+	}
+	sc := Scenario{Name: "lossy", R2Link: shapeOf(lossOld), R3Link: shapeOf(lossNew), Title: "lossy",
+		Definition: fmt.Sprintf("loss %g on R1-R2, %g on R1-R3", lossOld, lossNew)}
 	prof := Profiles["quick"]
 	// Build checks reachability with single pings, which the lossy links may drop: retry.
 	var topo *Topology
@@ -562,7 +662,7 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 			break
 		}
 		if try == 5 || ctx.Err() != nil {
-			return row, fmt.Errorf("testbed with %s: %w", shape, err)
+			return row, fmt.Errorf("testbed with %s: %w", sc.Definition, err)
 		}
 		cfg.progress("  testbed not ready (%v), building again", err)
 	}
@@ -570,6 +670,10 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 	MIPv6HAProcessing = cfg.THA // read by the mode's constructor
 	mode := Modes[modeName](ModeOptions{BinDir: cfg.BinDir, Dir: dir})
 	MIPv6HAProcessing = old
+	if m, ok := mode.(*mipv6Mode); ok {
+		// Every handoff runs the whole return routability, as each of the thesis's did.
+		m.freshHomeTest = true
+	}
 	defer func() {
 		err = errors.Join(err, mode.Teardown(topo), topo.Close())
 	}()
@@ -609,7 +713,12 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 	waitAck := func(before int) error {
 		// MIPv6 backs off from 1.5 s (RFC 6275 s.11.8): at 10 % loss on both links an exchange
 		// fails a third of its attempts, so three in a row (1.5 + 3 + 6 s) are not rare.
-		const limit = 60 * time.Second
+		limit := 60 * time.Second
+		if modeName == "mipv6-ro" {
+			// Return routability backs off from 1 s to 32 s: at 10 %/20 % a HoTI/HoT round
+			// fails 58 % of the time, and six in a row (1 + 2 + ... + 32 s) came in 14 handoffs.
+			limit = 150 * time.Second
+		}
 		deadline := time.Now().Add(limit)
 		for {
 			xs := exchanges()
@@ -626,15 +735,24 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 			}
 		}
 	}
-	if modeName == "mipv6" {
+	ilnp := !strings.HasPrefix(modeName, "mipv6")
+	// counted: the exchanges that count (ILNP with unequal loss: those of the moves to L3).
+	var counted []Exchange
+	total := func() int {
+		if ilnp && lossOld != lossNew {
+			return len(counted)
+		}
+		return len(exchanges())
+	}
+	if !ilnp {
 		// The foreign link stays up; the home link comes and goes.
 		if err := link(IfMNR3, "up"); err != nil {
 			return row, err
 		}
 		time.Sleep(2 * prof.RAMax)
 	}
-	for i := 0; len(exchanges()) < cfg.Handoffs; i++ {
-		if modeName == "mipv6" {
+	for i := 0; total() < cfg.Handoffs; i++ {
+		if !ilnp {
 			n := len(exchanges())
 			if err := link(IfMNR2, "down"); err != nil {
 				return row, err
@@ -655,6 +773,7 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 		}
 		next := 1 - at
 		n := len(exchanges())
+		first := n
 		if err := link(ifs[next], "up"); err != nil {
 			return row, err
 		}
@@ -668,12 +787,19 @@ func measureSuccess(ctx context.Context, cfg SignallingConfig, modeName string, 
 		if err := waitAck(n); err != nil {
 			return row, err
 		}
+		if ifs[next] == IfMNR3 {
+			counted = append(counted, exchanges()[first:]...)
+		}
 		at = next
 		if i%5 == 4 {
 			cfg.progress("  %d moves, %d LU exchanges", i+1, len(exchanges()))
 		}
 	}
-	for _, x := range exchanges() {
+	all := exchanges()
+	if ilnp && lossOld != lossNew {
+		all = counted
+	}
+	for _, x := range all {
 		row.Exchanges++
 		if x.FirstTry() {
 			row.FirstTry++

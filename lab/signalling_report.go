@@ -57,7 +57,11 @@ func (r SignallingResults) successRows() [][]string {
 		if s.Exchanges > 0 {
 			ev = float64(s.Eventually) / float64(s.Exchanges)
 		}
-		rows = append(rows, []string{cmp.Or(s.Mode, "ilnp-soft"), f(s.Loss), strconv.Itoa(s.Exchanges), strconv.Itoa(s.FirstTry), f(s.Rate), f(s.CILow), f(s.CIHigh),
+		loss := f(s.Loss)
+		if o, n := s.Losses(); o != n {
+			loss = f(o) + "/" + f(n)
+		}
+		rows = append(rows, []string{cmp.Or(s.Mode, "ilnp-soft"), loss, strconv.Itoa(s.Exchanges), strconv.Itoa(s.FirstTry), f(s.Rate), f(s.CILow), f(s.CIHigh),
 			f(s.Analytic), f(ev), f(s.AnalyticRetries), s.Error})
 	}
 	return rows
@@ -139,20 +143,27 @@ func (r SignallingResults) Markdown(level int) string {
 	}
 	if len(r.Success) > 0 {
 		fmt.Fprintf(&b, "%s# Single-attempt handoff success under link loss (Table 6.2, eqs. 17 and 19)\n\n", h)
-		b.WriteString("lan-lan, the same loss on the old (R1-R2) and new (R1-R3) link each way (link emulator). " +
+		b.WriteString("lan-lan, loss on the old (R1-R2) and new (R1-R3) link each way (link emulator). " +
 			"ilnp-soft: the MN moves L2 → L3 → L2 …, each move two LU exchanges (new link up, old link down); analytic " +
 			"eq. 19, (1-p)². mipv6: the home link goes down and comes back, each move away one home registration (BU from " +
 			"the care-of address in L3 to the HA on R2, BAck back: both lossy links each way), analytic eq. 17, (1-p)⁴; the " +
-			"deregistration at home crosses neither link and is not counted. A success is an exchange acknowledged without a " +
-			"retransmission; beside it the share acknowledged at all and the analytic value with 3 attempts.\n\n")
+			"deregistration at home crosses neither link and is not counted. mipv6-ro: each move away also a fresh return " +
+			"routability (HoTI/HoT through the HA, CoTI/CoT) and the correspondent's BU/BAck, a success when all eight " +
+			"messages arrived at the first try, analytic eq. 18. With unequal loss ILNP counts only the exchanges of the moves " +
+			"L2 → L3. A success is an exchange acknowledged without a retransmission; beside it the share acknowledged at all, " +
+			"the analytic value with 3 attempts and the LUs (home BUs) sent per exchange.\n\n")
 		rows := r.successRows()
-		rows[0] = []string{"mode", "loss (old = new)", "exchanges", "first try", "measured rate", "95 % CI (Wilson)", "analytic",
-			"acked eventually", "analytic, 3 attempts"}
+		rows[0] = []string{"mode", "loss (old / new)", "exchanges", "first try", "measured rate", "95 % CI (Wilson)", "analytic",
+			"acked eventually", "analytic, 3 attempts", "sent per exchange"}
 		for i := 1; i < len(rows); i++ {
 			s := r.Success[i-1]
 			row := rows[i]
-			rows[i] = []string{row[0], strconv.FormatFloat(s.Loss*100, 'g', -1, 64) + " %", row[2], row[3], row[4],
-				"[" + row[5] + ", " + row[6] + "]", row[7], row[8], row[9]}
+			loss := strconv.FormatFloat(s.Loss*100, 'g', -1, 64) + " %"
+			if o, n := s.Losses(); o != n {
+				loss = strconv.FormatFloat(o*100, 'g', -1, 64) + " % / " + strconv.FormatFloat(n*100, 'g', -1, 64) + " %"
+			}
+			rows[i] = []string{row[0], loss, row[2], row[3], row[4],
+				"[" + row[5] + ", " + row[6] + "]", row[7], row[8], row[9], strconv.FormatFloat(s.AttemptsPerExchange, 'f', 2, 64)}
 			if s.Error != "" {
 				rows[i][4] += " (" + s.Error + ")"
 			}

@@ -76,6 +76,49 @@ func TestHomeRegistrations(t *testing.T) {
 	}
 }
 
+// A route-optimising mip6d's timeline: one handoff per move away, a success only when the home
+// BU, HoTI, CoTI and the correspondent BU each went out once and all four were answered;
+// the deregistrations at home (home and correspondent) are not counted.
+func TestROHandoffs(t *testing.T) {
+	bu := func(attempt int, lifetime string) timeline.Event {
+		return timeline.Event{Kind: timeline.BUSent, Attempt: attempt, Detail: "home registration, lifetime " + lifetime}
+	}
+	homeAck := timeline.Event{Kind: timeline.BAckReceived, Detail: "home registration: accepted"}
+	rr := func(d string) timeline.Event { return timeline.Event{Kind: timeline.RRMessage, Detail: d} }
+	cnBU := timeline.Event{Kind: timeline.BUSent, Detail: "correspondent registration"}
+	cnAck := timeline.Event{Kind: timeline.BAckReceived, Detail: "correspondent registration: accepted"}
+	home := []timeline.Event{bu(1, "0s"), homeAck, rr("HoTI sent"), rr("HoT received"), cnBU, cnAck}
+	var ev []timeline.Event
+	add := func(es ...timeline.Event) { ev = append(ev, es...) }
+	// 1: all eight messages at the first try.
+	add(bu(1, "420s"), homeAck, rr("CoTI sent"), rr("HoTI sent"), rr("CoT received"), rr("HoT received"), cnBU, cnAck)
+	add(home...)
+	// 2: the CoTI sent again (its CoT lost), then complete.
+	add(bu(1, "420s"), homeAck, rr("CoTI sent"), rr("HoTI sent"), rr("HoT received"), rr("CoTI sent"), rr("CoT received"), cnBU, cnAck)
+	add(home...)
+	// 3: the home BU sent twice.
+	add(bu(1, "420s"), bu(2, "420s"), homeAck, rr("CoTI sent"), rr("HoTI sent"), rr("CoT received"), rr("HoT received"), cnBU, cnAck)
+	add(home...)
+	// 4: no HoT ever (the token reused would show as no HoTI at all): not complete.
+	add(bu(1, "420s"), homeAck, rr("CoTI sent"), rr("CoT received"), cnBU, cnAck)
+	add(home...)
+	// 5: the correspondent's BAck lost and the BU sent again.
+	add(bu(1, "420s"), homeAck, rr("CoTI sent"), rr("HoTI sent"), rr("CoT received"), rr("HoT received"), cnBU, cnBU, cnAck)
+	xs := ROHandoffs(ev)
+	want := []struct {
+		first, acked bool
+		attempts     int
+	}{{true, true, 1}, {false, true, 1}, {false, true, 2}, {false, false, 1}, {false, true, 1}}
+	if len(xs) != len(want) {
+		t.Fatalf("got %d handoffs, want %d: %+v", len(xs), len(want), xs)
+	}
+	for i, w := range want {
+		if xs[i].FirstTry() != w.first || xs[i].Acked != w.acked || xs[i].Attempts != w.attempts {
+			t.Errorf("handoff %d: %+v, want %+v", i+1, xs[i], w)
+		}
+	}
+}
+
 func TestHandoffAttempts(t *testing.T) {
 	ev := []timeline.Event{
 		{MonoNS: 100e6, Kind: timeline.LUSent, Attempt: 1, Detail: "locators=2 timeout=1s"},
@@ -377,7 +420,7 @@ func TestSignallingSectionInMatrixReport(t *testing.T) {
 func TestSignallingMIPv6AwayAndHome(t *testing.T) {
 	requireLab(t)
 	cfg := SignallingConfig{Out: t.TempDir(), BinDir: t.TempDir(), Handoffs: 3, THA: 50 * time.Millisecond} // mip6d is built there
-	row, err := measureSuccess(context.Background(), cfg, "mipv6", 0)
+	row, err := measureSuccess(context.Background(), cfg, "mipv6", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,5 +451,56 @@ func TestSignallingMIPv6AwayAndHome(t *testing.T) {
 	}
 	if home != 3 {
 		t.Fatalf("%d accepted deregistrations at home, want 3", home)
+	}
+}
+
+// MIPv6 with RO: every counted move away runs the whole return routability again (mip6d
+// -fresh-home-test), so each handoff carries eq. 18's eight messages, all at the first try
+// without loss.
+func TestSignallingMIPv6ROFreshReturnRoutability(t *testing.T) {
+	requireLab(t)
+	cfg := SignallingConfig{Out: t.TempDir(), BinDir: t.TempDir(), Handoffs: 2}
+	row, err := measureSuccess(context.Background(), cfg, "mipv6-ro", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Exchanges != 2 || row.FirstTry != 2 || row.Analytic != 1 {
+		t.Fatalf("row %+v, want 2 route-optimised handoffs at the first try", row)
+	}
+	ev, err := readTimeline(filepath.Join(cfg.Out, "success", "mipv6-ro", "loss-0", "mn-events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hoti := 0
+	for _, e := range ev {
+		if e.Kind == timeline.RRMessage && e.Detail == "HoTI sent" {
+			hoti++
+		}
+	}
+	if hoti < 2 {
+		t.Errorf("%d HoTIs sent over 2 moves away, want one each", hoti)
+	}
+}
+
+// ILNP with unequal loss counts only the LU exchanges of the moves from L2 to L3 (the
+// thesis's handoff), while the MN still moves both ways.
+func TestSignallingILNPUnequalLossCountsMovesToL3(t *testing.T) {
+	requireLab(t)
+	cfg := SignallingConfig{Out: t.TempDir(), BinDir: ilnpBinaries(t), Handoffs: 4}
+	row, err := measureSuccess(context.Background(), cfg, "ilnp-soft", 0.01, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, n := row.Losses()
+	if row.Exchanges != 4 || row.Eventually != 4 || o != 0.01 || n != 0 {
+		t.Fatalf("row %+v, want 4 acknowledged exchanges counted at 1 %% / 0 %%", row)
+	}
+	ev, err := readTimeline(filepath.Join(cfg.Out, "success", "ilnp-soft", "loss-1-0", "mn-events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// L2 -> L3 (2 counted), L3 -> L2 (2 not), L2 -> L3 (2 counted).
+	if all := len(LUExchanges(ev)); all < row.Exchanges+2 {
+		t.Errorf("%d LU exchanges in the timeline for %d counted: the moves back to L2 are missing", all, row.Exchanges)
 	}
 }

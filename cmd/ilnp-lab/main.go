@@ -109,7 +109,8 @@ func usage() {
                   [--report-only] [--signalling] [--rendezvous hosts|dns] [--tcp-aware on|off|off,on]
   ilnp-lab demo [--out lab/out/demo] [--rendezvous hosts|dns]
   ilnp-lab analyze --out DIR      (chapter 6 control-plane analysis: tables, CSV, plots)
-  ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1]
+  ilnp-lab signalling --out DIR [--parts success,delay,scale] [--handoffs 40] [--losses 0,0.02,0.05,0.1] [--loss-pairs OLD/NEW,..]
+                  [--success-modes ilnp-soft,mipv6,mipv6-ro]
                   [--scenarios lan-lan,wan-wan] [--modes ilnp-hard,ilnp-soft,mipv6,mipv6-ro] [--scales 1x1,2x2,5x5,10x10]
                   (chapter 6 measured: lost LU/BU, success under loss, overhead at scale, beside the analysis)
   ilnp-lab results --out DIR [--profile thesis] [--reps 3] [--handoffs 40] [--modes ...] [--rows lan-udp,wan-tcp,success,fig4,fig5]
@@ -369,8 +370,9 @@ func cmdSignalling(ctx context.Context, args []string) error {
 	d := lab.DefaultSignalling("", "")
 	parts := fs.String("parts", strings.Join(d.Parts, ","), "success, delay, scale")
 	handoffs := fs.Int("handoffs", d.Handoffs, "success: signalling exchanges per loss setting and mode")
-	successModes := fs.String("success-modes", strings.Join(d.SuccessModes, ","), "success: ilnp-soft (LU/LU-ACK) and/or mipv6 (home BU/BAck)")
+	successModes := fs.String("success-modes", strings.Join(d.SuccessModes, ","), "success: ilnp-soft (LU/LU-ACK), mipv6 (home BU/BAck) and/or mipv6-ro (and return routability, the CN's BU/BAck)")
 	losses := fs.String("losses", "0,0.02,0.05,0.1", "success: loss on the old and new link (fractions)")
+	lossPairs := fs.String("loss-pairs", "", "success: settings OLD/NEW, the loss on R1-R2 / R1-R3 (e.g. 0/0.2,0.2/0); given without --losses, only these run")
 	scenarios := fs.String("scenarios", strings.Join(d.Scenarios, ","), "delay: scenarios")
 	modes := fs.String("modes", strings.Join(d.Modes, ","), "delay: modes")
 	scales := fs.String("scales", "1x1,2x2,5x5,10x10", "scale: MNsxCNs list")
@@ -389,6 +391,19 @@ func cmdSignalling(ctx context.Context, args []string) error {
 			return fmt.Errorf("--losses: %q is not a fraction in [0, 1)", l)
 		}
 		cfg.Losses = append(cfg.Losses, v)
+	}
+	lossesSet := false
+	fs.Visit(func(f *flag.Flag) { lossesSet = lossesSet || f.Name == "losses" })
+	if *lossPairs != "" && !lossesSet {
+		// --loss-pairs alone runs only its settings.
+		cfg.Losses = nil
+	}
+	for _, l := range split(*lossPairs) {
+		var o, n float64
+		if _, err := fmt.Sscanf(l, "%g/%g", &o, &n); err != nil || o < 0 || o >= 1 || n < 0 || n >= 1 {
+			return fmt.Errorf("--loss-pairs: %q is not OLD/NEW, fractions in [0, 1)", l)
+		}
+		cfg.LossPairs = append(cfg.LossPairs, [2]float64{o, n})
 	}
 	cfg.Scales = nil
 	for _, s := range split(*scales) {

@@ -29,6 +29,10 @@ type ROConfig struct {
 	Rand       io.Reader
 	InitialSeq uint16
 	Node       string
+	// FreshHomeTest runs the home test again at every move away instead of reusing a home
+	// keygen token younger than MAX_TOKEN_LIFETIME (RFC 6275 s.5.2.7 allows both): every
+	// handoff then carries the eight messages of the thesis's Fig. 6.3 and eq. 18.
+	FreshHomeTest bool
 }
 
 // ROState is where route optimisation stands.
@@ -144,6 +148,9 @@ func (o *RouteOptimizer) move(coa netip.Addr, now time.Time) {
 	o.coTest = test{}
 	if !o.startTest(&o.coTest, now) {
 		return
+	}
+	if o.cfg.FreshHomeTest && !o.home.active {
+		o.home = test{}
 	}
 	if !o.home.fresh(now) && !o.home.active {
 		o.startTest(&o.home, now)

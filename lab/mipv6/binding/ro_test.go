@@ -2,6 +2,7 @@ package binding
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -370,5 +371,39 @@ func TestRouteOptimizerGiveUpAndEntropy(t *testing.T) {
 	o2, _ := NewRouteOptimizer(ROConfig{HomeAddress: hoa, Correspondent: cnAddr, Rand: noEntropy{}})
 	if r := one(t, o2.Event(Moved{CareOf: coa}, t0), Done).Result; r.Err == nil {
 		t.Fatal("no error without entropy")
+	}
+}
+
+// With FreshHomeTest every move away runs the home test again, even with a home token young
+// enough to reuse: HoTI and CoTI both go out at the second move (the thesis's eq. 18 handoff).
+func TestRouteOptimizerFreshHomeTest(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		c := counter(0)
+		o, err := NewRouteOptimizer(ROConfig{HomeAddress: hoa, Correspondent: cnAddr, Rand: &c, InitialSeq: 10, Node: "mn", FreshHomeTest: fresh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cn := newCN(t)
+		now := t0
+		as := o.Event(Moved{CareOf: coa}, now)
+		for i := 0; i < 3 && len(ofKind(as, Send)) > 0; i++ {
+			now = now.Add(10 * time.Millisecond)
+			as = deliver(t, deliver(t, as, cn, now), o, now)
+		}
+		if s, _ := o.State(); s != ROBound {
+			t.Fatalf("fresh=%v: first move ended in %v", fresh, s)
+		}
+		as = o.Event(Moved{CareOf: coa2}, now.Add(10*time.Second))
+		var types []mh.Type
+		for _, s := range ofKind(as, Send) {
+			types = append(types, s.Msg.Type())
+		}
+		want := []mh.Type{mh.TypeCareOfTestInit}
+		if fresh {
+			want = []mh.Type{mh.TypeCareOfTestInit, mh.TypeHomeTestInit}
+		}
+		if !slices.Equal(types, want) {
+			t.Errorf("fresh=%v: second move sent %v, want %v", fresh, types, want)
+		}
 	}
 }

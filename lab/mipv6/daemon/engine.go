@@ -76,6 +76,8 @@ type Config struct {
 	// at its home address as a correspondent (RFC 6275 s.9), for a peer that is mobile too
 	// (the double jump). Its bindings go into the same datapath.
 	Correspondent bool
+	// FreshHomeTest (MN): a home test at every move away (binding.ROConfig.FreshHomeTest).
+	FreshHomeTest bool
 	// Lifetime the MN asks for (0: the machines' defaults).
 	Lifetime time.Duration
 	// Events is the timeline file.
@@ -220,7 +222,7 @@ func NewEngine(cfg Config, plane Plane, send func([]byte, netip.Addr) error, emi
 		e.slots = append(e.slots, e.mn)
 		for _, cn := range cfg.Correspondents {
 			ro, err := binding.NewRouteOptimizer(binding.ROConfig{HomeAddress: cfg.HomeAddress, Correspondent: cn,
-				Rand: rand, Node: cfg.Node})
+				Rand: rand, Node: cfg.Node, FreshHomeTest: cfg.FreshHomeTest})
 			if err != nil {
 				return nil, err
 			}

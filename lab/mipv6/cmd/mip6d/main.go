@@ -50,6 +50,7 @@ func run(args []string) error {
 	ha := fs.String("ha", "", "mn: home agent address")
 	cns := fs.String("cn", "", "mn: comma-separated correspondents to route-optimise with (empty: no RO)")
 	asCN := fs.Bool("correspondent", false, "mn: also answer return routability and BUs at the home address (a mobile peer's RO)")
+	freshHome := fs.Bool("fresh-home-test", false, "mn: run the home test at every move away instead of reusing a home keygen token (RFC 6275 s.5.2.7)")
 	lifetime := fs.Duration("lifetime", 0, "mn: binding lifetime asked for (0: 420 s)")
 	events := fs.String("events", "", "timeline file (JSON lines)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -107,6 +108,7 @@ func run(args []string) error {
 		return err
 	}
 	cfg.HomeLink, cfg.Lifetime, cfg.Events, cfg.Correspondent = *homeLink, *lifetime, *events, *asCN
+	cfg.FreshHomeTest = *freshHome
 	if cfg.Lifetime < 0 || *tha < 0 || *tcn < 0 || *dad < 0 {
 		return fmt.Errorf("negative duration")
 	}

@@ -81,11 +81,14 @@ static __always_inline struct ilnp_session *ilnp_quote_session(struct __sk_buff 
 
 /* Packet Too Big: the quoted packet's and the outer destination's locators become the session
  * view, and the MTU shrinks by our nonce header so that the view's packets fit once it is
- * inserted (the kernel's PMTU is for the view). Below the IPv6 minimum the kernel ignores it. */
+ * inserted (the kernel's PMTU is for the view). The kernel takes no PMTU below 1280 (RFC 8200
+ * s.5), so a 1280-byte link leaves the view's full-size packets 8 bytes too big: the view gets
+ * 1280 and *below is set to the view MTU the path needs (1280 - nonce header), for which the
+ * daemon installs a locked route (internal/pmtu). Returns < 0 on error. */
 static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp_pkt *pkt,
 					      const struct ilnp_session *sess,
 					      const struct ilnp_quote *q, __u32 hdr_len,
-					      __be64 *from, __be64 *to)
+					      __be64 *from, __be64 *to, __u32 *below)
 {
 	__u32 l4 = pkt->l4_off;
 	__be32 mtu_old, mtu_new;
@@ -96,6 +99,8 @@ static __always_inline int ilnp_ptb_translate(struct __sk_buff *skb, struct ilnp
 	if (bpf_skb_load_bytes(skb, l4 + 2, &csum, 2) < 0 || bpf_skb_load_bytes(skb, l4 + 4, &mtu_old, 4) < 0)
 		return -1;
 	mtu = bpf_ntohl(mtu_old);
+	if (mtu < ILNP_IPV6_MIN_MTU + hdr_len)
+		*below = ILNP_IPV6_MIN_MTU - hdr_len;
 	mtu = mtu > ILNP_IPV6_MIN_MTU + hdr_len ? mtu - hdr_len : ILNP_IPV6_MIN_MTU;
 	mtu_new = bpf_htonl(mtu);
 	from[0] = pkt->ip6.dst_l64;
@@ -133,7 +138,7 @@ static __noinline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pkt *pk
 	struct ilnp_icmperr_scratch *w;
 	struct ilnp_session *sess;
 	struct ilnp_quote *qp;
-	__u32 hdr_len = 0, pointer, zero = 0;
+	__u32 hdr_len = 0, pointer, zero = 0, below = 0;
 
 	w = bpf_map_lookup_elem(&icmperr_scratch, &zero);
 	if (!w)
@@ -150,11 +155,16 @@ static __noinline int ilnp_icmp_error(struct __sk_buff *skb, struct ilnp_pkt *pk
 		return ILNP_ICMPERR_DROP;
 	}
 	if (pkt->icmp_type == ILNP_ICMPV6_PKT_TOO_BIG) {
-		if (ilnp_ptb_translate(skb, pkt, sess, qp, hdr_len, w->from, w->to) < 0) {
+		if (ilnp_ptb_translate(skb, pkt, sess, qp, hdr_len, w->from, w->to, &below) < 0) {
 			ilnp_count(ILNP_C_IN_ERRORS);
 			return ILNP_ICMPERR_DROP;
 		}
 		ilnp_count(ILNP_C_IN_PTB_TRANSLATED);
+		if (below) {
+			ilnp_count(ILNP_C_IN_PTB_BELOW_MIN);
+			ilnp_emit_mtu(ILNP_EV_PMTU_BELOW_MIN, skb->ifindex, qp->ip6.src_nid, qp->ip6.dst_nid,
+				      addrs, below);
+		}
 		return ILNP_ICMPERR_PASS;
 	}
 	/* Parameter Problem code 2 at our nonce option: the peer is not ILNP (RFC 6744 s.6). The

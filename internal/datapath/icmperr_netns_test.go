@@ -307,6 +307,7 @@ func testPathMTU(t *testing.T, mtu int, startSmall, forge bool) {
 				t.Errorf("%s counted no Packet Too Big below the minimum", name)
 			}
 		}
+		bigDatagrams(t, tp)
 	}
 	for name, d := range map[string]*Datapath{"A": tp.da, "B": tp.db} {
 		if n := counter(t, d, "ingress_ptb_translated"); n == 0 {
@@ -320,6 +321,38 @@ func testPathMTU(t *testing.T, mtu int, startSmall, forge bool) {
 	}
 	if got := routeMTU(t, tp.b, tp.viewA); got != want {
 		t.Errorf("B's PMTU to A's view: %q, want %s", got, want)
+	}
+}
+
+// bigDatagrams: with the view clamped below 1280, a UDP datagram bigger than the path is
+// fragmented by the sending kernel at the view, each fragment gets the nonce header in front of
+// its Fragment header, and the receiver's ingress takes the nonce off every fragment before
+// the kernel reassembles (RFC 8200 s.4.5, s.4.1). Both ways, on the path the session is on;
+// the socket is bound to the view, so only translated fragments can make the datagram.
+func bigDatagrams(t *testing.T, tp *topo) {
+	t.Helper()
+	for _, c := range []struct {
+		name     string
+		from, to *nstest.NS
+		src, dst netip.Addr
+	}{{"A->B", tp.a, tp.b, tp.viewA, tp.viewB}, {"B->A", tp.b, tp.a, tp.viewB, tp.viewA}} {
+		rx := c.to.ListenPacket("udp6", netip.AddrPortFrom(c.dst, 5003).String())
+		tx := c.from.ListenPacket("udp6", netip.AddrPortFrom(c.src, 5003).String())
+		msg := make([]byte, 3000)
+		for i := range msg {
+			msg[i] = byte(i % 251)
+		}
+		if _, err := tx.WriteTo(msg, &net.UDPAddr{IP: c.dst.AsSlice(), Port: 5003}); err != nil {
+			t.Errorf("%s: send 3000-byte datagram: %v", c.name, err)
+		}
+		buf := make([]byte, 4000)
+		must(t, rx.SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, _, err := rx.ReadFrom(buf)
+		if err != nil || n != len(msg) || string(buf[:n]) != string(msg) {
+			t.Errorf("%s: 3000-byte datagram: %d bytes, %v", c.name, n, err)
+		}
+		rx.Close()
+		tx.Close()
 	}
 }
 

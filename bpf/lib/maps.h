@@ -217,6 +217,7 @@ enum ilnp_counter {
 	ILNP_C_EMBRYOS_TO_INITIATOR,   /* embryo of a known peer dropped for an initiator session */
 	ILNP_C_UNPROVEN_POOL_FULL,     /* Echo Reply left an embryo unpromoted: unproven_pool full */
 	ILNP_C_IN_PTB_BELOW_MIN,       /* translated Packet Too Big: the view needs < 1280 (route) */
+	ILNP_C_IN_FRAG_NEEDED_TRANSLATED, /* ICMPv4 Fragmentation Needed: a Packet Too Big to the view */
 	ILNP_C_MAX,
 };
 
@@ -391,6 +392,8 @@ struct ilnp_icmperr_scratch {
 	__u8 quote[64]; /* struct ilnp_quote */
 	__be64 from[4];
 	__be64 to[4];
+	__u8 v4[56];   /* ICMPv4 error: outer IPv4 + ICMP, quoted IPv4 + UDP */
+	__u8 out[112]; /* ... translated: IPv6 + ICMPv6 + quote (IPv6, nonce header <= 16, 8) */
 };
 
 struct {

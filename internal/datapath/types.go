@@ -271,6 +271,7 @@ var counterNames = []string{
 	"embryos_to_initiator",
 	"unproven_pool_full",
 	"ingress_ptb_below_min",
+	"ingress_frag_needed_translated",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

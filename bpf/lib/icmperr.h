@@ -240,6 +240,49 @@ static __always_inline int ilnp_icmp6_csum(__u8 *out, __u32 msg_len)
 	return (__u16)~ilnp_csum_fold64((__u64)sum);
 }
 
+/* Does the ICMPv4 message of len bytes at off (at most 576 - 20, RFC 1812 s.4.3.2.3) sum to
+ * 0xffff (RFC 792, RFC 1071)? The chunks start at even offsets, so the zeroed tail of the last
+ * one is the padding of an odd length. */
+static __always_inline int ilnp_icmp4_csum_ok(struct __sk_buff *skb, __u32 off, __u32 len, __u8 *chunk)
+{
+	__u64 sum = 0;
+	__s64 part;
+
+	for (__u32 i = 0; i < (ILNP_ICMPV4_MIN_MTU - ILNP_IPV4_HLEN + 63) / 64; i++) {
+		__u32 at = i * 64, n;
+
+		if (at >= len)
+			break;
+		n = len - at;
+		if (n >= 64) {
+			if (bpf_skb_load_bytes(skb, off + at, chunk, 64) < 0)
+				return 0;
+		} else {
+			/* The tail in constant-size pieces (32, 16, ..., 1 bytes) for the verifier;
+			 * before a piece of k bytes, got is a multiple of 2k below 64. */
+			__u32 got = 0;
+
+			__builtin_memset(chunk, 0, 64);
+#define ILNP_TAIL_PIECE(k)                                                                        \
+	if ((n & (k)) && bpf_skb_load_bytes(skb, off + at + got, chunk + (got & (64 - 2 * (k))), k) < 0) \
+		return 0;                                                                         \
+	got += n & (k);
+			ILNP_TAIL_PIECE(32)
+			ILNP_TAIL_PIECE(16)
+			ILNP_TAIL_PIECE(8)
+			ILNP_TAIL_PIECE(4)
+			ILNP_TAIL_PIECE(2)
+			ILNP_TAIL_PIECE(1)
+#undef ILNP_TAIL_PIECE
+		}
+		part = bpf_csum_diff(0, 0, (__be32 *)chunk, 64, 0);
+		if (part < 0)
+			return 0;
+		sum += (__u32)part;
+	}
+	return ilnp_csum_fold64(sum) == 0xffff;
+}
+
 static __noinline int ilnp_icmp4_error(struct __sk_buff *skb)
 {
 	__be16 eth_ip6 = bpf_htons(ILNP_ETH_P_IPV6);
@@ -250,7 +293,7 @@ static __noinline int ilnp_icmp4_error(struct __sk_buff *skb)
 	struct ilnp_ip6 *ip6, *inner;
 	struct ilnp_quote *qp;
 	struct ilnp_udp *qudp;
-	__u32 zero = 0, hdr_len = 0, mtu, view, ptb, msg_len;
+	__u32 zero = 0, hdr_len = 0, mtu, view, ptb, msg_len, tot;
 	__u8 *icmp;
 	__s64 sum;
 	int csum;
@@ -273,6 +316,14 @@ static __noinline int ilnp_icmp4_error(struct __sk_buff *skb)
 	ec = ilnp_encap_get_config();
 	if (!ec || !ec->port || qudp->source != ec->port)
 		return ILNP_ICMPERR_NOT_OURS;
+	tot = bpf_ntohs(ip->tot_len);
+	sum = bpf_csum_diff(0, 0, (__be32 *)ip, ILNP_IPV4_HLEN, 0);
+	if (sum < 0 || ilnp_csum_fold64((__u64)sum) != 0xffff || tot > skb->len - ILNP_ETH_HLEN ||
+	    tot > ILNP_ICMPV4_MIN_MTU || tot < sizeof(w->v4) ||
+	    !ilnp_icmp4_csum_ok(skb, ILNP_ETH_HLEN + ILNP_IPV4_HLEN, tot - ILNP_IPV4_HLEN, w->chunk)) {
+		ilnp_count(ILNP_C_IN_MALFORMED);
+		return ILNP_ICMPERR_DROP;
+	}
 	__builtin_memset(w->quote, 0, sizeof(w->quote));
 	qp = (struct ilnp_quote *)w->quote;
 	sess = ilnp_quote_at(skb, ILNP_ICMP4_INNER_OFF, qp, &hdr_len);
@@ -282,11 +333,6 @@ static __noinline int ilnp_icmp4_error(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_IN_ICMP_ERROR_BAD_NONCE);
 		ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, qp->ip6.src_nid, qp->ip6.dst_nid,
 			  (const __u8 *)&qp->ip6.src_l64);
-		return ILNP_ICMPERR_DROP;
-	}
-	sum = bpf_csum_diff(0, 0, (__be32 *)ip, ILNP_IPV4_HLEN, 0);
-	if (sum < 0 || ilnp_csum_fold64((__u64)sum) != 0xffff || bpf_ntohs(ip->tot_len) > skb->len - ILNP_ETH_HLEN) {
-		ilnp_count(ILNP_C_IN_MALFORMED);
 		return ILNP_ICMPERR_DROP;
 	}
 	/* RFC 1191 s.4: next-hop MTU in the low 16 bits of the second word; 0 from a router

@@ -394,6 +394,7 @@ struct ilnp_icmperr_scratch {
 	__be64 to[4];
 	__u8 v4[56];   /* ICMPv4 error: outer IPv4 + ICMP, quoted IPv4 + UDP */
 	__u8 out[112]; /* ... translated: IPv6 + ICMPv6 + quote (IPv6, nonce header <= 16, 8) */
+	__u8 chunk[64]; /* ... its ICMPv4 checksum, 64 bytes at a time */
 };
 
 struct {

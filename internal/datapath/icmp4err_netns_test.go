@@ -52,8 +52,8 @@ func TestNetnsPathMTUIPv4(t *testing.T) {
 }
 
 // forgeFragNeeded sends A, from R, an ICMPv4 Fragmentation Needed (MTU 576) quoting an
-// encapsulated packet of A's session with B whose nonce is not A's: A drops and counts it, and
-// its PMTU to B's view stays.
+// encapsulated packet of A's session with B whose nonce is not A's, and the same with a broken
+// checksum: A drops and counts both, and its PMTU to B's view stays.
 func forgeFragNeeded(t *testing.T, et *encapTopo, seen netip.AddrPort) {
 	t.Helper()
 	bad0 := counter(t, et.da, "ingress_icmp_error_bad_nonce")
@@ -75,17 +75,27 @@ func forgeFragNeeded(t *testing.T, et *encapTopo, seen netip.AddrPort) {
 	quote = append(quote, inner...)[:576-20-8] // as much as a router quotes (RFC 1812 s.4.3.2.3)
 	msg := append([]byte{3, 4, 0, 0, 0, 0, 0x02, 0x40}, quote...)
 	binary.BigEndian.PutUint16(msg[2:], inetChecksum(msg))
+	corrupt := append([]byte(nil), msg...)
+	corrupt[len(corrupt)-1] ^= 0x40
+	malformed0 := counter(t, et.da, "ingress_malformed")
 	must(t, et.r.Do(func() error {
 		c, err := net.ListenPacket("ip4:icmp", "198.51.100.1")
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		_, err = c.WriteTo(msg, &net.IPAddr{IP: aEP.Addr().AsSlice()})
-		return err
+		for _, m := range [][]byte{msg, corrupt} {
+			if _, err := c.WriteTo(m, &net.IPAddr{IP: aEP.Addr().AsSlice()}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}))
 	waitFor(t, 2*time.Second, func() bool { return counter(t, et.da, "ingress_icmp_error_bad_nonce") > bad0 },
 		"A dropping the forged Fragmentation Needed")
+	// The same with its last byte changed: the ICMPv4 checksum (RFC 792) no longer holds.
+	waitFor(t, 2*time.Second, func() bool { return counter(t, et.da, "ingress_malformed") > malformed0 },
+		"A dropping a Fragmentation Needed with a wrong checksum as malformed")
 	if got := routeMTU(t, et.a, et.viewB); got != mtu0 {
 		t.Errorf("A's PMTU to B's view after the forged error: %q, was %q", got, mtu0)
 	}

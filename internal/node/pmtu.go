@@ -25,19 +25,22 @@ func (n *Node) clampPathMTU(ev datapath.Event, now time.Time) {
 		n.log.Warn("path MTU not clamped", "peer", ev.RemoteNID, "err", err)
 		return
 	}
-	if !install {
+	// A repeated error with the route in place is a packet sent before it was; one without it
+	// means the kernel took it away (its interface went down): put it back.
+	if !install && pmtu.Present(dst, n.pmtu.MTU(dst)) {
 		return
 	}
-	if err := pmtu.Install(dst, ev.MTU); err != nil {
+	mtu := n.pmtu.MTU(dst)
+	if err := pmtu.Install(dst, mtu); err != nil {
 		n.count("pmtu_clamp_errors")
 		n.log.Warn("path MTU not clamped", "peer", ev.RemoteNID, "err", err)
 		return
 	}
 	n.count("pmtu_clamps")
 	n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.PathMTUClamp, Peer: ev.RemoteNID.String(),
-		Detail: fmt.Sprintf("%s mtu %d (Packet Too Big from %s)", dst, ev.MTU, ev.Src)})
+		Detail: fmt.Sprintf("%s mtu %d (Packet Too Big from %s)", dst, mtu, ev.Src)})
 	n.log.Info("path MTU below the IPv6 minimum once the nonce is in: session view clamped by a host route",
-		"dst", dst, "mtu", ev.MTU, "from", ev.Src)
+		"dst", dst, "mtu", mtu, "from", ev.Src)
 }
 
 // expireClamps removes the routes whose last Packet Too Big is older than pmtu.Lifetime

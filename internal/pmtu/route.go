@@ -57,3 +57,25 @@ func Remove(dst netip.Addr) error {
 	}
 	return nil
 }
+
+// Present reports whether the host route Install put in for dst is there with mtu (the kernel
+// deletes a route with its interface's addresses when the interface goes down).
+func Present(dst netip.Addr, mtu int) bool {
+	ip := net.IP(dst.AsSlice())
+	filter := &netlink.Route{
+		Dst:      &net.IPNet{IP: ip, Mask: net.CIDRMask(128, 128)},
+		Protocol: RouteProtocol,
+		Table:    unix.RT_TABLE_MAIN,
+	}
+	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V6, filter,
+		netlink.RT_FILTER_DST|netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return false
+	}
+	for _, r := range rs {
+		if r.MTU == mtu {
+			return true
+		}
+	}
+	return false
+}

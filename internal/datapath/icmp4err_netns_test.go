@@ -18,8 +18,8 @@ import (
 // packets with ICMPv4 Fragmentation Needed (next-hop MTU 1400, RFC 1191) quoting the outer
 // IPv4 and UDP headers and A's ILNPv6 packet with its nonce. A's ingress turns it into the
 // Packet Too Big the session view would have drawn, 1400 - 28 - 8 = 1364, and a TCP stream
-// A -> B carries on at that size. A forged one quoting the session with a wrong nonce changes
-// nothing.
+// A -> B carries on at that size; at 1300 the view would need 1264 and gets 1280 and the
+// below-minimum count. A forged one quoting the session with a wrong nonce changes nothing.
 func TestNetnsPathMTUIPv4(t *testing.T) {
 	nstest.RequireTool(t, "nft", "ethtool")
 	nstest.RequireRoot(t)
@@ -48,6 +48,15 @@ func TestNetnsPathMTUIPv4(t *testing.T) {
 	}
 	if n := encapCounter(t, et.da, "encap_egress_too_big"); n != 0 {
 		t.Errorf("A dropped %d packets as too big for its own link", n)
+	}
+
+	// 1300 bytes leave the view 1264: the error says 1280 to the kernel and the event names
+	// 1264 for ilnpd's route (not made here: the topology's event reader is A's roaming).
+	et.r.Run("ip", "link", "set", "r2", "mtu", "1300")
+	waitFor(t, 5*time.Second, func() bool { return counter(t, et.da, "ingress_ptb_below_min") > 0 },
+		"A counting a Fragmentation Needed that leaves the view less than 1280")
+	if got := routeMTU(t, et.a, et.viewB); got != "1280" {
+		t.Errorf("A's PMTU to B's view after a 1300-byte Fragmentation Needed: %q, want 1280", got)
 	}
 }
 

@@ -456,6 +456,18 @@ int ilnp_ingress(struct __sk_buff *skb)
 {
 	struct ilnp_encap_rx rx = {};
 
+	/* An ICMPv4 error about our encapsulated packets becomes the view's ICMPv6 (icmperr.h);
+	 * encapsulated data (UDP) pays one byte's load for it. */
+	if (skb->protocol == bpf_htons(ILNP_ETH_P_IP)) {
+		__u8 proto = 0;
+
+		if (bpf_skb_load_bytes(skb, ILNP_ETH_HLEN + 9, &proto, 1) == 0 && proto == ILNP_NH_ICMPV4) {
+			int v = ilnp_icmp4_error(skb);
+
+			if (v != ILNP_ICMPERR_NOT_OURS)
+				return v == ILNP_ICMPERR_PASS ? TCX_NEXT : TCX_DROP;
+		}
+	}
 	/* ILNPv6 in UDP/IPv4 (encap.h) goes through the same checks once unwrapped. */
 	if (ilnp_encap_ingress(skb, &rx) != 0)
 		return TCX_DROP;

@@ -153,6 +153,7 @@ enum ilnp_event_type {
 	ILNP_EV_PARAM_PROBLEM = 8,         /* ICMPv6 Parameter Problem code 2: peer is not ILNP */
 	ILNP_EV_NONCE_LEARNED = 9,         /* initiator learned the responder's nonce */
 	ILNP_EV_NONCE_POOL_EMPTY = 10,
+	ILNP_EV_PMTU_BELOW_MIN = 11, /* a path leaves the session view less than 1280 (icmperr.h) */
 	ILNP_EV_MAX,
 };
 
@@ -164,6 +165,8 @@ struct ilnp_event {
 	__be64 remote_nid;
 	__u8 src[16];  /* wire addresses of the packet */
 	__u8 dst[16];
+	__u32 mtu;     /* ILNP_EV_PMTU_BELOW_MIN: the MTU the session view needs; else 0 */
+	__u32 pad;
 };
 
 enum ilnp_counter {
@@ -213,6 +216,8 @@ enum ilnp_counter {
 	ILNP_C_EMBRYOS_REPLACED,       /* embryo replaced by a first packet with another nonce */
 	ILNP_C_EMBRYOS_TO_INITIATOR,   /* embryo of a known peer dropped for an initiator session */
 	ILNP_C_UNPROVEN_POOL_FULL,     /* Echo Reply left an embryo unpromoted: unproven_pool full */
+	ILNP_C_IN_PTB_BELOW_MIN,       /* translated Packet Too Big: the view needs < 1280 (route) */
+	ILNP_C_IN_FRAG_NEEDED_TRANSLATED, /* ICMPv4 Fragmentation Needed: a Packet Too Big to the view */
 	ILNP_C_MAX,
 };
 
@@ -387,6 +392,9 @@ struct ilnp_icmperr_scratch {
 	__u8 quote[64]; /* struct ilnp_quote */
 	__be64 from[4];
 	__be64 to[4];
+	__u8 v4[56];   /* ICMPv4 error: outer IPv4 + ICMP, quoted IPv4 + UDP */
+	__u8 out[112]; /* ... translated: IPv6 + ICMPv6 + quote (IPv6, nonce header <= 16, 8) */
+	__u8 chunk[64]; /* ... its ICMPv4 checksum, 64 bytes at a time */
 };
 
 struct {

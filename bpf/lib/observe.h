@@ -18,8 +18,8 @@ static __always_inline void ilnp_count(__u32 counter)
 
 /* Events per second a kind of security event may put in the ring, with a burst of one
  * second's worth; 0: no limit (session events, which only this host's own packets or
- * new_sessions_per_s make). The bursts together (5 x 256 + 1024 events of 72 bytes in the
- * ring, 166 KB) leave a third of the 256 KiB ring to session events while the daemon reads. Drops on an aged local locator (a hard handoff's in-flight packets) get more: the
+ * new_sessions_per_s make). The bursts together (5 x 256 + 64 + 1024 events of 80 bytes in the
+ * ring, 189 KB) leave a quarter of the 256 KiB ring to session events while the daemon reads. Drops on an aged local locator (a hard handoff's in-flight packets) get more: the
  * lab counts them as losses inside the host. */
 static __always_inline __u64 ilnp_event_rate(__u32 type)
 {
@@ -32,6 +32,8 @@ static __always_inline __u64 ilnp_event_rate(__u32 type)
 	case ILNP_EV_UNKNOWN_LOCATOR:
 	case ILNP_EV_PARAM_PROBLEM:
 		return 256;
+	case ILNP_EV_PMTU_BELOW_MIN: /* one per oversized packet until the daemon's route is in */
+		return 64;
 	}
 	return 0;
 }
@@ -52,8 +54,8 @@ static __always_inline int ilnp_event_allowed(__u32 type)
  * event over its kind's rate is only counted (ILNP_C_EVENTS_LIMITED); an event the ring has
  * no room for is counted as lost (ILNP_C_EVENTS_LOST), which makes the daemon reconcile its
  * sessions with the maps (internal/node/reconcile.go). */
-static __always_inline void ilnp_emit(__u32 type, __u32 ifindex, __be64 local_nid,
-				      __be64 remote_nid, const __u8 *addrs)
+static __always_inline void ilnp_emit_mtu(__u32 type, __u32 ifindex, __be64 local_nid,
+					  __be64 remote_nid, const __u8 *addrs, __u32 mtu)
 {
 	struct ilnp_event *ev;
 
@@ -73,7 +75,15 @@ static __always_inline void ilnp_emit(__u32 type, __u32 ifindex, __be64 local_ni
 	ev->remote_nid = remote_nid;
 	__builtin_memcpy(ev->src, addrs, 16);
 	__builtin_memcpy(ev->dst, addrs + 16, 16);
+	ev->mtu = mtu;
+	ev->pad = 0;
 	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline void ilnp_emit(__u32 type, __u32 ifindex, __be64 local_nid,
+				      __be64 remote_nid, const __u8 *addrs)
+{
+	ilnp_emit_mtu(type, ifindex, local_nid, remote_nid, addrs, 0);
 }
 
 #endif

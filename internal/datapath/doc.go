@@ -70,7 +70,12 @@
 // translated without a nonce. ICMPv6 errors about this host's own packets (bpf/lib/icmperr.h)
 // are accepted only when the packet they quote carries the session's local nonce (else
 // ingress_icmp_error_bad_nonce, dropped): Packet Too Big is translated to the session view with
-// its MTU less the nonce header (ingress_ptb_translated); Parameter Problem code 2 pointing at
+// its MTU less the nonce header (ingress_ptb_translated); when that leaves the view less than
+// 1280 bytes, which the kernel will not take, the view gets 1280 and EventPathMTUBelowMin names
+// the MTU it needs (ingress_ptb_below_min; ilnpd clamps the view by a host route, internal/pmtu).
+// An ICMPv4 Fragmentation Needed about an encapsulated packet (its quote's inner ILNPv6 packet
+// carrying the local nonce, its checksums right) becomes the view's ICMPv6 Packet Too Big, its
+// MTU less UDP/IPv4 and the nonce header (ingress_frag_needed_translated). Parameter Problem code 2 pointing at
 // the nonce option (a peer that is not ILNP, RFC 6744 s.6) flags the session and its Peer
 // SessionIPv6Fallback at once, is reported as EventParamProblem and goes no further (it would
 // fail the connection).

@@ -13,7 +13,7 @@ import (
 )
 
 // eventSize is sizeof(struct ilnp_event) in bpf/lib/maps.h.
-const eventSize = 8 + 4 + 4 + 8 + 8 + 16 + 16
+const eventSize = 8 + 4 + 4 + 8 + 8 + 16 + 16 + 4 + 4
 
 func decodeEvent(b []byte) (Event, error) {
 	if len(b) < eventSize {
@@ -28,6 +28,7 @@ func decodeEvent(b []byte) (Event, error) {
 		RemoteNID: wire.NID(binary.BigEndian.Uint64(b[24:])),
 		Src:       netip.AddrFrom16([16]byte(b[32:48])),
 		Dst:       netip.AddrFrom16([16]byte(b[48:64])),
+		MTU:       int(le.Uint32(b[64:])),
 	}, nil
 }
 

@@ -77,7 +77,8 @@ func FuzzDecodeEvent(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type != EventType(binary.LittleEndian.Uint32(b[8:])) || ev.Src.As16() != [16]byte(b[32:48]) {
+		if ev.Type != EventType(binary.LittleEndian.Uint32(b[8:])) || ev.Src.As16() != [16]byte(b[32:48]) ||
+			ev.MTU != int(binary.LittleEndian.Uint32(b[64:])) {
 			t.Fatalf("decoded %+v from % x", ev, b)
 		}
 	})

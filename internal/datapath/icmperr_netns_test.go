@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ilnp/internal/nstest"
+	"ilnp/internal/pmtu"
 	"ilnp/internal/wire"
 )
 
@@ -127,6 +128,33 @@ func reverseBulk(ctx context.Context, t *testing.T, from, to *nstest.NS, dst net
 	return b
 }
 
+// longestStall samples the streams every 5 ms until ctx ends and keeps, per stream, the longest
+// time it carried nothing.
+func longestStall(ctx context.Context, streams map[string]*bulk) func() map[string]time.Duration {
+	done := make(chan map[string]time.Duration, 1)
+	go func() {
+		last, at, worst := map[string]int64{}, map[string]time.Time{}, map[string]time.Duration{}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				done <- worst
+				return
+			case now := <-tick.C:
+				for k, s := range streams {
+					if n := s.got.Load(); n != last[k] || at[k].IsZero() {
+						last[k], at[k] = n, now
+					} else if d := now.Sub(at[k]); d > worst[k] {
+						worst[k] = d
+					}
+				}
+			}
+		}
+	}()
+	return func() map[string]time.Duration { return <-done }
+}
+
 // waitAdvance waits until every stream has carried at least n more bytes than when called.
 func waitAdvance(t *testing.T, limit time.Duration, n int64, what string, streams map[string]*bulk) {
 	t.Helper()
@@ -179,10 +207,43 @@ func routeMTU(t *testing.T, ns *nstest.NS, dst netip.Addr) string {
 	f := strings.Fields(out)
 	for i := range f[:len(f)-1] {
 		if f[i] == "mtu" {
+			if f[i+1] == "lock" && i+2 < len(f) {
+				return f[i+2]
+			}
 			return f[i+1]
 		}
 	}
 	return ""
+}
+
+// clampRoutes does what ilnpd does with the datapath's pmtu-below-min events (internal/node):
+// the correspondent's view gets a host route with the locked MTU the event names. It returns
+// when the first event came (zero until then).
+func clampRoutes(ctx context.Context, t *testing.T, ns *nstest.NS, d *Datapath) *atomic.Int64 {
+	t.Helper()
+	ch, err := d.Events(ctx)
+	must(t, err)
+	first := &atomic.Int64{}
+	tab := pmtu.NewTable()
+	go func() {
+		for ev := range ch {
+			if ev.Type != EventPathMTUBelowMin {
+				continue
+			}
+			first.CompareAndSwap(0, time.Now().UnixNano())
+			s, err := d.GetSession(ev.LocalNID, ev.RemoteNID)
+			if err != nil {
+				continue
+			}
+			if ok, err := tab.Want(s.RemoteAddr(), ev.MTU, time.Now()); err != nil || !ok {
+				continue
+			}
+			if err := ns.Do(func() error { return pmtu.Install(s.RemoteAddr(), ev.MTU) }); err != nil {
+				t.Errorf("clamp: %v", err)
+			}
+		}
+	}()
+	return first
 }
 
 // TestNetnsPathMTU: TCP bulk both ways on the session view, then a move onto B's locator
@@ -196,6 +257,10 @@ func TestNetnsPathMTU(t *testing.T) {
 	t.Run("move-1492", func(t *testing.T) { testPathMTU(t, 1492, false, false) })
 	// The flow starts on the small path: wire and view addresses differ from the first packet.
 	t.Run("start-1400", func(t *testing.T) { testPathMTU(t, 1400, true, false) })
+	// A 1280-byte link leaves the view less than IPv6's minimum once the nonce header is in:
+	// the datapath reports it and a locked host route (internal/pmtu) clamps the view.
+	t.Run("start-1280", func(t *testing.T) { testPathMTU(t, 1280, true, false) })
+	t.Run("move-1280", func(t *testing.T) { testPathMTU(t, 1280, false, false) })
 }
 
 func testPathMTU(t *testing.T, mtu int, startSmall, forge bool) {
@@ -210,10 +275,17 @@ func testPathMTU(t *testing.T, mtu int, startSmall, forge bool) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	below := mtu < 1280+8
+	var firstA, firstB *atomic.Int64
+	if below {
+		firstA, firstB = clampRoutes(ctx, t, tp.a, tp.da), clampRoutes(ctx, t, tp.b, tp.db)
+	}
 	streams := map[string]*bulk{
 		"A->B": startBulk(ctx, t, tp.a, tp.b, netip.AddrPortFrom(tp.viewB, 5001)),
 		"B->A": reverseBulk(ctx, t, tp.a, tp.b, netip.AddrPortFrom(tp.viewB, 5002)),
 	}
+	mctx, mcancel := context.WithCancel(ctx)
+	stalls := longestStall(mctx, streams)
 	waitAdvance(t, 6*time.Second, 1<<20, "both streams on the first path", streams)
 	if forge {
 		testForgedErrors(t, tp)
@@ -221,6 +293,21 @@ func testPathMTU(t *testing.T, mtu int, startSmall, forge bool) {
 	if !startSmall {
 		tp.flip(t, lB2)
 		waitAdvance(t, 6*time.Second, 2<<20, "both streams after the move onto the small path", streams)
+	}
+	mcancel()
+	t.Logf("longest stall per stream (5 ms samples): %v", stalls())
+	if below {
+		for name, first := range map[string]*atomic.Int64{"A->B": firstA, "B->A": firstB} {
+			if first.Load() == 0 {
+				t.Errorf("%s: no pmtu-below-min event", name)
+			}
+		}
+		for name, d := range map[string]*Datapath{"A": tp.da, "B": tp.db} {
+			if n := counter(t, d, "ingress_ptb_below_min"); n == 0 {
+				t.Errorf("%s counted no Packet Too Big below the minimum", name)
+			}
+		}
+		bigDatagrams(t, tp)
 	}
 	for name, d := range map[string]*Datapath{"A": tp.da, "B": tp.db} {
 		if n := counter(t, d, "ingress_ptb_translated"); n == 0 {
@@ -234,6 +321,38 @@ func testPathMTU(t *testing.T, mtu int, startSmall, forge bool) {
 	}
 	if got := routeMTU(t, tp.b, tp.viewA); got != want {
 		t.Errorf("B's PMTU to A's view: %q, want %s", got, want)
+	}
+}
+
+// bigDatagrams: with the view clamped below 1280, a UDP datagram bigger than the path is
+// fragmented by the sending kernel at the view, each fragment gets the nonce header in front of
+// its Fragment header, and the receiver's ingress takes the nonce off every fragment before
+// the kernel reassembles (RFC 8200 s.4.5, s.4.1). Both ways, on the path the session is on;
+// the socket is bound to the view, so only translated fragments can make the datagram.
+func bigDatagrams(t *testing.T, tp *topo) {
+	t.Helper()
+	for _, c := range []struct {
+		name     string
+		from, to *nstest.NS
+		src, dst netip.Addr
+	}{{"A->B", tp.a, tp.b, tp.viewA, tp.viewB}, {"B->A", tp.b, tp.a, tp.viewB, tp.viewA}} {
+		rx := c.to.ListenPacket("udp6", netip.AddrPortFrom(c.dst, 5003).String())
+		tx := c.from.ListenPacket("udp6", netip.AddrPortFrom(c.src, 5003).String())
+		msg := make([]byte, 3000)
+		for i := range msg {
+			msg[i] = byte(i % 251)
+		}
+		if _, err := tx.WriteTo(msg, &net.UDPAddr{IP: c.dst.AsSlice(), Port: 5003}); err != nil {
+			t.Errorf("%s: send 3000-byte datagram: %v", c.name, err)
+		}
+		buf := make([]byte, 4000)
+		must(t, rx.SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, _, err := rx.ReadFrom(buf)
+		if err != nil || n != len(msg) || string(buf[:n]) != string(msg) {
+			t.Errorf("%s: 3000-byte datagram: %d bytes, %v", c.name, n, err)
+		}
+		rx.Close()
+		tx.Close()
 	}
 }
 

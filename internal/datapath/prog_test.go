@@ -1208,7 +1208,7 @@ func TestEventRingSurvivesBadNonceFlood(t *testing.T) {
 	d := newDatapath(t, Options{})
 	h := hostA(t, 4)
 	h.setup(t, d, true)
-	const flood = 20000 // the ring holds 256 KiB / 72 bytes = 3640 events
+	const flood = 20000 // the ring holds 256 KiB / 80 bytes = 3276 events
 	bad := frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: lB2, NID: nidB}, wire.ILV{Locator: lA2, NID: nidA},
 		mustNonce(t, 0xde, 0xad, 0xbe, 0xef), wire.ProtoUDP, transport(t, wire.ProtoUDP, addr(0, nidB), addr(0, nidA), payload)))
 	opts := ebpf.RunOptions{Data: bad, DataOut: make([]byte, len(bad)+256), Repeat: flood}

@@ -185,6 +185,9 @@ const (
 	EventParamProblem        EventType = 8
 	EventNonceLearned        EventType = 9
 	EventNoncePoolEmpty      EventType = 10
+	// EventPathMTUBelowMin: a Packet Too Big quoting our nonce leaves the session view less
+	// than the kernel's 1280-byte minimum (Event.MTU is what the view needs).
+	EventPathMTUBelowMin EventType = 11
 )
 
 var eventNames = map[EventType]string{
@@ -198,6 +201,7 @@ var eventNames = map[EventType]string{
 	EventParamProblem:        "parameter-problem",
 	EventNonceLearned:        "nonce-learned",
 	EventNoncePoolEmpty:      "nonce-pool-empty",
+	EventPathMTUBelowMin:     "pmtu-below-min",
 }
 
 func (t EventType) String() string {
@@ -215,6 +219,7 @@ type Event struct {
 	LocalNID  wire.NID
 	RemoteNID wire.NID
 	Src, Dst  netip.Addr // the packet's addresses as seen on the wire
+	MTU       int        // EventPathMTUBelowMin: the MTU the session view needs
 }
 
 // counterNames are the datapath counters in the order of enum ilnp_counter (bpf/lib/maps.h).
@@ -265,6 +270,8 @@ var counterNames = []string{
 	"embryos_replaced",
 	"embryos_to_initiator",
 	"unproven_pool_full",
+	"ingress_ptb_below_min",
+	"ingress_frag_needed_translated",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

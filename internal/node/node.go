@@ -27,6 +27,7 @@ import (
 	"ilnp/internal/locverify"
 	"ilnp/internal/lu"
 	"ilnp/internal/luguard"
+	"ilnp/internal/pmtu"
 	"ilnp/internal/ratelog"
 	"ilnp/internal/resolver"
 	"ilnp/internal/timeline"
@@ -84,6 +85,8 @@ type Node struct {
 	v4         *ipv4Watch // nil unless ipv4-locators on (xfamily.go)
 	// dialects: what each correspondent speaks (dialect.go).
 	dialects *dialect.Table
+	// pmtu: session views clamped below 1280 bytes by a host route (pmtu.go); loop-owned.
+	pmtu *pmtu.Table
 
 	cmds   chan func()
 	seclog *ratelog.Limiter // loop-owned (security.go)
@@ -150,6 +153,7 @@ func New(cfg config.Config, log *slog.Logger, events io.Writer) (*Node, error) {
 		formed:   map[netip.Addr]int{},
 		cmds:     make(chan func()),
 		seclog:   newSecurityLog(),
+		pmtu:     pmtu.NewTable(),
 		guard:    luguard.New(0, 0),
 		drops:    newDropLog(),
 		peers:    map[string][]wire.RankedILV{},
@@ -318,6 +322,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 				reading = true
 				go n.readSessions(ctx, sessionsRead)
 			}
+			n.expireClamps(time.Now())
 			n.securitySummary()
 		case sessions := <-sessionsRead:
 			reading = false
@@ -399,7 +404,7 @@ func (n *Node) setup() error {
 
 // shutdown leaves the datapath running for the next ilnpd, unless a flush was asked for.
 func (n *Node) shutdown() error {
-	tcpErr := n.tcpClose() // mobility-aware TCP is this daemon's own: nothing to hand over
+	tcpErr := errors.Join(n.tcpClose(), n.unclampAll()) // this daemon's own: nothing to hand over
 	if n.flushing.Load() {
 		return errors.Join(n.flushAll(), tcpErr)
 	}
@@ -908,6 +913,8 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 		n.emit(timeline.Event{MonoNS: int64(ev.Ns), Kind: timeline.ParameterProblem, Peer: ev.RemoteNID.String(),
 			Detail: "peer does not understand the nonce option (RFC 6744 s.6): plain IPv6 from now on"})
 		n.log.Warn("peer rejected the nonce option; it is not an ILNP node, the session falls back to plain IPv6", "src", ev.Src)
+	case datapath.EventPathMTUBelowMin:
+		n.clampPathMTU(ev, now) // pmtu.go
 	case datapath.EventInvalidLocalLocator:
 		n.datapathDrop(ev)
 	case datapath.EventUnknownLocator:

@@ -34,7 +34,9 @@ const (
 	PeerAdded        Kind = "peer_added"
 	BadNonce         Kind = "bad_nonce"
 	ParameterProblem Kind = "parameter_problem"
-	HandoffMode      Kind = "handoff_mode"
+	// A host route clamped a session view's MTU below 1280 bytes (internal/pmtu).
+	PathMTUClamp Kind = "pmtu_clamp"
+	HandoffMode  Kind = "handoff_mode"
 	// A packet the datapath dropped for a reason other than its nonce (a local locator that
 	// is no longer usable, e.g. after a hard handoff), stamped by the kernel.
 	DatapathDrop Kind = "datapath_drop"

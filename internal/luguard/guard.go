@@ -12,7 +12,9 @@
 //     where they would, Distinct), so a correspondent that moves back to a locator it had is
 //     applied as new.
 //   - Reflection. Every LU is acknowledged towards the session's address; a token bucket per
-//     correspondent bounds the ACKs, so repeats cannot turn the node into a reflector.
+//     correspondent bounds the ACKs of repeated bodies (AllowAck), so repeats cannot turn the
+//     node into a reflector. A fresh body is always acknowledged (the daemon does not ask):
+//     only a peer that holds the nonce can make one, and it is a real change of its set.
 //
 // The guard is pure: no I/O, no clock of its own; not safe for concurrent use.
 package luguard

@@ -106,3 +106,47 @@ func TestLocatorUpdateReplay(t *testing.T) {
 		t.Errorf("CN -> MN after the move back: %v", err)
 	}
 }
+
+// TestLocatorUpdateAckBudget: every fresh LU is acknowledged however fast they come (RFC 6743
+// s.3; a peer moving often must not lose its ACKs), while repeats of one body - which anyone
+// who captured it can send - draw on the per-correspondent ACK budget (luguard.AckBurst).
+func TestLocatorUpdateAckBudget(t *testing.T) {
+	n := newTestNet(t, "soft")
+	if _, err := ping(n.CN, ilv(l2, mnNID), 3, 100*time.Millisecond, 2*time.Second); err != nil {
+		t.Fatalf("session CN -> MN: %v", err)
+	}
+	nonce := mustNonce(t, n.cn.session(t, mnNID).RemoteNonce)
+	stats0, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fresh = 48 // beyond the burst of 32
+	from, to := wire.ILV{Locator: l2, NID: mnNID}, wire.ILV{Locator: l1, NID: cnNID}
+	var last wire.LocatorUpdate
+	for i := range fresh {
+		last = wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: l2, Lifetime: uint16(600 - i)}}}
+		if err := sendRaw(n.R, forgedLU(t, from, to, last, wire.NonceOptionType, nonce)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.waitFor(5*time.Second, "every fresh LU applied", func() (bool, string) {
+		d := statDelta(t, n.cn, stats0, "lu_applied")
+		return d == fresh, fmt.Sprintf("lu_applied +%d", d)
+	})
+	if a, w := statDelta(t, n.cn, stats0, "lu_ack_sent"), statDelta(t, n.cn, stats0, "lu_acks_withheld"); a != fresh || w != 0 {
+		t.Errorf("%d fresh LUs in a burst: lu_ack_sent +%d, lu_acks_withheld +%d; want every one acknowledged", fresh, a, w)
+	}
+	for range fresh {
+		if err := sendRaw(n.R, forgedLU(t, from, to, last, wire.NonceOptionType, nonce)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.waitFor(5*time.Second, "the repeats counted", func() (bool, string) {
+		a, w := statDelta(t, n.cn, stats0, "lu_ack_sent"), statDelta(t, n.cn, stats0, "lu_acks_withheld")
+		return a+w == 2*fresh, fmt.Sprintf("lu_ack_sent +%d, lu_acks_withheld +%d", a, w)
+	})
+	// The burst (32) and what refilled at 16/s while they came: well below 48 in any case.
+	if w := statDelta(t, n.cn, stats0, "lu_acks_withheld"); w < fresh/4 {
+		t.Errorf("%d repeats of one body: only %d ACKs withheld, want the budget to hold them back", fresh, w)
+	}
+}

@@ -170,8 +170,10 @@ static __always_inline int ilnp_encap6_ingress(struct __sk_buff *skb, struct iln
 	ec = ilnp_encap_get_config();
 	if (!ec || !ec->port6)
 		return 0;
+	/* Both ports are the encapsulation port (encap6 egress): another application's datagram
+	 * to an ephemeral port that happens to be the same number is left to the stack. */
 	if (bpf_skb_load_bytes(skb, ILNP_ETH_HLEN + ILNP_IP6_HLEN, &udp, sizeof(udp)) < 0 ||
-	    udp.dest != ec->port6)
+	    udp.dest != ec->port6 || udp.source != ec->port6)
 		return 0;
 	if (bpf_skb_load_bytes(skb, ILNP_ETH_HLEN + 4, &plen, 2) < 0 ||
 	    bpf_skb_load_bytes(skb, ILNP_ETH_HLEN + ILNP_ENCAP6_HLEN, &ver, 1) < 0 ||

@@ -26,6 +26,9 @@ type host struct {
 	// closes, and a pass over every route there made a flood's expiry O(sessions^2) (issue 28).
 	peerAddrs map[wire.NID][]netip.Addr
 	mtu       int // route MTU for ILNP peers: link MTU minus the nonce option
+	// encap6 are the correspondents with a locator pair on ILNPv6 in UDP/IPv6: their routes'
+	// MTU leaves room for its outer headers too (encap6.go).
+	encap6 map[wire.NID]bool
 	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
 	encapNeighs map[int]bool
 
@@ -61,6 +64,7 @@ func newHost(headroom int) (*host, error) {
 		peerAddrs:   map[wire.NID][]netip.Addr{},
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
+		encap6:      map[wire.NID]bool{},
 		peerSrc:     map[netip.Addr]wire.NID{},
 		onLink:      map[netip.Addr]int{},
 		peerView:    map[netip.Addr]netip.Addr{},
@@ -129,11 +133,15 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if ifindex == 0 {
 		return nil
 	}
+	mtu := h.mtu
+	if ilv, err := wire.ILVFromAddr(peer); err == nil && h.encap6[ilv.NID] {
+		mtu -= encap6Overhead
+	}
 	r := &netlink.Route{
 		LinkIndex: ifindex,
 		Dst:       &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(128, 128)},
-		MTU:       h.mtu,
-		AdvMSS:    h.mtu - 60,
+		MTU:       mtu,
+		AdvMSS:    mtu - 60,
 		Protocol:  netlink.RouteProtocol(unix.RTPROT_STATIC),
 	}
 	if router.IsValid() {
@@ -144,7 +152,7 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	} else if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
 		r.Src = wire.ILV{Locator: h.active, NID: nid}.Addr().AsSlice()
 	}
-	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) && old.Src.Equal(r.Src) {
+	if old := h.peerRoutes[peer]; old != nil && old.LinkIndex == r.LinkIndex && old.Gw.Equal(r.Gw) && old.Src.Equal(r.Src) && old.MTU == r.MTU {
 		return nil
 	}
 	if err := h.nl.RouteReplace(r); err != nil {
@@ -157,6 +165,28 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	}
 	h.peerRoutes[peer] = r
 	return nil
+}
+
+// setEncap6 gives the routes of a correspondent's session-view addresses the MTU for
+// ILNPv6 in UDP/IPv6 (on) or the native one again. TCP picks the new route MTU up on its next
+// send (the replaced route invalidates the socket's cached one).
+func (h *host) setEncap6(nid wire.NID, on bool) error {
+	if h.encap6[nid] == on {
+		return nil
+	}
+	if on {
+		h.encap6[nid] = true
+	} else {
+		delete(h.encap6, nid)
+	}
+	var errs []error
+	for _, peer := range h.peerAddrs[nid] {
+		if r := h.peerRoutes[peer]; r != nil {
+			gw, _ := netip.AddrFromSlice(r.Gw)
+			errs = append(errs, h.routePeer(peer, r.LinkIndex, gw.Unmap()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reroutePeers moves every peer route to a new active interface.

@@ -96,6 +96,10 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_PASS_IPV6);
 		return TCX_NEXT;
 	}
+	if (sess && pkt.l4_proto == ILNP_NH_ICMPV6 && ilnp_is_plain_probe(skb, &pkt)) {
+		ilnp_count(ILNP_C_EG_PASS_IPV6);
+		return TCX_NEXT;
+	}
 	if (!sess)
 		sess = ilnp_new_initiator(skb, &pkt, cfg, &key, 0, 0);
 	if (!sess) {

@@ -53,6 +53,22 @@ struct ilnp_encap6_hdr {
 	struct ilnp_udp udp;
 };
 
+/* The daemon's plain and exthdr probes (internal/pathprobe) and their echoes go between the
+ * pair's wire addresses as plain IPv6, also when those are the session view: with the nonce
+ * header they would test nothing. */
+#define ILNP_PLAIN_PROBE_PAYLOAD 0x69616c70504e4c49ULL /* "ILNPplai" read as a little-endian u64 */
+
+static __always_inline int ilnp_is_plain_probe(struct __sk_buff *skb, const struct ilnp_pkt *pkt)
+{
+	__u64 data;
+
+	if (!pkt->l4_off || (pkt->icmp_type != ILNP_ICMPV6_ECHO_REQUEST && pkt->icmp_type != 129))
+		return 0;
+	if (bpf_skb_load_bytes(skb, pkt->l4_off + 8, &data, sizeof(data)) < 0)
+		return 0;
+	return data == ILNP_PLAIN_PROBE_PAYLOAD;
+}
+
 static __always_inline struct ilnp_encap6_pair *
 ilnp_encap6_pair(const struct ilnp_session_key *key, __be64 local, __be64 remote)
 {

@@ -221,3 +221,33 @@ func TestEncap6IngressHostile(t *testing.T) {
 		t.Fatalf("port off: verdict %d, unwrapped %d -> %d", ret, unwrapped, counter(t, db, "ingress_encap6"))
 	}
 }
+
+// The daemon's plain probe and the peer kernel's echo of it leave as plain IPv6 even between
+// the session-view addresses (no nonce header, no locator rewriting): they test the path
+// without the header. Any other echo between them is the session's.
+func TestEncap6PlainProbePassesUntranslated(t *testing.T) {
+	d := newDatapath(t, Options{})
+	h := hostA(t, 4)
+	encap6Host(t, d, h)
+	for _, c := range []struct {
+		name  string
+		typ   byte
+		data  []byte
+		plain bool
+	}{
+		{"plain probe", 128, []byte("ILNPplain-probe"), true},
+		{"its echo", 129, []byte("ILNPplain-probe"), true},
+		{"another echo request", 128, []byte("ILNPplan-not-a-probe"), false},
+		{"a liveness probe", 128, []byte("ILNPpath"), false},
+	} {
+		m := icmpEcho(h.viewSrc(), h.viewDst(), c.data)
+		m[0] = c.typ
+		m[2], m[3] = 0, 0
+		binary.BigEndian.PutUint16(m[2:], wire.PseudoHeaderChecksum(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6, m))
+		in := frame(ipv6Packet(h.viewSrc(), h.viewDst(), wire.ProtoICMPv6, m))
+		ret, out := d.egress(t, in)
+		if got := ret == verdictNext && bytes.Equal(out, in); got != c.plain {
+			t.Errorf("%s: passed untouched %v (verdict %d), want %v", c.name, got, ret, c.plain)
+		}
+	}
+}

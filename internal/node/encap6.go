@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -34,8 +35,10 @@ const encap6Overhead = 48
 
 // encap6Monitor is the stage's state; loop-owned.
 type encap6Monitor struct {
-	stage   *pathprobe.Stage
-	sock    *echoSocket
+	stage *pathprobe.Stage
+	sock  *echoSocket
+	// exthdr sends every echo request with a Destination Options header (exthdrProbeOption).
+	exthdr  *echoSocket
 	answers chan echoAnswer
 	seq     uint16
 	sent    map[uint16]sentEncap6
@@ -44,26 +47,59 @@ type encap6Monitor struct {
 type sentEncap6 struct {
 	key   paths.Key
 	probe pathprobe.Probe
+	id    uint16 // the socket's echo identifier
 	at    time.Time
 }
 
 // plainProbePayload marks the plain probe's echo data (no datapath meaning).
 var plainProbePayload = []byte("ILNPplain-probe")
 
-// startEncap6 opens the probe socket and starts its reader; nil (logged) when it cannot.
+// exthdrProbeOption is the Destination Options header of the exthdr probe: one option of
+// RFC 4727's experimental type 0x1E (action bits 00: a node that does not know it skips it, so
+// the peer's kernel answers) with 4 bytes of data. The kernel fills in the Next Header.
+var exthdrProbeOption = []byte{0, 0, 0x1e, 4, 0, 0, 0, 0}
+
+// startEncap6 opens the probe sockets and starts their readers; nil (logged) when it cannot.
 func (n *Node) startEncap6(ctx context.Context) *encap6Monitor {
-	st, err := pathprobe.New(pathprobe.Config{})
-	if err == nil {
-		var s *echoSocket
-		if s, err = openEchoSocket("encap6 probes"); err == nil {
-			m := &encap6Monitor{stage: st, sock: s, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{}}
-			go (&probeSocket{s}).read(ctx, m.answers)
-			go func() { <-ctx.Done(); s.Close() }()
-			return m
-		}
+	m, err := openEncap6(ctx)
+	if err != nil {
+		n.log.Warn("encap6 detection off", "err", err)
+		return nil
 	}
-	n.log.Warn("encap6 detection off", "err", err)
-	return nil
+	return m
+}
+
+func openEncap6(ctx context.Context) (*encap6Monitor, error) {
+	st, err := pathprobe.New(pathprobe.Config{})
+	if err != nil {
+		return nil, err
+	}
+	plain, err := openEchoSocket("encap6 probes")
+	if err != nil {
+		return nil, err
+	}
+	exthdr, err := openEchoSocket("encap6 exthdr probes")
+	if err != nil {
+		plain.Close()
+		return nil, err
+	}
+	rc, err := exthdr.conn.SyscallConn()
+	var serr error
+	if err == nil {
+		err = rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IPV6, unix.IPV6_DSTOPTS, string(exthdrProbeOption))
+		})
+	}
+	if err = errors.Join(err, serr); err != nil {
+		plain.Close()
+		exthdr.Close()
+		return nil, fmt.Errorf("encap6 exthdr probes: IPV6_DSTOPTS: %w", err)
+	}
+	m := &encap6Monitor{stage: st, sock: plain, exthdr: exthdr, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{}}
+	go (&probeSocket{plain}).read(ctx, m.answers)
+	go (&probeSocket{exthdr}).read(ctx, m.answers)
+	go func() { <-ctx.Done(); plain.Close(); exthdr.Close() }()
+	return m, nil
 }
 
 // stepEncap6 is one step on the loop, after the path monitor's with the same counters.
@@ -74,7 +110,7 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, stats []datapath.Pa
 	for drained := false; !drained; {
 		select {
 		case a := <-m.answers:
-			if s, ok := m.sent[a.seq]; ok && a.id == m.sock.id {
+			if s, ok := m.sent[a.seq]; ok && a.id == s.id {
 				delete(m.sent, a.seq)
 				m.stage.Answered(s.key, s.probe, s.at, a.at)
 			}
@@ -121,7 +157,8 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, stats []datapath.Pa
 		e := state[k]
 		samples = append(samples, pathprobe.Sample{
 			Key:        paths.Key{Peer: k.RemoteNID, Local: k.Local, Remote: k.Remote},
-			Unanswered: st.Unanswered, FirstUnanswered: at(st.FirstUnansweredTxNs), On: e.On, ByPeer: e.ByPeer,
+			Unanswered: st.Unanswered, FirstUnanswered: at(st.FirstUnansweredTxNs), LastTx: at(st.LastTxNs),
+			On: e.On, ByPeer: e.ByPeer,
 		})
 	}
 	for _, a := range m.stage.Step(samples, now) {
@@ -171,17 +208,21 @@ func (n *Node) encap6On(b ilcc.Binding, k paths.Key, now time.Time) {
 	}
 }
 
-// sendEncap6Probe sends a plain probe between the pair's wire addresses (no nonce header: the
-// datapaths pass it as not the session's) or a native one through the session on the pair's
-// probe slot, asking for a native answer.
+// sendEncap6Probe sends a plain or exthdr probe between the pair's wire addresses (no nonce:
+// the datapaths pass it as not the session's), or a native one through the session on the
+// pair's probe slot, asking for a native answer.
 func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding, a pathprobe.Action, now time.Time) {
 	m.seq++
 	var err error
+	sock := m.sock
 	switch a.Probe {
-	case pathprobe.Plain:
+	case pathprobe.Plain, pathprobe.Exthdr:
 		src := wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
 		dst := wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
-		err = sendEcho(m.sock, src, dst, 0, m.seq, plainProbePayload)
+		if a.Probe == pathprobe.Exthdr {
+			sock = m.exthdr
+		}
+		err = sendEcho(sock, src, dst, 0, m.seq, plainProbePayload)
 	case pathprobe.Native:
 		slot := pm.slot(a.Key)
 		err = n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote})
@@ -195,7 +236,7 @@ func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding
 		n.log.Debug("encap6 probe", "pair", a.Key, "probe", a.Probe, "err", err)
 		return
 	}
-	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, at: now}
+	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: sock.id, at: now}
 	n.count("encap6_probes_sent")
 }
 

@@ -4,14 +4,16 @@
 // daemon feeds it the datapath's per pair counters and the answers to the probes it asked
 // for, and carries out its actions.
 //
-// Detection. A pair whose packets have gone unanswered for Quiet gets two echo requests at
-// once: a plain one between the pair's wire addresses, which carries no Destination Options
-// header and which the datapaths pass as not the session's, and a native one through the
-// session, which carries the nonce header. The plain one answered while the native one is
-// not, within twice the plain one's round trip plus Slack, is a path that works but drops the
-// header: the pair is turned on. Both answered: the path is fine (the silence was the
-// peer's); neither: the path is dead (path liveness deals with it). Either way the pair is
-// not checked again before a backoff that doubles up to MaxBackoff.
+// Detection. A pair that still sends but whose packets have gone unanswered for Quiet gets
+// two echo requests at once between its wire addresses, past the session (the datapaths pass
+// echoes without a nonce): a plain one, and one with a Destination Options header holding
+// only an experimental option the peer's kernel skips (RFC 4727's 0x1E). Neither depends on
+// the peer's ILNP state (a locator it has aged drops our session's packets but its kernel
+// still answers these). The plain one answered while the other is not, within twice the
+// plain one's round trip plus Slack, is a path that works but drops the header: the pair is
+// turned on. Both answered: the path is fine (the silence was the peer's); neither: the path
+// is dead (path liveness deals with it). Either way the pair is not checked again before a
+// backoff that doubles up to MaxBackoff.
 //
 // Return. While a pair this node turned on stays on, a native probe asking for a native
 // answer goes out every NativeEvery; the datapath turns the pair back off when that answer,
@@ -73,9 +75,10 @@ func (c Config) Validate() error {
 type Sample struct {
 	Key Key
 	// Unanswered packets sent since the last one received on the pair, the first of them at
-	// FirstUnanswered (paths.Sample's fields).
+	// FirstUnanswered, the last packet sent at LastTx (paths.Sample's fields).
 	Unanswered      uint64
 	FirstUnanswered time.Time
+	LastTx          time.Time
 	// On: the pair is encapsulated now; ByPeer: the peer's packets turned it on.
 	On, ByPeer bool
 }
@@ -84,8 +87,10 @@ type Sample struct {
 type Probe uint8
 
 const (
-	// Plain: between the pair's wire addresses, no nonce header.
+	// Plain: between the pair's wire addresses, no extension header.
 	Plain Probe = iota + 1
+	// Exthdr: the same with a Destination Options header the peer's kernel skips.
+	Exthdr
 	// Native: through the session with its nonce header, asking for a native answer.
 	Native
 )
@@ -94,6 +99,8 @@ func (p Probe) String() string {
 	switch p {
 	case Plain:
 		return "plain"
+	case Exthdr:
+		return "exthdr"
 	case Native:
 		return "native"
 	}
@@ -112,9 +119,9 @@ type Verdict uint8
 
 const (
 	None Verdict = iota
-	// DropsExthdr: plain answered, native not: the pair was turned on.
+	// DropsExthdr: plain answered, the one with the header not: the pair was turned on.
 	DropsExthdr
-	// Fine: the native probe was answered.
+	// Fine: the probe with the header was answered (or the pair answered by itself).
 	Fine
 	// Dead: not even the plain probe was answered.
 	Dead
@@ -135,7 +142,7 @@ func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil 
 type pair struct {
 	checking          bool
 	sent              time.Time
-	plainAt, nativeAt time.Time // answers of the current check; zero: none yet
+	plainAt, exthdrAt time.Time // answers of the current check; zero: none yet
 	notBefore         time.Time
 	backoff           time.Duration
 	on, byPeer        bool
@@ -167,8 +174,8 @@ func (s *Stage) Answered(k Key, p Probe, sent, at time.Time) {
 	switch p {
 	case Plain:
 		st.plainAt = at
-	case Native:
-		st.nativeAt = at
+	case Exthdr:
+		st.exthdrAt = at
 	}
 }
 
@@ -218,18 +225,21 @@ func (s *Stage) step(sm Sample, st *pair, now time.Time) []Action {
 		st.backoff = 0
 		return nil
 	}
-	if sm.FirstUnanswered.IsZero() || now.Sub(sm.FirstUnanswered) < s.cfg.Quiet || now.Before(st.notBefore) {
+	// Only a pair still in use: one this node stopped sending on (the peer moved away from
+	// it) is not the path's fault.
+	if sm.FirstUnanswered.IsZero() || now.Sub(sm.FirstUnanswered) < s.cfg.Quiet ||
+		now.Sub(sm.LastTx) > s.cfg.Quiet || now.Before(st.notBefore) {
 		return nil
 	}
-	st.checking, st.sent, st.plainAt, st.nativeAt = true, now, time.Time{}, time.Time{}
+	st.checking, st.sent, st.plainAt, st.exthdrAt = true, now, time.Time{}, time.Time{}
 	st.checks++
-	return []Action{{Key: sm.Key, Probe: Plain}, {Key: sm.Key, Probe: Native}}
+	return []Action{{Key: sm.Key, Probe: Plain}, {Key: sm.Key, Probe: Exthdr}}
 }
 
 // judge ends a check once its answers say enough.
 func (s *Stage) judge(sm Sample, st *pair, now time.Time) []Action {
 	switch {
-	case !st.nativeAt.IsZero() || sm.Unanswered == 0:
+	case !st.exthdrAt.IsZero() || sm.Unanswered == 0:
 		s.rest(st, Fine, now)
 	case !st.plainAt.IsZero():
 		if now.Sub(st.sent) < 2*st.plainAt.Sub(st.sent)+s.cfg.Slack {

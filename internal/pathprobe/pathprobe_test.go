@@ -17,9 +17,11 @@ var (
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // quiet is k's sample with packets unanswered since t0.
-func quiet(k Key) Sample { return Sample{Key: k, Unanswered: 3, FirstUnanswered: t0} }
+func quiet(k Key) Sample {
+	return Sample{Key: k, Unanswered: 3, FirstUnanswered: t0, LastTx: t0.Add(time.Hour)}
+}
 
-func probes(k Key) []Action { return []Action{{Key: k, Probe: Plain}, {Key: k, Probe: Native}} }
+func probes(k Key) []Action { return []Action{{Key: k, Probe: Plain}, {Key: k, Probe: Exthdr}} }
 
 func encapsulate(k Key) []Action { return []Action{{Key: k, Encapsulate: true}} }
 
@@ -51,7 +53,11 @@ func TestStage(t *testing.T) {
 			{ms(299), nil, quiet(k1), nil},
 			{ms(300), nil, quiet(k1), probes(k1)},
 		}, None},
-		{"plain answered, native lost: encapsulated after 2 RTT + slack", []step{
+		{"a pair no longer sent on is not checked", []step{
+			{ms(900), nil, Sample{Key: k1, Unanswered: 3, FirstUnanswered: t0, LastTx: t0.Add(ms(500))}, nil},
+			{ms(901), nil, Sample{Key: k1, Unanswered: 4, FirstUnanswered: t0, LastTx: t0.Add(ms(900))}, probes(k1)},
+		}, None},
+		{"plain answered, the header's lost: encapsulated after 2 RTT + slack", []step{
 			{ms(300), nil, quiet(k1), probes(k1)},
 			{ms(310), []answer{{Plain, ms(300), ms(302)}}, quiet(k1), nil},
 			{ms(403), nil, quiet(k1), nil},
@@ -60,7 +66,7 @@ func TestStage(t *testing.T) {
 		}, DropsExthdr},
 		{"both answered: the path is fine, backoff 1 s", []step{
 			{ms(300), nil, quiet(k1), probes(k1)},
-			{ms(320), []answer{{Plain, ms(300), ms(302)}, {Native, ms(300), ms(303)}}, quiet(k1), nil},
+			{ms(320), []answer{{Plain, ms(300), ms(302)}, {Exthdr, ms(300), ms(303)}}, quiet(k1), nil},
 			{ms(1319), nil, quiet(k1), nil},
 			{ms(1320), nil, quiet(k1), probes(k1)},
 		}, Fine},
@@ -90,7 +96,7 @@ func TestStage(t *testing.T) {
 			{ms(5402), nil, on(false), []Action{{Key: k1, Probe: Native}}},
 			{ms(10402), nil, on(false), []Action{{Key: k1, Probe: Native}}},
 			{ms(10500), nil, Sample{Key: k1}, nil},
-			{ms(10800), nil, Sample{Key: k1, Unanswered: 1, FirstUnanswered: t0.Add(ms(10500))}, probes(k1)},
+			{ms(10800), nil, Sample{Key: k1, Unanswered: 1, FirstUnanswered: t0.Add(ms(10500)), LastTx: t0.Add(ms(10790))}, probes(k1)},
 		}, DropsExthdr},
 		{"turned on by the peer: the peer probes", []step{
 			{ms(0), nil, on(true), nil},
@@ -129,7 +135,7 @@ func TestStagePairsAndViews(t *testing.T) {
 	}
 	s.Answered(k1, Plain, t0.Add(ms(300)), t0.Add(ms(301)))
 	s.Answered(k2, Plain, t0.Add(ms(300)), t0.Add(ms(301)))
-	s.Answered(k2, Native, t0.Add(ms(300)), t0.Add(ms(301)))
+	s.Answered(k2, Exthdr, t0.Add(ms(300)), t0.Add(ms(301)))
 	if got := s.Step([]Sample{quiet(k1), quiet(k2)}, t0.Add(ms(500))); !slices.Equal(got, encapsulate(k1)) {
 		t.Fatalf("%v, want only k1 encapsulated", got)
 	}

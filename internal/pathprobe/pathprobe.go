@@ -36,11 +36,14 @@ type Key = paths.Key
 
 // Config holds the detection's timings; zero fields take the defaults.
 type Config struct {
-	// Quiet is how long a pair's packets may go unanswered before it is checked (300 ms: past
-	// any delayed acknowledgement, and within the first LU retransmission's second).
+	// Quiet is how long a pair's packets may go unanswered before it is checked (150 ms: past
+	// a delayed acknowledgement; a check costs two echo requests and proves before it acts).
 	Quiet time.Duration
-	// Slack is added to twice the plain probe's round trip before the native probe counts as
-	// lost (100 ms).
+	// InUse: only a pair that sent within this is checked (1.5 s: a TCP SYN's first
+	// retransmission is 1 s after it).
+	InUse time.Duration
+	// Slack is added to twice the plain probe's round trip before the exthdr probe counts as
+	// lost (50 ms).
 	Slack time.Duration
 	// Wait is how long a check waits for the plain probe's answer (1 s).
 	Wait time.Duration
@@ -52,8 +55,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Quiet = cmp.Or(c.Quiet, 300*time.Millisecond)
-	c.Slack = cmp.Or(c.Slack, 100*time.Millisecond)
+	c.Quiet = cmp.Or(c.Quiet, 150*time.Millisecond)
+	c.InUse = cmp.Or(c.InUse, 1500*time.Millisecond)
+	c.Slack = cmp.Or(c.Slack, 50*time.Millisecond)
 	c.Wait = cmp.Or(c.Wait, time.Second)
 	c.Backoff = cmp.Or(c.Backoff, time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 30*time.Second)
@@ -63,7 +67,7 @@ func (c Config) withDefaults() Config {
 
 // Validate refuses negative timings.
 func (c Config) Validate() error {
-	for _, d := range []time.Duration{c.Quiet, c.Slack, c.Wait, c.Backoff, c.MaxBackoff, c.NativeEvery} {
+	for _, d := range []time.Duration{c.Quiet, c.InUse, c.Slack, c.Wait, c.Backoff, c.MaxBackoff, c.NativeEvery} {
 		if d < 0 {
 			return fmt.Errorf("pathprobe: negative timing %v", d)
 		}
@@ -228,7 +232,7 @@ func (s *Stage) step(sm Sample, st *pair, now time.Time) []Action {
 	// Only a pair still in use: one this node stopped sending on (the peer moved away from
 	// it) is not the path's fault.
 	if sm.FirstUnanswered.IsZero() || now.Sub(sm.FirstUnanswered) < s.cfg.Quiet ||
-		now.Sub(sm.LastTx) > s.cfg.Quiet || now.Before(st.notBefore) {
+		now.Sub(sm.LastTx) > s.cfg.InUse || now.Before(st.notBefore) {
 		return nil
 	}
 	st.checking, st.sent, st.plainAt, st.exthdrAt = true, now, time.Time{}, time.Time{}

@@ -14,6 +14,9 @@ var (
 	k2 = Key{Peer: wire.NID(0x0250b6fffe0a0b0c), Local: wire.L64(0x20010db8000a0002), Remote: wire.L64(0x20010db8000b0001)}
 )
 
+// testConfig: the timings the scripts below are written for.
+var testConfig = Config{Quiet: ms(300), InUse: ms(300), Slack: ms(100)}
+
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // quiet is k's sample with packets unanswered since t0.
@@ -104,7 +107,7 @@ func TestStage(t *testing.T) {
 		}, None},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := New(Config{})
+			s, err := New(testConfig)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +128,7 @@ func TestStage(t *testing.T) {
 
 // Pairs are independent, listed in key order, and forgotten when no longer sampled.
 func TestStagePairsAndViews(t *testing.T) {
-	s, err := New(Config{})
+	s, err := New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@
 #include "lib/rewrite.h"
 #include "lib/session.h"
 #include "lib/encap.h"
+#include "lib/encap6.h"
 #include "lib/paths.h"
 #include "lib/verify.h"
 #include "lib/icmperr.h"
@@ -95,6 +96,10 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_PASS_IPV6);
 		return TCX_NEXT;
 	}
+	if (sess && pkt.l4_proto == ILNP_NH_ICMPV6 && ilnp_is_plain_probe(skb, &pkt)) {
+		ilnp_count(ILNP_C_EG_PASS_IPV6);
+		return TCX_NEXT;
+	}
 	if (!sess)
 		sess = ilnp_new_initiator(skb, &pkt, cfg, &key, 0, 0);
 	if (!sess) {
@@ -136,6 +141,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	int probe = ilnp_is_probe(skb, &pkt);
 	if (probe)
 		ilnp_probe_reply_pair(skb, &pkt, sess, &local, &remote);
+	int native = probe && (sess->flags & ILNP_SESS_ENCAP6) && ilnp_encap6_native_probe(skb, &pkt);
 	int challenge = ilnp_challenge_remote(skb, sess, &remote);
 
 	if (challenge < 0) {
@@ -178,6 +184,12 @@ int ilnp_egress(struct __sk_buff *skb)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
 	if (l32)
 		return ilnp_encap_egress(skb, local, remote);
+	if (sess->flags & ILNP_SESS_ENCAP6) {
+		struct ilnp_encap6_pair *e6 = ilnp_encap6_wanted(&key, local, remote, native);
+
+		if (e6)
+			return ilnp_encap6_egress(skb, &key, e6, local, remote);
+	}
 	return ilnp_egress_redirect(skb, local, nonce);
 }
 
@@ -444,6 +456,8 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	if (ilnp_path_proven(sess))
 		ilnp_path_rx(&key, wire_local, wire_remote, skb->len, now);
 	ilnp_unverified_received(&key, sess, wire_src, skb->len);
+	ilnp_encap6_seen(&key, sess, rx, wire_local, wire_remote,
+			 probe && pkt.icmp_type == ILNP_ICMPV6_ECHO_REQUEST, now);
 	ilnp_count(ILNP_C_IN_NONCE_STRIPPED);
 	ilnp_count(is_lu ? ILNP_C_IN_LOCATOR_UPDATES : ILNP_C_IN_ILNP);
 	if (rx->state == ILNP_ENCAP_RX_DECAP)
@@ -469,7 +483,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 		}
 	}
 	/* ILNPv6 in UDP/IPv4 (encap.h) goes through the same checks once unwrapped. */
-	if (ilnp_encap_ingress(skb, &rx) != 0)
+	if (ilnp_encap_ingress(skb, &rx) != 0 || ilnp_encap6_ingress(skb, &rx) != 0)
 		return TCX_DROP;
 	return ilnp_encap_rx_verdict(&rx, ilnp_ingress_ipv6(skb, &rx));
 }

@@ -99,6 +99,39 @@ func (t *Topology) applyRealPaths(p RealPaths) error {
 	return nil
 }
 
+// pathEncapsulated reports whether either ILNP node's datapath sent a packet as ILNPv6 in UDP
+// over IPv6 (dp_egress_encap6 in the ilnpctl-*-stats.json Collect wrote); nil when a node's
+// stats are missing.
+func pathEncapsulated(dir string) *bool {
+	sent, ok := sumStats(dir, "dp_egress_encap6")
+	if !ok {
+		return nil
+	}
+	v := sent > 0
+	return &v
+}
+
+// sumStats sums one counter over the CN's and the MN's ilnpctl stats.
+func sumStats(dir, name string) (uint64, bool) {
+	var total uint64
+	for _, node := range []string{"cn", "mn"} {
+		b, err := os.ReadFile(filepath.Join(dir, "ilnpctl-"+node+"-stats.json"))
+		if err != nil {
+			return 0, false
+		}
+		var stats map[string]uint64
+		if json.Unmarshal(b, &stats) != nil {
+			return 0, false
+		}
+		v, ok := stats[name]
+		if !ok {
+			return 0, false
+		}
+		total += v
+	}
+	return total, true
+}
+
 // pmtuErrorsTranslated sums the Packet Too Big messages both ILNP nodes' datapaths translated
 // to the session view (dp_ingress_ptb_translated in the ilnpctl-*-stats.json Collect wrote);
 // nil when a node's stats are missing (not an ILNP mode, or the daemon did not answer).

@@ -609,9 +609,7 @@ func runOnce(ctx context.Context, cfg RunConfig, rep int) (res measure.Result, e
 	res.Run.ReorderingRetransmissions = reorderRetrans
 	if NeedsILNP(cfg.Mode) {
 		res.Run.PMTUErrorsTranslated = pmtuErrorsTranslated(dir)
-		// ILNPv6 in UDP over IPv6 (issue 24 item 2) does not exist yet: no pair runs it.
-		encapsulated := false
-		res.Run.PathEncapsulated = &encapsulated
+		res.Run.PathEncapsulated = pathEncapsulated(dir)
 	}
 	if cfg.Policy == "multipath" && !tr.UDP {
 		res.Run.AggregateGoodputBps = iperfGoodput(filepath.Join(dir, "iperf-client.json"))

@@ -53,7 +53,7 @@ enum ilnp_encap_rx_state {
 
 struct ilnp_encap_rx {
 	__u32 state;
-	__u32 pad;
+	__u32 v6;       /* 1: the outer header was IPv6 (encap6.h) */
 	__be64 src_l32; /* the outer source and destination as locators */
 	__be64 dst_l32;
 };
@@ -357,7 +357,7 @@ static __always_inline int ilnp_encap_roaming(const struct ilnp_encap_rx *rx)
 {
 	struct ilnp_encap_config *ec;
 
-	if (rx->state != ILNP_ENCAP_RX_DECAP)
+	if (rx->state != ILNP_ENCAP_RX_DECAP || rx->v6)
 		return 0;
 	ec = ilnp_encap_get_config();
 	if (!ec || !(ec->flags & ILNP_ENCAP_ROAM))

@@ -100,6 +100,9 @@ enum ilnp_session_flag {
 	ILNP_SESS_MULTIPATH = 1 << 9,
 	ILNP_SESS_UNVERIFIED = 1 << 10,
 	ILNP_SESS_UNPROVEN = 1 << 11,     /* promoted by an Echo Reply: counts in unproven_pool */
+	/* Some locator pair of the session may run ILNPv6 in UDP/IPv6 (encap6_pairs): only such
+	 * sessions look the map up (encap6.h). */
+	ILNP_SESS_ENCAP6 = 1 << 12,
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). */
@@ -218,6 +221,13 @@ enum ilnp_counter {
 	ILNP_C_UNPROVEN_POOL_FULL,     /* Echo Reply left an embryo unpromoted: unproven_pool full */
 	ILNP_C_IN_PTB_BELOW_MIN,       /* translated Packet Too Big: the view needs < 1280 (route) */
 	ILNP_C_IN_FRAG_NEEDED_TRANSLATED, /* ICMPv4 Fragmentation Needed: a Packet Too Big to the view */
+	ILNP_C_EG_ENCAP6,              /* sent as ILNPv6 in UDP/IPv6 (encap6.h) */
+	ILNP_C_EG_ENCAP6_TOO_BIG,      /* ... would exceed the interface MTU: dropped */
+	ILNP_C_EG_ENCAP6_ERRORS,
+	ILNP_C_IN_ENCAP6,              /* UDP/IPv6 to the encap6 port, unwrapped */
+	ILNP_C_IN_ENCAP6_BAD_OUTER,    /* lengths, or outer addresses not the inner ones */
+	ILNP_C_IN_ENCAP6_LEARNED,      /* pair became encapsulated: an accepted encap6 packet */
+	ILNP_C_IN_ENCAP6_NATIVE,       /* pair back to native: an accepted native packet */
 	ILNP_C_MAX,
 };
 
@@ -416,7 +426,7 @@ enum ilnp_encap_flag {
 
 struct ilnp_encap_config {
 	__be16 port;      /* UDP port encapsulated packets go to and are accepted on; 0 = off */
-	__u16 pad;
+	__be16 port6;     /* the same for ILNPv6 in UDP/IPv6 (encap6.h); 0 = off */
 	__u32 flags;      /* enum ilnp_encap_flag */
 	__be64 local_l32; /* default IPv4 locator for sessions whose local locator is an L64 */
 };
@@ -505,6 +515,38 @@ struct {
 	__type(value, struct ilnp_path_key);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } probe_pairs SEC(".maps");
+
+/* ILNPv6 in UDP/IPv6 on a locator pair whose path drops Destination Options (encap6.h).
+ * An entry is written by the daemon (origin local: it found the pair's native packets
+ * unanswered while the path carries plain IPv6) or by the ingress when a nonce-verified
+ * encapsulated packet arrived on the pair (origin peer); an accepted native packet other
+ * than an echo request turns the pair back to native. LRU: a session's packets write it, and
+ * the session budget bounds how fast new sessions (and so entries) appear. */
+enum ilnp_encap6_state {
+	ILNP_ENCAP6_NATIVE = 0,
+	ILNP_ENCAP6_ON = 1,
+};
+
+enum ilnp_encap6_origin {
+	ILNP_ENCAP6_BY_LOCAL = 1, /* the daemon's detection */
+	ILNP_ENCAP6_BY_PEER = 2,  /* learned from the peer's authenticated packets */
+};
+
+struct ilnp_encap6_pair {
+	__u32 state;  /* enum ilnp_encap6_state */
+	__u32 origin; /* enum ilnp_encap6_origin */
+	__u64 tx_packets; /* sent encapsulated */
+	__u64 rx_packets; /* accepted encapsulated */
+	__u64 changed_ns; /* CLOCK_MONOTONIC_COARSE of the last state change by a packet */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ilnp_path_key);
+	__type(value, struct ilnp_encap6_pair);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} encap6_pairs SEC(".maps");
 
 /* Multipath policy: a session's TCP and UDP flows spread over these locator pairs by weight,
  * each flow (its 5-tuple's hash) always on the same pair so that it never reorders. */

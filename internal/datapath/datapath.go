@@ -238,7 +238,7 @@ func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
 	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
 		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters,
-		m.Paths, m.ProbePairs, m.Multipath, m.Unverified}
+		m.Paths, m.ProbePairs, m.Multipath, m.Unverified, m.Encap6Pairs}
 }
 
 // be64 converts between a locator or identifier value and the network-order bytes the BPF

@@ -24,6 +24,9 @@ type EncapConfig struct {
 	// not list (a NAT rebinding, WireGuard-style) instead of dropping it until the daemon has
 	// learned the endpoint from the unknown-locator event it still gets.
 	Roam bool
+	// Port6 is the UDP port of ILNPv6 in UDP/IPv6 (bpf/lib/encap6.h) on locator pairs whose
+	// path drops the nonce's Destination Options header; 0 turns it off.
+	Port6 uint16
 }
 
 const encapFlagRoam = 1 << 0
@@ -31,7 +34,7 @@ const encapFlagRoam = 1 << 0
 // encapConfigBPF is struct ilnp_encap_config (bpf/lib/maps.h).
 type encapConfigBPF struct {
 	Port     uint16 // network byte order
-	_        uint16
+	Port6    uint16 // network byte order
 	Flags    uint32
 	LocalL32 uint64 // network byte order
 }
@@ -72,7 +75,7 @@ func (d *Datapath) SetEncap(c EncapConfig) error {
 	if c.LocalL32 != 0 && !encap.IsL32(c.LocalL32) {
 		return fmt.Errorf("datapath: encap local locator %v is not an IPv4 locator", c.LocalL32)
 	}
-	v := encapConfigBPF{Port: htons(c.Port), LocalL32: be64(uint64(c.LocalL32))}
+	v := encapConfigBPF{Port: htons(c.Port), Port6: htons(c.Port6), LocalL32: be64(uint64(c.LocalL32))}
 	if c.Roam {
 		v.Flags |= encapFlagRoam
 	}
@@ -88,7 +91,7 @@ func (d *Datapath) Encap() (EncapConfig, error) {
 	if err := d.objs.EncapConfig.Lookup(uint32(0), &v); err != nil {
 		return EncapConfig{}, fmt.Errorf("datapath: read encap config: %w", err)
 	}
-	return EncapConfig{Port: htons(v.Port), LocalL32: wire.L64(be64(v.LocalL32)), Roam: v.Flags&encapFlagRoam != 0}, nil
+	return EncapConfig{Port: htons(v.Port), Port6: htons(v.Port6), LocalL32: wire.L64(be64(v.LocalL32)), Roam: v.Flags&encapFlagRoam != 0}, nil
 }
 
 // PutLocalIPv4Locator adds or replaces one of this host's IPv4 locators: ep is the address and

@@ -94,10 +94,13 @@ const (
 	// SessionUnproven: promoted by an ICMPv6 Echo Reply, which the kernel sends to anyone: one
 	// of the bounded unproven pool's until this host sends anything else on it.
 	SessionUnproven SessionFlags = 1 << 11
+	// SessionEncap6: some locator pair of the session may run ILNPv6 in UDP/IPv6 (Encap6Pairs);
+	// the packet path looks the pairs up only for sessions flagged so.
+	SessionEncap6 SessionFlags = 1 << 12
 )
 
 // sessionMapFlags are the flags that mirror other maps' entries (datapath-kept).
-const sessionMapFlags = SessionMultipath | SessionUnverified
+const sessionMapFlags = SessionMultipath | SessionUnverified | SessionEncap6
 
 var sessionFlagNames = []struct {
 	f    SessionFlags
@@ -107,6 +110,7 @@ var sessionFlagNames = []struct {
 	{SessionResponder, "responder"}, {SessionInitiator, "initiator"}, {SessionWeakNonce, "weak-nonce"},
 	{SessionEmbryonic, "embryonic"}, {SessionRemotePinned, "remote-pinned"},
 	{SessionSharedNonce, "shared-nonce"}, {SessionMultipath, "multipath"}, {SessionUnverified, "unverified"}, {SessionUnproven, "unproven"},
+	{SessionEncap6, "encap6"},
 }
 
 // String lists the flags, comma separated ("" for none).
@@ -272,6 +276,13 @@ var counterNames = []string{
 	"unproven_pool_full",
 	"ingress_ptb_below_min",
 	"ingress_frag_needed_translated",
+	"egress_encap6",
+	"egress_encap6_too_big",
+	"egress_encap6_errors",
+	"ingress_encap6",
+	"ingress_encap6_bad_outer",
+	"ingress_encap6_learned",
+	"ingress_encap6_native",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

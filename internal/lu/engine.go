@@ -460,6 +460,28 @@ func (e *Engine) Redirect(peer wire.NID, dest wire.ILV, now time.Time) []Action 
 	}}
 }
 
+// Resend transmits the outstanding LU again now because the path under it changed (its
+// locator pair went over to ILNPv6 in UDP/IPv6, internal/pathprobe): the copies sent so far
+// were lost to the path, so waiting out their back-off would only add to the interruption. It
+// counts as an attempt, restarts from the base timeout, and gives no RTT sample (as
+// Redirect). Nothing happens without an outstanding LU or once all attempts are used.
+func (e *Engine) Resend(peer wire.NID, now time.Time) []Action {
+	p := e.peers[peer]
+	if p == nil || p.out == nil || p.out.attempts >= e.cfg.MaxAttempts {
+		return nil
+	}
+	x := p.out
+	x.ambiguous = true
+	x.attempts++
+	x.timeout = e.timeout(p, 1)
+	x.deadline = now.Add(x.timeout)
+	e.stats.Retransmitted++
+	return []Action{{
+		Kind: Transmit, Message: x.msg, Exchange: x.id, Attempt: x.attempts,
+		Timeout: x.timeout, Elapsed: now.Sub(x.first),
+	}}
+}
+
 // Cancel drops the correspondent's outstanding LU (e.g. its session ended) but keeps its RTT
 // estimate. It reports whether there was one.
 func (e *Engine) Cancel(peer wire.NID) bool {

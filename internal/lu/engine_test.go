@@ -607,3 +607,32 @@ func TestSetConfigAppliesToExchangesInFlight(t *testing.T) {
 		t.Fatalf("after lowering max attempts to 1: %+v, want one give-up after attempt 1", acts)
 	}
 }
+
+// Resend: the LU's pair went over to UDP/IPv6, the same LU goes out again now, from the base
+// timeout, without an RTT sample; nothing without an LU out or past the attempt limit.
+func TestResendRetransmitsNow(t *testing.T) {
+	e := newEngine(t, Config{})
+	m := msgTo(peerA, 0x20010db8_00020000)
+	mustSend(t, e, m, t0)
+	at := t0.Add(700 * time.Millisecond)
+	acts := e.Resend(peerA, at)
+	if len(acts) != 1 || acts[0].Kind != Transmit || acts[0].Message.Dest != m.Dest || acts[0].Attempt != 2 ||
+		acts[0].Timeout != DefaultInitialTimeout || acts[0].Redirected {
+		t.Fatalf("resend = %+v, want attempt 2 now, timeout %v", acts, DefaultInitialTimeout)
+	}
+	if d, _ := e.NextDeadline(); !d.Equal(at.Add(DefaultInitialTimeout)) {
+		t.Fatalf("deadline %v, want %v", d, at.Add(DefaultInitialTimeout))
+	}
+	if acts := e.Resend(peerB, at); len(acts) != 0 {
+		t.Fatalf("no LU outstanding: resend = %+v", acts)
+	}
+	res, _ := e.Ack(peerA, ackOf(m), at.Add(10*time.Millisecond))
+	if res.Outcome != Acked || res.RTTSampled || res.Attempts != 2 {
+		t.Fatalf("ACK = %+v, want acked after 2 attempts without an RTT sample", res)
+	}
+	e = newEngine(t, Config{MaxAttempts: 1})
+	mustSend(t, e, m, t0)
+	if acts := e.Resend(peerA, t0.Add(time.Millisecond)); len(acts) != 0 {
+		t.Fatalf("resend past the attempt limit = %+v", acts)
+	}
+}

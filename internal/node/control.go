@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,7 +35,10 @@ type SessionRow struct {
 	Family string `json:"family"`
 	// Mode is ilnp, or ipv6-fallback once the peer answered our nonce option with a Parameter
 	// Problem (it is not an ILNP node, RFC 6744 s.6): its packets go as plain IPv6.
-	Mode           string  `json:"mode"`
+	Mode string `json:"mode"`
+	// Encap6 lists the locator pairs running ILNPv6 in UDP/IPv6 because their path drops the
+	// nonce header ("local->remote" and who turned it on), empty when all run natively.
+	Encap6         string  `json:"encap6"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`
@@ -87,6 +91,12 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 			}
 		}
 	}
+	e6 := map[string][]string{}
+	for _, p := range n.encap6Rows() {
+		if l := encap6Label(p); l != "" {
+			e6[p.Key.RemoteNID.String()] = append(e6[p.Key.RemoteNID.String()], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
+		}
+	}
 	rows := make([]SessionRow, 0, len(snap.Sessions))
 	for _, s := range snap.Sessions {
 		family := ""
@@ -105,6 +115,7 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 			ActiveRemote:   s.ActiveRemote,
 			Family:         family,
 			Mode:           cmp.Or(mode[s.PeerNID], "ilnp"),
+			Encap6:         strings.Join(slices.Sorted(slices.Values(e6[s.PeerNID])), ","),
 			RemoteLocators: strings.Join(locs, ","),
 			LocalNonce:     s.LocalNonce,
 			RemoteNonce:    s.RemoteNonce,

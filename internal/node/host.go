@@ -26,6 +26,9 @@ type host struct {
 	// closes, and a pass over every route there made a flood's expiry O(sessions^2) (issue 28).
 	peerAddrs map[wire.NID][]netip.Addr
 	mtu       int // route MTU for ILNP peers: link MTU minus the nonce option
+	// encap6 are the correspondents with a locator pair on ILNPv6 in UDP/IPv6: their routes'
+	// MTU leaves room for its outer headers too (encap6.go).
+	encap6 map[wire.NID]bool
 	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
 	encapNeighs map[int]bool
 
@@ -64,6 +67,7 @@ func newHost(headroom int) (*host, error) {
 		peerAddrs:   map[wire.NID][]netip.Addr{},
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
+		encap6:      map[wire.NID]bool{},
 		peerSrc:     map[netip.Addr]wire.NID{},
 		onLink:      map[netip.Addr]int{},
 		peerView:    map[netip.Addr]netip.Addr{},
@@ -132,7 +136,10 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	if ifindex == 0 {
 		return nil
 	}
-	pr := peerRoute{link: ifindex}
+	pr := peerRoute{link: ifindex, mtu: h.mtu}
+	if ilv, err := wire.ILVFromAddr(peer); err == nil && h.encap6[ilv.NID] {
+		pr.mtu -= encap6Overhead
+	}
 	if router.IsValid() {
 		pr.gw = router
 	}
@@ -162,6 +169,7 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 // the daemon's memory per session (issue 28).
 type peerRoute struct {
 	link    int
+	mtu     int        // the daemon's route MTU, less encap6's outer headers where a pair uses it
 	gw, src netip.Addr // zero: none
 }
 
@@ -170,8 +178,8 @@ func (h *host) route(peer netip.Addr, pr peerRoute) *netlink.Route {
 	r := &netlink.Route{
 		LinkIndex: pr.link,
 		Dst:       &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(128, 128)},
-		MTU:       h.mtu,
-		AdvMSS:    h.mtu - 60,
+		MTU:       pr.mtu,
+		AdvMSS:    pr.mtu - 60,
 		Protocol:  netlink.RouteProtocol(unix.RTPROT_STATIC),
 	}
 	if pr.gw.IsValid() {
@@ -236,6 +244,27 @@ func (h *host) routesUp() bool {
 		checked[r.link] = true
 	}
 	return true
+}
+
+// setEncap6 gives the routes of a correspondent's session-view addresses the MTU for
+// ILNPv6 in UDP/IPv6 (on) or the native one again. TCP picks the new route MTU up on its next
+// send (the replaced route invalidates the socket's cached one).
+func (h *host) setEncap6(nid wire.NID, on bool) error {
+	if h.encap6[nid] == on {
+		return nil
+	}
+	if on {
+		h.encap6[nid] = true
+	} else {
+		delete(h.encap6, nid)
+	}
+	var errs []error
+	for _, peer := range h.peerAddrs[nid] {
+		if r := h.peerRoutes[peer]; r != nil {
+			errs = append(errs, h.routePeer(peer, r.link, r.gw))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reroutePeers moves every peer route to a new active interface.

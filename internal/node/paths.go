@@ -79,6 +79,8 @@ type pathMonitor struct {
 
 	kick chan struct{} // a step now (pathsAbandoned)
 
+	encap6 *encap6Monitor // paths that drop Destination Options (encap6.go); nil: off
+
 	mu    sync.Mutex
 	views []paths.View
 }
@@ -109,6 +111,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	defer ps.Close()
 	m := &pathMonitor{tracker: tr, probes: ps, slots: map[paths.Key]uint32{}, sent: map[uint16]sentProbe{}, down: map[healthKey]bool{},
 		spread: map[wire.NID][]datapath.MultipathPair{}, kick: make(chan struct{}, 1)}
+	m.encap6 = n.startEncap6(ctx)
 	n.pathmon.Store(m)
 	answers := make(chan echoAnswer, 64)
 	go ps.read(ctx, answers)
@@ -300,6 +303,7 @@ func (n *Node) pollPaths(m *pathMonitor, stats []datapath.PathStats) time.Time {
 		m.flowsAt = now
 		countFlows(m, bindings, cands)
 	}
+	n.stepEncap6(m, m.encap6, stats, at, now)
 	views := m.tracker.Views(now)
 	m.mu.Lock()
 	m.views = views
@@ -480,15 +484,7 @@ func (n *Node) setHealth(h healthKey, down bool, now time.Time) {
 // sendProbe sends one ICMPv6 echo request between the session-view addresses with the probe
 // mark of k's slot: the datapath adds the nonce and sends it out on k's pair.
 func (n *Node) sendProbe(m *pathMonitor, b ilcc.Binding, k paths.Key, now time.Time) {
-	slot, ok := m.slots[k]
-	if !ok {
-		if len(m.slots) >= datapath.ProbeSlots {
-			clear(m.slots) // reused round-robin; stale slots only misdirect a probe
-		}
-		slot = m.next % datapath.ProbeSlots
-		m.next++
-		m.slots[k] = slot
-	}
+	slot := m.slot(k)
 	err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: k.Peer, Local: k.Local, Remote: k.Remote})
 	if err == nil {
 		m.seq++
@@ -506,6 +502,20 @@ func (n *Node) sendProbe(m *pathMonitor, b ilcc.Binding, k paths.Key, now time.T
 			delete(m.sent, seq)
 		}
 	}
+}
+
+// slot is k's probe slot (datapath.SetProbePair), allocated round-robin.
+func (m *pathMonitor) slot(k paths.Key) uint32 {
+	slot, ok := m.slots[k]
+	if !ok {
+		if len(m.slots) >= datapath.ProbeSlots {
+			clear(m.slots) // reused round-robin; stale slots only misdirect a probe
+		}
+		slot = m.next % datapath.ProbeSlots
+		m.next++
+		m.slots[k] = slot
+	}
+	return slot
 }
 
 // probeSocket sends ICMPv6 echo requests with a socket mark and reads the replies.
@@ -612,8 +622,24 @@ func (n *Node) ShowPaths(ctx context.Context) (any, error) {
 		return []PathRow{}, nil
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]PathRow{}, m.views...), nil
+	rows := append([]PathRow{}, m.views...)
+	m.mu.Unlock()
+	if e6 := n.encap6Rows(); len(e6) > 0 {
+		local := n.nid
+		for i, r := range rows {
+			peer, err1 := wire.ParseNID(r.Peer)
+			l, err2 := wire.ParseL64(r.Local)
+			rm, err3 := wire.ParseL64(r.Remote)
+			if err1 != nil || err2 != nil || err3 != nil {
+				continue
+			}
+			if b, ok := n.cache.Binding(peer); ok {
+				local = b.SessionLocal.NID
+			}
+			rows[i].Encap = encap6Label(e6[datapath.PathKey{LocalNID: local, RemoteNID: peer, Local: l, Remote: rm}])
+		}
+	}
+	return rows, nil
 }
 
 // SetPolicy switches the handoff policy at run time (`ilnpctl set policy`).

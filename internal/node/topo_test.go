@@ -509,6 +509,7 @@ type sessionRow struct {
 	ActiveRemote   string  `json:"active_remote"`
 	Family         string  `json:"family"`
 	Mode           string  `json:"mode"`
+	Encap6         string  `json:"encap6"`
 	RemoteLocators string  `json:"remote_locators"`
 	LocalNonce     string  `json:"local_nonce"`
 	RemoteNonce    string  `json:"remote_nonce"`

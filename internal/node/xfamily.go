@@ -58,9 +58,11 @@ func encapHeadroom(on bool) int {
 // roaming accepted, or off (port 0) so that a datapath adopted from an ilnpd with IPv4
 // locators stops encapsulating.
 func (n *Node) setupEncap() error {
-	c := datapath.EncapConfig{}
+	// ILNPv6 in UDP/IPv6 (encap6.go) is on whenever a port is: any IPv6 path may drop the
+	// nonce header.
+	c := datapath.EncapConfig{Port6: n.cfg.EncapPort}
 	if n.cfg.IPv4Locators {
-		c = datapath.EncapConfig{Port: n.cfg.EncapPort, Roam: true}
+		c = datapath.EncapConfig{Port: n.cfg.EncapPort, Roam: true, Port6: n.cfg.EncapPort}
 	}
 	if err := n.dp.SetEncap(c); err != nil {
 		return fmt.Errorf("encapsulation: %w", err)
@@ -308,7 +310,7 @@ func (n *Node) syncEncapLocal(locals []ilcc.Local) {
 	if best == n.encapLocal {
 		return
 	}
-	if err := n.dp.SetEncap(datapath.EncapConfig{Port: n.cfg.EncapPort, Roam: true, LocalL32: best}); err != nil {
+	if err := n.dp.SetEncap(datapath.EncapConfig{Port: n.cfg.EncapPort, Roam: true, LocalL32: best, Port6: n.cfg.EncapPort}); err != nil {
 		n.log.Warn("encapsulation source", "err", err)
 		return
 	}

@@ -755,6 +755,10 @@ type View struct {
 	RxPackets      uint64   `json:"rx_packets"`
 	Flows          int      `json:"flows"`
 	LastProofMsAgo *float64 `json:"last_proof_ms_ago"`
+	// Encap is how the pair's packets travel when not natively: "ipv6-udp" (ILNPv6 in
+	// UDP/IPv6, this node found the path dropping the nonce header) or "ipv6-udp(peer)" (the
+	// peer's packets turned it on); filled in by the daemon.
+	Encap string `json:"encap,omitempty"`
 }
 
 // Views lists every pair, ordered by peer, local and remote locator.

@@ -120,6 +120,9 @@ type Packet struct {
 	// mapping): where the packet really came from and went to, as the receiver's datapath
 	// also takes them.
 	Encap bool
+	// Encap6: the frame was ILNPv6 in UDP/IPv6 (issue 24, bpf/lib/encap6.h) from and to
+	// EncapPort; the fields describe the inner packet, whose addresses are the outer ones.
+	Encap6 bool
 }
 
 // EncapPort is the UDP port of encapsulated ILNPv6 (internal/encap.DefaultPort): a UDP/IPv4
@@ -184,6 +187,19 @@ func Decode(linkType uint32, rec Record) (pkt Packet, ok bool) {
 	}
 	if etherType == 0x0800 {
 		return decodeEncap(pkt, b)
+	}
+	return decodeEncap6(pkt, b)
+}
+
+// decodeEncap6 decodes an IPv6 frame, and a UDP/IPv6 one from and to EncapPort that carries an
+// IPv6 packet as that packet (Encap6).
+func decodeEncap6(pkt Packet, b []byte) (Packet, bool) {
+	if len(b) >= 48+40 && b[0]>>4 == 6 && b[6] == ProtoUDP && b[48]>>4 == 6 &&
+		binary.BigEndian.Uint16(b[40:]) == EncapPort && binary.BigEndian.Uint16(b[42:]) == EncapPort {
+		if inner, ok := decodeIPv6(pkt, b[48:]); ok {
+			inner.Encap6 = true
+			return inner, true
+		}
 	}
 	return decodeIPv6(pkt, b)
 }

@@ -147,6 +147,10 @@ func FuzzReadAll(f *testing.F) {
 	seed.Write(record(time.Unix(1, 0), sll2v4(udp4([4]byte{10, 0, 3, 2}, [4]byte{198, 51, 100, 2}, 49191, 49191,
 		ipv6(ProtoICMPv6, []byte{156, 0, 0, 0, 1, 1, 0, 0}, true)), 0), true))
 	f.Add(seed.Bytes())
+	seed.Reset()
+	seed.Write(fileHeader(LinkSLL2, true))
+	seed.Write(record(time.Unix(1, 0), sll2(udp6(49191, 49191, ipv6(ProtoTCP, tcpSeg(1, 100), true)), 2, 0), true))
+	f.Add(seed.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pkts, _ := ReadAll(bytes.NewReader(data))
 		for _, p := range pkts {
@@ -209,5 +213,44 @@ func TestDecodeEncapsulated(t *testing.T) {
 	l := pkts[1]
 	if !l.Encap || l.ICMPType != 156 || l.LUOp != 2 || [8]byte(l.Src[:8]) != [8]byte{0, 0, 0xee, 0x48, 203, 0, 113, 3} {
 		t.Errorf("encapsulated LU = %+v", l)
+	}
+}
+
+// udp6 wraps an IPv6 packet in IPv6 + UDP from and to ports sport/dport, as encap6.h does
+// (the outer addresses are the inner ones).
+func udp6(sport, dport uint16, inner []byte) []byte {
+	h := make([]byte, 48)
+	copy(h, inner[:40])
+	binary.BigEndian.PutUint16(h[4:], uint16(8+len(inner)))
+	h[6] = ProtoUDP
+	binary.BigEndian.PutUint16(h[40:], sport)
+	binary.BigEndian.PutUint16(h[42:], dport)
+	binary.BigEndian.PutUint16(h[44:], uint16(8+len(inner)))
+	return append(h, inner...)
+}
+
+// ILNPv6 in UDP/IPv6 (issue 24) decodes as the inner packet (TCP data, an LU); UDP/IPv6 on
+// other ports, or without an IPv6 packet inside, stays the UDP datagram it is.
+func TestDecodeEncapsulated6(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	lu := make([]byte, 8+16)
+	lu[0], lu[4], lu[5] = 156, 1, 1
+	var f bytes.Buffer
+	f.Write(fileHeader(LinkSLL2, true))
+	f.Write(record(t0, sll2(udp6(49191, 49191, ipv6(ProtoTCP, tcpSeg(7000, 1300), true)), 3, DirIncoming), true))
+	f.Write(record(t0, sll2(udp6(49191, 49191, ipv6(ProtoICMPv6, lu, true)), 3, DirOutgoing), true))
+	f.Write(record(t0, sll2(udp6(5000, 49191, ipv6(ProtoTCP, tcpSeg(1, 10), true)), 3, 0), true))
+	pkts, err := ReadAll(&f)
+	if err != nil || len(pkts) != 3 {
+		t.Fatalf("ReadAll = %d packets, %v", len(pkts), err)
+	}
+	if d := pkts[0]; !d.Encap6 || !d.Nonce || d.Proto != ProtoTCP || d.TCPSeq != 7000 || d.Payload != 1300 {
+		t.Errorf("encapsulated TCP = %+v", d)
+	}
+	if l := pkts[1]; !l.Encap6 || l.ICMPType != 156 || l.LUOp != 1 {
+		t.Errorf("encapsulated LU = %+v", l)
+	}
+	if o := pkts[2]; o.Encap6 || o.Proto != ProtoUDP {
+		t.Errorf("another port = %+v", o)
 	}
 }

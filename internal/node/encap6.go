@@ -1,0 +1,290 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"ilnp/internal/datapath"
+	"ilnp/internal/encap"
+	"ilnp/internal/ilcc"
+	"ilnp/internal/pathprobe"
+	"ilnp/internal/paths"
+	"ilnp/internal/timeline"
+	"ilnp/internal/wire"
+)
+
+// Paths that drop Destination Options (issue 24 item 2): the loop feeds internal/pathprobe the
+// datapath's per pair counters and states on every path poll, sends the probes it asks for,
+// turns on the pairs it finds dropping the nonce header (bpf/lib/encap6.h) and gives every
+// correspondent with a pair on the smaller route MTU. The peer's side needs nothing from here:
+// its datapath learns the pair from our nonce-verified encapsulated packets.
+
+// Encap6EventKind is the timeline kind of a pair turned over to ILNPv6 in UDP/IPv6 here.
+const Encap6EventKind timeline.Kind = "path_encap6"
+
+// encap6Overhead is what ILNPv6 in UDP/IPv6 adds in front of the packet: IPv6 40 + UDP 8.
+const encap6Overhead = 48
+
+// encap6Monitor is the stage's state; loop-owned.
+type encap6Monitor struct {
+	stage *pathprobe.Stage
+	sock  *echoSocket
+	// exthdr sends every echo request with a Destination Options header (exthdrProbeOption).
+	exthdr  *echoSocket
+	answers chan echoAnswer
+	seq     uint16
+	sent    map[uint16]sentEncap6
+}
+
+type sentEncap6 struct {
+	key   paths.Key
+	probe pathprobe.Probe
+	id    uint16 // the socket's echo identifier
+	at    time.Time
+}
+
+// plainProbePayload marks the plain probe's echo data (no datapath meaning).
+var plainProbePayload = []byte("ILNPplain-probe")
+
+// exthdrProbeOption is the Destination Options header of the exthdr probe: one option of
+// RFC 4727's experimental type 0x1E (action bits 00: a node that does not know it skips it, so
+// the peer's kernel answers) with 4 bytes of data. The kernel fills in the Next Header.
+var exthdrProbeOption = []byte{0, 0, 0x1e, 4, 0, 0, 0, 0}
+
+// startEncap6 opens the probe sockets and starts their readers; nil (logged) when it cannot.
+func (n *Node) startEncap6(ctx context.Context) *encap6Monitor {
+	m, err := openEncap6(ctx)
+	if err != nil {
+		n.log.Warn("encap6 detection off", "err", err)
+		return nil
+	}
+	return m
+}
+
+func openEncap6(ctx context.Context) (*encap6Monitor, error) {
+	st, err := pathprobe.New(pathprobe.Config{})
+	if err != nil {
+		return nil, err
+	}
+	plain, err := openEchoSocket("encap6 probes")
+	if err != nil {
+		return nil, err
+	}
+	exthdr, err := openEchoSocket("encap6 exthdr probes")
+	if err != nil {
+		plain.Close()
+		return nil, err
+	}
+	rc, err := exthdr.conn.SyscallConn()
+	var serr error
+	if err == nil {
+		err = rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IPV6, unix.IPV6_DSTOPTS, string(exthdrProbeOption))
+		})
+	}
+	if err = errors.Join(err, serr); err != nil {
+		plain.Close()
+		exthdr.Close()
+		return nil, fmt.Errorf("encap6 exthdr probes: IPV6_DSTOPTS: %w", err)
+	}
+	m := &encap6Monitor{stage: st, sock: plain, exthdr: exthdr, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{}}
+	go (&probeSocket{plain}).read(ctx, m.answers)
+	go (&probeSocket{exthdr}).read(ctx, m.answers)
+	go func() { <-ctx.Done(); plain.Close(); exthdr.Close() }()
+	return m, nil
+}
+
+// stepEncap6 is one step on the loop, after the path monitor's with the same counters.
+func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, stats []datapath.PathStats, at func(uint64) time.Time, now time.Time) {
+	if m == nil {
+		return
+	}
+	for drained := false; !drained; {
+		select {
+		case a := <-m.answers:
+			if s, ok := m.sent[a.seq]; ok && a.id == s.id {
+				delete(m.sent, a.seq)
+				m.stage.Answered(s.key, s.probe, s.at, a.at)
+			}
+		default:
+			drained = true
+		}
+	}
+	pairs, err := n.dp.Encap6Pairs()
+	if err != nil {
+		n.log.Warn("encap6 pairs", "err", err)
+		return
+	}
+	state := make(map[datapath.PathKey]datapath.Encap6Pair, len(pairs))
+	onPeers := map[wire.NID]bool{}
+	for _, p := range pairs {
+		state[p.Key] = p
+		if p.On {
+			onPeers[p.Key.RemoteNID] = true
+		}
+	}
+	usable := map[wire.L64]bool{}
+	for _, l := range n.cache.Locals() {
+		if l.State.Usable() {
+			usable[l.Locator] = true
+		}
+	}
+	bindings := map[wire.NID]ilcc.Binding{}
+	samples := make([]pathprobe.Sample, 0, len(stats))
+	for _, st := range stats {
+		k := st.Key
+		if encap.IsL32(k.Local) || encap.IsL32(k.Remote) || !usable[k.Local] {
+			continue
+		}
+		b, ok := bindings[k.RemoteNID]
+		if !ok {
+			if b, ok = n.cache.Binding(k.RemoteNID); !ok {
+				continue
+			}
+			bindings[k.RemoteNID] = b
+		}
+		if b.SessionLocal.NID != k.LocalNID {
+			continue
+		}
+		e := state[k]
+		samples = append(samples, pathprobe.Sample{
+			Key:        paths.Key{Peer: k.RemoteNID, Local: k.Local, Remote: k.Remote},
+			Unanswered: st.Unanswered, FirstUnanswered: at(st.FirstUnansweredTxNs), LastTx: at(st.LastTxNs),
+			On: e.On, ByPeer: e.ByPeer,
+		})
+	}
+	for _, a := range m.stage.Step(samples, now) {
+		b := bindings[a.Key.Peer]
+		if a.Encapsulate {
+			n.encap6On(b, a.Key, now)
+			onPeers[a.Key.Peer] = true
+			continue
+		}
+		n.sendEncap6Probe(pm, m, b, a, now)
+	}
+	for nid := range n.host.encap6 {
+		if !onPeers[nid] {
+			n.setEncap6Route(nid, false)
+		}
+	}
+	for nid := range onPeers {
+		n.setEncap6Route(nid, true)
+	}
+	for seq, s := range m.sent {
+		if now.Sub(s.at) > 10*time.Second {
+			delete(m.sent, seq)
+		}
+	}
+}
+
+func (n *Node) setEncap6Route(nid wire.NID, on bool) {
+	if err := n.host.setEncap6(nid, on); err != nil {
+		n.log.Warn("encap6 route MTU", "peer", nid, "err", err)
+	}
+}
+
+// encap6On turns the pair over and, when an LU waits for its ACK, sends it again at once: the
+// copies so far were lost to the path (lu.Engine.Resend).
+func (n *Node) encap6On(b ilcc.Binding, k paths.Key, now time.Time) {
+	if err := n.dp.SetEncap6Pair(datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: k.Peer, Local: k.Local, Remote: k.Remote}, true); err != nil {
+		n.count("encap6_errors")
+		n.log.Warn("encap6 on", "pair", k, "err", err)
+		return
+	}
+	n.count("encap6_pairs_on")
+	n.emit(timeline.Event{Kind: Encap6EventKind, Peer: k.Peer.String(), Locator: k.Local.String(),
+		Detail: fmt.Sprintf("%v->%v native unanswered, plain answered: ILNPv6 in UDP/IPv6", k.Local, k.Remote)})
+	n.setEncap6Route(k.Peer, true)
+	if p, ok := n.engine.Outstanding(k.Peer); ok && p.Message.Source.Locator == k.Local {
+		n.perform(n.engine.Resend(k.Peer, now))
+	}
+}
+
+// sendEncap6Probe sends a plain or exthdr probe between the pair's wire addresses (no nonce:
+// the datapaths pass it as not the session's), or a native one through the session on the
+// pair's probe slot, asking for a native answer.
+func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding, a pathprobe.Action, now time.Time) {
+	m.seq++
+	var err error
+	sock := m.sock
+	switch a.Probe {
+	case pathprobe.Plain, pathprobe.Exthdr:
+		src := wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
+		dst := wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
+		if a.Probe == pathprobe.Exthdr {
+			sock = m.exthdr
+		}
+		err = sendEcho(sock, src, dst, 0, m.seq, plainProbePayload)
+	case pathprobe.Native:
+		slot := pm.slot(a.Key)
+		err = n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote})
+		if err == nil {
+			err = sendEcho(m.sock, b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot, m.seq,
+				append(probePayload(a.Key.Local, a.Key.Remote), 'N'))
+		}
+	}
+	if err != nil {
+		n.count("encap6_probe_errors")
+		n.log.Debug("encap6 probe", "pair", a.Key, "probe", a.Probe, "err", err)
+		return
+	}
+	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: sock.id, at: now}
+	n.count("encap6_probes_sent")
+}
+
+// sendEcho sends one echo request from src to dst with a socket mark (0: none).
+func sendEcho(s *echoSocket, src, dst netip.Addr, mark uint32, seq uint16, data []byte) error {
+	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: int(s.id), Seq: int(seq), Data: data}}).Marshal(nil)
+	if err != nil {
+		return fmt.Errorf("encode echo: %w", err)
+	}
+	rc, err := s.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("echo socket: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark)) }); err != nil {
+		return fmt.Errorf("echo socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("echo mark: %w", serr)
+	}
+	cm := &ipv6.ControlMessage{Src: src.AsSlice(), HopLimit: 64}
+	if _, err := s.pc.WriteTo(msg, cm, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		return fmt.Errorf("echo %s -> %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// encap6Rows are the datapath's encap6 pairs by path key, for the show commands.
+func (n *Node) encap6Rows() map[datapath.PathKey]datapath.Encap6Pair {
+	pairs, err := n.dp.Encap6Pairs()
+	if err != nil {
+		n.log.Debug("encap6 pairs", "err", err)
+		return nil
+	}
+	out := make(map[datapath.PathKey]datapath.Encap6Pair, len(pairs))
+	for _, p := range pairs {
+		out[p.Key] = p
+	}
+	return out
+}
+
+// encap6Label is a pair's encapsulation as the show commands print it.
+func encap6Label(p datapath.Encap6Pair) string {
+	if !p.On {
+		return ""
+	}
+	if p.ByPeer {
+		return "ipv6-udp(peer)"
+	}
+	return "ipv6-udp"
+}

@@ -29,6 +29,9 @@ type host struct {
 	// encap6 are the correspondents with a locator pair on ILNPv6 in UDP/IPv6: their routes'
 	// MTU leaves room for its outer headers too (encap6.go).
 	encap6 map[wire.NID]bool
+	// clamps are the session-view destinations whose path leaves them less than IPv6's
+	// 1280-byte minimum (internal/pmtu): their peer route carries that MTU, locked (clampPeer).
+	clamps map[netip.Addr]int
 	// encapNeighs are the interfaces with encapNextHop as a permanent neighbour (xfamily.go).
 	encapNeighs map[int]bool
 
@@ -68,6 +71,7 @@ func newHost(headroom int) (*host, error) {
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
 		encap6:      map[wire.NID]bool{},
+		clamps:      map[netip.Addr]int{},
 		peerSrc:     map[netip.Addr]wire.NID{},
 		onLink:      map[netip.Addr]int{},
 		peerView:    map[netip.Addr]netip.Addr{},
@@ -133,12 +137,21 @@ func (h *host) removeIdentity(addr netip.Addr) error {
 // inserts the option and the veth drops it silently. The datapath redirects packets to the
 // active interface anyway; this route is what sizes them.
 func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error {
+	return h.writePeerRoute(peer, ifindex, router, false)
+}
+
+// writePeerRoute is routePeer; force writes the route even when the daemon's record says it
+// is in place (the kernel may have taken it away).
+func (h *host) writePeerRoute(peer netip.Addr, ifindex int, router netip.Addr, force bool) error {
 	if ifindex == 0 {
 		return nil
 	}
 	pr := peerRoute{link: ifindex, mtu: h.mtu}
 	if ilv, err := wire.ILVFromAddr(peer); err == nil && h.encap6[ilv.NID] {
 		pr.mtu -= encap6Overhead
+	}
+	if c := h.clamps[peer]; c != 0 && c < pr.mtu {
+		pr.mtu, pr.lock = c, true
 	}
 	if router.IsValid() {
 		pr.gw = router
@@ -148,7 +161,7 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 	} else if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
 		pr.src = wire.ILV{Locator: h.active, NID: nid}.Addr()
 	}
-	if old := h.peerRoutes[peer]; old != nil && *old == pr {
+	if old := h.peerRoutes[peer]; !force && old != nil && *old == pr {
 		return nil
 	}
 	r := h.route(peer, pr)
@@ -170,6 +183,7 @@ func (h *host) routePeer(peer netip.Addr, ifindex int, router netip.Addr) error 
 type peerRoute struct {
 	link    int
 	mtu     int        // the daemon's route MTU, less encap6's outer headers where a pair uses it
+	lock    bool       // mtu is a clamp below IPv6's minimum (clamps): locked, RTAX_LOCK
 	gw, src netip.Addr // zero: none
 }
 
@@ -179,6 +193,7 @@ func (h *host) route(peer netip.Addr, pr peerRoute) *netlink.Route {
 		LinkIndex: pr.link,
 		Dst:       &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(128, 128)},
 		MTU:       pr.mtu,
+		MTULock:   pr.lock,
 		AdvMSS:    pr.mtu - 60,
 		Protocol:  netlink.RouteProtocol(unix.RTPROT_STATIC),
 	}
@@ -244,6 +259,22 @@ func (h *host) routesUp() bool {
 		checked[r.link] = true
 	}
 	return true
+}
+
+// clampPeer gives peer's route the locked MTU mtu (0: the clamp ends, the usual MTU again).
+// owned is false when the daemon keeps no route to peer: the caller installs its own then
+// (internal/pmtu). force rewrites the route even if the record says it is in place.
+func (h *host) clampPeer(peer netip.Addr, mtu int, force bool) (owned bool, err error) {
+	r := h.peerRoutes[peer]
+	if r == nil {
+		return false, nil
+	}
+	if mtu == 0 {
+		delete(h.clamps, peer)
+	} else {
+		h.clamps[peer] = mtu
+	}
+	return true, h.writePeerRoute(peer, r.link, r.gw, force)
 }
 
 // setEncap6 gives the routes of a correspondent's session-view addresses the MTU for

@@ -25,13 +25,20 @@ func (n *Node) clampPathMTU(ev datapath.Event, now time.Time) {
 		n.log.Warn("path MTU not clamped", "peer", ev.RemoteNID, "err", err)
 		return
 	}
+	mtu := n.pmtu.MTU(dst)
 	// A repeated error with the route in place is a packet sent before it was; one without it
-	// means the kernel took it away (its interface went down): put it back.
-	if !install && pmtu.Present(dst, n.pmtu.MTU(dst)) {
+	// means the kernel took it away (its interface went down): put it back. The daemon's own
+	// peer route to dst, where it keeps one, carries the clamp (one route per destination:
+	// a second one would replace it, and removing that would remove the peer route).
+	present := !install && pmtu.Present(dst, mtu)
+	if present {
 		return
 	}
-	mtu := n.pmtu.MTU(dst)
-	if err := pmtu.Install(dst, mtu); err != nil {
+	owned, err := n.host.clampPeer(dst, mtu, !install)
+	if !owned && err == nil {
+		err = pmtu.Install(dst, mtu)
+	}
+	if err != nil {
 		n.count("pmtu_clamp_errors")
 		n.log.Warn("path MTU not clamped", "peer", ev.RemoteNID, "err", err)
 		return
@@ -47,16 +54,24 @@ func (n *Node) clampPathMTU(ev datapath.Event, now time.Time) {
 // (RFC 8201 s.4): the kernel's own discovery takes over and a small path clamps again.
 func (n *Node) expireClamps(now time.Time) {
 	for _, dst := range n.pmtu.Expire(now) {
-		if err := pmtu.Remove(dst); err != nil {
+		owned, err := n.host.clampPeer(dst, 0, false)
+		if !owned && err == nil {
+			err = pmtu.Remove(dst)
+		}
+		if err != nil {
 			n.log.Warn("path MTU clamp", "err", err)
 		}
 	}
 }
 
+// unclampAll removes the clamp routes of this daemon's own at its stop; the peer routes
+// carrying one stay for the next daemon, which adopts or rewrites them.
 func (n *Node) unclampAll() error {
 	var errs []error
 	for _, dst := range n.pmtu.All() {
-		errs = append(errs, pmtu.Remove(dst))
+		if n.host.peerRoutes[dst] == nil {
+			errs = append(errs, pmtu.Remove(dst))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -58,17 +58,16 @@ func Remove(dst netip.Addr) error {
 	return nil
 }
 
-// Present reports whether the host route Install put in for dst is there with mtu (the kernel
-// deletes a route with its interface's addresses when the interface goes down).
+// Present reports whether a host route to dst with mtu is in the main table - Install's, or
+// the daemon's own peer route carrying the clamp (the kernel deletes a route with its
+// interface's addresses when the interface goes down).
 func Present(dst netip.Addr, mtu int) bool {
 	ip := net.IP(dst.AsSlice())
 	filter := &netlink.Route{
-		Dst:      &net.IPNet{IP: ip, Mask: net.CIDRMask(128, 128)},
-		Protocol: RouteProtocol,
-		Table:    unix.RT_TABLE_MAIN,
+		Dst:   &net.IPNet{IP: ip, Mask: net.CIDRMask(128, 128)},
+		Table: unix.RT_TABLE_MAIN,
 	}
-	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V6, filter,
-		netlink.RT_FILTER_DST|netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V6, filter, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return false
 	}

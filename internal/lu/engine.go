@@ -475,6 +475,7 @@ func (e *Engine) Resend(peer wire.NID, now time.Time) []Action {
 	x.attempts++
 	x.timeout = e.timeout(p, 1)
 	x.deadline = now.Add(x.timeout)
+	e.armed(peer, x)
 	e.stats.Retransmitted++
 	return []Action{{
 		Kind: Transmit, Message: x.msg, Exchange: x.id, Attempt: x.attempts,

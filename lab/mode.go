@@ -92,6 +92,30 @@ type ilnpMode struct {
 	cnState string
 	mnEv    string
 	cnEv    string
+	// tmpStates are state directories made outside the run's directory because its path left
+	// no room for the control socket's (stateDir); Teardown removes them.
+	tmpStates []string
+}
+
+// maxSocketPath is the longest path a Unix socket address holds (sun_path, 108 bytes with its
+// terminating NUL).
+const maxSocketPath = 107
+
+// stateDir is node's ilnpd state directory: in the run's directory when the control socket
+// inside it (ctl.sock) has a path a Unix socket can bind, otherwise a short one under the
+// system's temporary directory (a run under a long --out, or a test's deep temporary
+// directory: bind fails with EINVAL past 107 bytes).
+func (m *ilnpMode) stateDir(dir, node string) (string, error) {
+	d := filepath.Join(dir, node+"-state")
+	if len(filepath.Join(d, "ctl.sock")) <= maxSocketPath {
+		return d, os.MkdirAll(d, 0o755)
+	}
+	d, err := os.MkdirTemp("", "ilnp-lab-"+node+"-")
+	if err != nil {
+		return "", fmt.Errorf("state directory for %s: %w", node, err)
+	}
+	m.tmpStates = append(m.tmpStates, d)
+	return d, nil
 }
 
 func (m *ilnpMode) Name() string { return "ilnp-" + m.handoff }
@@ -171,12 +195,13 @@ func (m *ilnpMode) Setup(ctx context.Context, t *Topology) error {
 		{t.MN, "mn", []string{IfMNR2, IfMNR3}, MNNID, &m.mnConf, &m.mnState, &m.mnEv},
 	}
 	for _, n := range nodes {
-		*n.state = filepath.Join(dir, n.name+"-state")
-		*n.events = filepath.Join(dir, n.name+"-events.jsonl")
-		*n.conf = filepath.Join(dir, "ilnpd-"+n.name+".conf")
-		if err := os.MkdirAll(*n.state, 0o755); err != nil {
+		state, err := m.stateDir(dir, n.name)
+		if err != nil {
 			return err
 		}
+		*n.state = state
+		*n.events = filepath.Join(dir, n.name+"-events.jsonl")
+		*n.conf = filepath.Join(dir, "ilnpd-"+n.name+".conf")
 		text := DaemonConfig(n.name, n.ifaces, n.nid, m.handoff, *n.state, *n.events, hosts)
 		if m.opt.Rendezvous == RendezvousDNS {
 			if t.Named == nil {
@@ -293,6 +318,12 @@ func (m *ilnpMode) Teardown(t *Topology) error {
 			firstErr = err
 		}
 	}
+	for _, d := range m.tmpStates {
+		if err := os.RemoveAll(d); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	m.tmpStates = nil
 	_ = os.Remove("/etc/netns") // only if empty
 	return firstErr
 }

@@ -147,9 +147,16 @@ const (
 	writeTimeout = 5 * time.Second
 )
 
+// maxSocketPath is the longest path a Unix socket address holds (sun_path: 108 bytes with the
+// terminating NUL); bind reports only EINVAL past it.
+const maxSocketPath = 107
+
 // Listen creates the socket at path (and its directory, 0700), replacing a stale socket left
 // by a daemon that died but refusing to take over one that still answers.
 func Listen(path string) (net.Listener, error) {
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control socket %s: %d bytes, longer than the %d a Unix socket address holds (choose a shorter state-dir)", path, len(path), maxSocketPath)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}

@@ -351,3 +351,18 @@ func TestListenRefusesNonSocket(t *testing.T) {
 		t.Fatal("file replaced")
 	}
 }
+
+// A socket path a Unix socket address cannot hold is refused with the reason, not bind's EINVAL.
+func TestListenRefusesPathTooLong(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, strings.Repeat("d", 120-len(dir)), "ctl.sock")
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "longer than the 107") {
+		t.Fatalf("Listen(%d-byte path) = %v, want the length refused", len(path), err)
+	}
+	short := filepath.Join(dir, "ctl.sock")
+	ln, err := Listen(short)
+	if err != nil {
+		t.Fatalf("Listen(%s): %v", short, err)
+	}
+	ln.Close()
+}

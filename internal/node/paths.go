@@ -546,25 +546,8 @@ func probePayload(local, remote wire.L64) []byte {
 }
 
 func (s *probeSocket) send(src, dst netip.Addr, mark uint32, seq uint16, local, remote wire.L64) error {
-	msg, err := (&icmp.Message{Type: ipv6.ICMPTypeEchoRequest, Body: &icmp.Echo{ID: int(s.id), Seq: int(seq),
-		Data: probePayload(local, remote)}}).Marshal(nil)
-	if err != nil {
-		return fmt.Errorf("encode probe: %w", err)
-	}
-	rc, err := s.conn.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("probe socket: %w", err)
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark)) }); err != nil {
-		return fmt.Errorf("probe socket: %w", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("probe mark: %w", serr)
-	}
-	cm := &ipv6.ControlMessage{Src: src.AsSlice(), HopLimit: 64}
-	if _, err := s.pc.WriteTo(msg, cm, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		return fmt.Errorf("send probe %s -> %s: %w", src, dst, err)
+	if err := sendEcho(s.echoSocket, src, dst, mark, seq, probePayload(local, remote)); err != nil {
+		return fmt.Errorf("path probe: %w", err)
 	}
 	return nil
 }

@@ -281,9 +281,13 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 		if err != nil {
 			return fail("show %s: %v", req.What, err)
 		}
-		data, err := json.Marshal(v)
-		if err != nil {
-			return fail("show %s: %v", req.What, err)
+		// A handler may encode a large table itself (node's sessions, row by row): it is
+		// sent as it is, not copied once more.
+		data, ok := v.(json.RawMessage)
+		if !ok {
+			if data, err = json.Marshal(v); err != nil {
+				return fail("show %s: %v", req.What, err)
+			}
 		}
 		return send(Response{OK: true, Data: data})
 

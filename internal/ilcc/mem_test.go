@@ -1,6 +1,7 @@
 package ilcc
 
 import (
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -52,4 +53,54 @@ func BenchmarkSessionMemory(b *testing.B) {
 	}
 	b.ReportMetric(opened, "B/session")
 	b.ReportMetric(moved, "B/session-moved")
+}
+
+// EachSession passes what Snapshot lists, in the same order, and LocatorViews is Snapshot's
+// Locators.
+func TestEachSessionMatchesSnapshot(t *testing.T) {
+	c := newCache(t, Soft)
+	mustUpdate(t, c, ra(lMN1, ifWifi, router1), t0)
+	openCN(t, c, cn2NID, t0)
+	openCN(t, c, cnNID, t0.Add(time.Second))
+	lu := wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: []wire.LocatorEntry{{Locator: lCN2, Lifetime: 60}, {Locator: lCN, Preference: 1, Lifetime: 60}}}
+	if _, err := c.ApplyLU(cnNID, nonce(7), lu, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(5 * time.Second)
+	snap := c.Snapshot(now)
+	if got := c.LocatorViews(now); !reflect.DeepEqual(got, snap.Locators) {
+		t.Errorf("LocatorViews = %+v, Snapshot has %+v", got, snap.Locators)
+	}
+	var got []SessionView
+	c.EachSession(func(s SessionInfo) {
+		v := SessionView{
+			PeerNID: s.Peer.String(), SessionLocal: s.SessionLocal.Addr().String(), SessionRemote: s.SessionRemote.Addr().String(),
+			ActiveRemote: s.ActiveRemote.String(), LocalNonce: s.LocalNonce.String(), RemoteNonce: s.RemoteNonce.String(),
+			CreatedAt: s.Created, LastUsed: s.LastUsed, IdleS: now.Sub(s.LastUsed).Seconds(),
+			RemoteLocators: []RemoteLocatorView{}, Advertised: []AdvertisedView{},
+		}
+		if s.HasLocal {
+			v.ActiveLocal = s.ActiveLocal.String()
+		}
+		for _, r := range s.RemoteLocators {
+			v.RemoteLocators = append(v.RemoteLocators, RemoteLocatorView{Locator: r.Locator.String(), Preference: r.Preference, State: r.State})
+		}
+		got = append(got, v)
+	})
+	if len(got) != 2 || len(snap.Sessions) != 2 {
+		t.Fatalf("EachSession passed %d sessions, Snapshot has %d", len(got), len(snap.Sessions))
+	}
+	for i := range got {
+		want := snap.Sessions[i]
+		want.Advertised = []AdvertisedView{}
+		for j := range want.RemoteLocators {
+			want.RemoteLocators[j].LifetimeS = 0 // a countdown Snapshot alone computes
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("session %d:\n got %+v\nwant %+v", i, got[i], want)
+		}
+	}
+	if got[0].PeerNID != cnNID.String() || len(got[0].RemoteLocators) != 2 || got[0].ActiveRemote != lCN2.String() || got[1].PeerNID != cn2NID.String() {
+		t.Errorf("sessions %+v: want %v first with 2 locators, %v active, then %v", got, cnNID, lCN2, cn2NID)
+	}
 }

@@ -1,8 +1,9 @@
 package node
 
 import (
-	"cmp"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
@@ -49,9 +50,9 @@ type SessionRow struct {
 }
 
 func (n *Node) ShowLocators(ctx context.Context) (any, error) {
-	snap := n.cache.Snapshot(time.Now())
-	rows := make([]control.LocatorRow, 0, len(snap.Locators))
-	for _, l := range snap.Locators {
+	views := n.cache.LocatorViews(time.Now())
+	rows := make([]control.LocatorRow, 0, len(views))
+	for _, l := range views {
 		loc, err := wire.ParseL64(l.Locator)
 		if err != nil {
 			continue
@@ -69,63 +70,87 @@ func (n *Node) ShowLocators(ctx context.Context) (any, error) {
 	return rows, nil
 }
 
+// ShowSessions returns the sessions as JSON rows (SessionRow) encoded one at a time from the
+// ILCC, keyed by NID: a table of strings per session and a slice of rows before the encoding
+// were what one `show sessions` of 100,000 sessions added to the daemon's memory (issue 28).
 func (n *Node) ShowSessions(ctx context.Context) (any, error) {
-	snap := n.cache.Snapshot(time.Now())
-	var peers map[string]float64
+	now := time.Now()
+	srtt := map[wire.NID]float64{}
 	if err := n.do(ctx, func() error {
-		peers = map[string]float64{}
-		for _, p := range n.engine.Snapshot() {
-			peers[p.Peer] = p.SRTTMillis
-		}
+		n.engine.EachSRTT(func(nid wire.NID, ms float64) { srtt[nid] = ms })
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	traffic := map[string][2]uint64{}
-	mode := map[string]string{}
+	type dpSession struct {
+		tx, rx   uint64
+		fallback bool
+	}
+	traffic := map[wire.NID]dpSession{}
 	if sessions, err := n.dp.Sessions(); err == nil {
 		for _, s := range sessions {
-			traffic[s.RemoteNID.String()] = [2]uint64{s.TxPackets, s.RxPackets}
-			if s.Flags&datapath.SessionIPv6Fallback != 0 {
-				mode[s.RemoteNID.String()] = "ipv6-fallback"
-			}
+			traffic[s.RemoteNID] = dpSession{s.TxPackets, s.RxPackets, s.Flags&datapath.SessionIPv6Fallback != 0}
 		}
 	}
-	e6 := map[string][]string{}
+	e6 := map[wire.NID][]string{}
 	for _, p := range n.encap6Rows() {
 		if l := encap6Label(p); l != "" {
-			e6[p.Key.RemoteNID.String()] = append(e6[p.Key.RemoteNID.String()], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
+			e6[p.Key.RemoteNID] = append(e6[p.Key.RemoteNID], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
 		}
 	}
-	rows := make([]SessionRow, 0, len(snap.Sessions))
-	for _, s := range snap.Sessions {
-		family := ""
-		if l, err := wire.ParseL64(s.ActiveRemote); err == nil {
-			family = encap.Family(l)
+	var (
+		buf   bytes.Buffer
+		err   error
+		locs  []string
+		first = true
+	)
+	buf.WriteByte('[')
+	n.cache.EachSession(func(s ilcc.SessionInfo) {
+		if err != nil {
+			return
 		}
-		locs := make([]string, 0, len(s.RemoteLocators))
+		locs = locs[:0]
 		for _, r := range s.RemoteLocators {
 			locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
 		}
-		rows = append(rows, SessionRow{
-			PeerNID:        s.PeerNID,
-			SessionLocal:   s.SessionLocal,
-			SessionRemote:  s.SessionRemote,
-			ActiveLocal:    s.ActiveLocal,
-			ActiveRemote:   s.ActiveRemote,
-			Family:         family,
-			Mode:           cmp.Or(mode[s.PeerNID], "ilnp"),
-			Encap6:         strings.Join(slices.Sorted(slices.Values(e6[s.PeerNID])), ","),
+		dp := traffic[s.Peer]
+		row := SessionRow{
+			PeerNID:        s.Peer.String(),
+			SessionLocal:   s.SessionLocal.Addr().String(),
+			SessionRemote:  s.SessionRemote.Addr().String(),
+			ActiveRemote:   s.ActiveRemote.String(),
+			Family:         encap.Family(s.ActiveRemote),
+			Mode:           "ilnp",
+			Encap6:         strings.Join(slices.Sorted(slices.Values(e6[s.Peer])), ","),
 			RemoteLocators: strings.Join(locs, ","),
-			LocalNonce:     s.LocalNonce,
-			RemoteNonce:    s.RemoteNonce,
-			TxPackets:      traffic[s.PeerNID][0],
-			RxPackets:      traffic[s.PeerNID][1],
-			IdleS:          s.IdleS,
-			SRTTMs:         peers[s.PeerNID],
-		})
+			LocalNonce:     s.LocalNonce.String(),
+			RemoteNonce:    s.RemoteNonce.String(),
+			TxPackets:      dp.tx,
+			RxPackets:      dp.rx,
+			IdleS:          now.Sub(s.LastUsed).Seconds(),
+			SRTTMs:         srtt[s.Peer],
+		}
+		if s.HasLocal {
+			row.ActiveLocal = s.ActiveLocal.String()
+		}
+		if dp.fallback {
+			row.Mode = "ipv6-fallback"
+		}
+		var b []byte
+		if b, err = json.Marshal(row); err != nil {
+			return
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.Write(b)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode sessions: %w", err)
 	}
-	return rows, nil
+	buf.WriteByte(']')
+	return json.RawMessage(buf.Bytes()), nil
 }
 
 func (n *Node) ShowPeers(ctx context.Context) (any, error) {

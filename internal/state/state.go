@@ -7,6 +7,7 @@
 package state
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -26,8 +27,10 @@ const Version = 1
 // FileName is the state file's name in the daemon's state directory.
 const FileName = "ilnpd.state"
 
-// maxSize bounds what Read accepts: the file is a few KB for hundreds of correspondents.
-const maxSize = 4 << 20
+// maxSize bounds what Read accepts: the file is a few KB for hundreds of correspondents and
+// some 130 bytes a correspondent (its entry and its peer route), 130 MB at a million (issue
+// 28; 4 MB refused the file of 30,000).
+const maxSize = 256 << 20
 
 // File is what the daemon persists.
 type File struct {
@@ -117,12 +120,90 @@ func Path(dir string) string { return filepath.Join(dir, FileName) }
 // made a second copy of a file of 100,000 correspondents at every write, and the daemon's
 // resident memory followed its peaks (issue 28).
 func Encode(f File) ([]byte, error) {
-	f.Version = Version
-	b, err := json.Marshal(f)
-	if err != nil {
-		return nil, fmt.Errorf("state: encode: %w", err)
+	var b bytes.Buffer
+	if err := EncodeTo(&b, f); err != nil {
+		return nil, err
 	}
-	return append(b, '\n'), nil
+	return b.Bytes(), nil
+}
+
+// EncodeTo writes Encode's bytes to w, one list entry at a time through a small buffer: the
+// file of a million correspondents is some 130 MB, which encoding it whole held in memory
+// twice over (the encoder's buffer growing by doubling; issue 28).
+func EncodeTo(w io.Writer, f File) error {
+	f.Version = Version
+	bw := bufio.NewWriterSize(w, 64<<10)
+	e := &encoder{w: bw}
+	e.w.WriteByte('{')
+	e.field("version", f.Version)
+	e.field("nid", f.NID)
+	e.field("layout", f.Layout)
+	list(e, "locals", f.Locals)
+	list(e, "formed", f.Formed)
+	list(e, "identities", f.Identities)
+	list(e, "peer_routes", f.PeerRoutes)
+	list(e, "peers", f.Peers)
+	list(e, "correspondents", f.Correspondents)
+	list(e, "ephemeral", f.Ephemeral)
+	list(e, "ephemeral_addrs", f.EphemeralAddrs)
+	e.w.WriteString("}\n")
+	if e.err != nil {
+		return fmt.Errorf("state: encode: %w", e.err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("state: encode: %w", err)
+	}
+	return nil
+}
+
+// encoder writes File's fields in its order, as encoding/json would (the omitempty lists
+// left out when empty); the first error sticks.
+type encoder struct {
+	w    *bufio.Writer
+	err  error
+	more bool // a field was written: the next needs a comma
+}
+
+func (e *encoder) key(name string) {
+	if e.more {
+		e.w.WriteByte(',')
+	}
+	e.more = true
+	e.w.WriteByte('"')
+	e.w.WriteString(name)
+	e.w.WriteString(`":`)
+}
+
+func (e *encoder) value(v any) {
+	if e.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.err = err
+		return
+	}
+	e.w.Write(b)
+}
+
+func (e *encoder) field(name string, v any) {
+	e.key(name)
+	e.value(v)
+}
+
+func list[T any](e *encoder, name string, xs []T) {
+	if len(xs) == 0 {
+		return
+	}
+	e.key(name)
+	e.w.WriteByte('[')
+	for i := range xs {
+		if i > 0 {
+			e.w.WriteByte(',')
+		}
+		e.value(xs[i])
+	}
+	e.w.WriteByte(']')
 }
 
 // Parse reads a state file's bytes strictly: unknown fields, a wrong version and invalid
@@ -224,12 +305,21 @@ func Read(dir string) (File, error) {
 // maps, addresses, routes) that a power loss ends too, and the daemon rewrites it whenever it
 // changes, so an fsync would only stall the loop.
 func Write(dir string, b []byte) error {
+	return WriteFunc(dir, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// WriteFunc is Write with the file's bytes written by fn (EncodeTo), so that they need not be
+// in memory at once.
+func WriteFunc(dir string, fn func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
 	name := tmp.Name()
-	_, werr := tmp.Write(b)
+	werr := fn(tmp)
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}

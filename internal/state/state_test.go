@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
@@ -22,6 +23,31 @@ func sample() File {
 		Peers:      []Peer{{Name: "cn", ILVs: []RankedIL{{Addr: netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01"), Preference: 10}}}},
 		Correspondents: []Correspondent{{NID: 0x02144ffffe20cc01, Acked: true,
 			Advertised: []Advertised{{Locator: 0x20010db800030000}, {Locator: 0x20010db800020000, Preference: 1}}}},
+	}
+}
+
+// EncodeTo writes what encoding/json writes for the whole File, so a file written entry by
+// entry reads as every earlier one did.
+func TestEncodeToIsJSON(t *testing.T) {
+	for _, f := range []File{{NID: 1}, sample(), func() File {
+		f := sample()
+		f.Ephemeral = []Ephemeral{{Peer: 2, NID: 3}}
+		f.EphemeralAddrs = []Address{{Addr: netip.MustParseAddr("2001:db8:3::5"), IfIndex: 3}}
+		f.Peers = append(f.Peers, Peer{Name: "<a&b>", ILVs: f.Peers[0].ILVs})
+		return f
+	}()} {
+		f.Version = Version
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := EncodeTo(&got, f); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want)+"\n" {
+			t.Errorf("EncodeTo:\n%s\nencoding/json:\n%s", got.String(), want)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package ilcc
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"ilnp/internal/wire"
@@ -225,13 +226,35 @@ type SessionInfo struct {
 // 100,000 sessions was some 500 bytes a session of transient heap for one `ilnpctl show
 // sessions` (issue 28).
 func (c *Cache) EachSession(fn func(SessionInfo)) {
+	c.EachSessionOf(c.PeerNIDs(), fn)
+}
+
+// PeerNIDs lists the correspondents' NIDs in order.
+func (c *Cache) PeerNIDs() []wire.NID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]wire.NID, 0, len(c.peers))
+	for nid := range c.peers {
+		out = append(out, nid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// EachSessionOf is EachSession for the sessions with nids (those still there), in their order:
+// a long listing takes the cache a slice of PeerNIDs at a time, not for all of it at once.
+func (c *Cache) EachSessionOf(nids []wire.NID, fn func(SessionInfo)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var info SessionInfo
 	if l := c.activeLocal(); l != nil {
 		info.ActiveLocal, info.HasLocal = l.loc, true
 	}
-	for _, p := range c.sortedPeers() {
+	for _, nid := range nids {
+		p := c.peers[nid]
+		if p == nil {
+			continue
+		}
 		info.Peer, info.SessionLocal, info.SessionRemote = p.nid, p.sessLocal, p.sessRemote
 		info.ActiveRemote, info.LocalNonce, info.RemoteNonce = p.lastActive, p.localNonce, p.remoteNonce
 		info.Created, info.LastUsed = p.created, p.lastUsed

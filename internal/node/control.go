@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sort"
@@ -70,34 +71,52 @@ func (n *Node) ShowLocators(ctx context.Context) (any, error) {
 	return rows, nil
 }
 
-// ShowSessions returns the sessions as JSON rows (SessionRow) encoded one at a time from the
-// ILCC, keyed by NID: a table of strings per session and a slice of rows before the encoding
-// were what one `show sessions` of 100,000 sessions added to the daemon's memory (issue 28).
+// ShowSessions lists the sessions (SessionRow) as a control.Streamer: the rows are encoded from
+// the ILCC a slice of sessions at a time and written out as they go, the datapath's and the LU
+// engine's figures kept by NID. A table of strings per session, a slice of rows and two
+// copies of their JSON were what one `show sessions` of 100,000 sessions added to the
+// daemon's memory (issue 28). Sessions that close while the listing is written are left out.
 func (n *Node) ShowSessions(ctx context.Context) (any, error) {
-	now := time.Now()
-	srtt := map[wire.NID]float64{}
+	t := &sessionTable{n: n, now: time.Now(), srtt: map[wire.NID]float64{}, dp: map[wire.NID]dpSession{}, e6: map[wire.NID][]string{}}
 	if err := n.do(ctx, func() error {
-		n.engine.EachSRTT(func(nid wire.NID, ms float64) { srtt[nid] = ms })
+		n.engine.EachSRTT(func(nid wire.NID, ms float64) { t.srtt[nid] = ms })
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	type dpSession struct {
-		tx, rx   uint64
-		fallback bool
-	}
-	traffic := map[wire.NID]dpSession{}
-	if sessions, err := n.dp.Sessions(); err == nil {
-		for _, s := range sessions {
-			traffic[s.RemoteNID] = dpSession{s.TxPackets, s.RxPackets, s.Flags&datapath.SessionIPv6Fallback != 0}
-		}
-	}
-	e6 := map[wire.NID][]string{}
+	_ = n.dp.EachSession(func(s datapath.Session) {
+		t.dp[s.RemoteNID] = dpSession{s.TxPackets, s.RxPackets, s.Flags&datapath.SessionIPv6Fallback != 0}
+	})
 	for _, p := range n.encap6Rows() {
 		if l := encap6Label(p); l != "" {
-			e6[p.Key.RemoteNID] = append(e6[p.Key.RemoteNID], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
+			t.e6[p.Key.RemoteNID] = append(t.e6[p.Key.RemoteNID], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
 		}
 	}
+	t.nids = n.cache.PeerNIDs()
+	return t, nil
+}
+
+// dpSession is what show sessions takes of a datapath session.
+type dpSession struct {
+	tx, rx   uint64
+	fallback bool
+}
+
+// sessionTable is one `show sessions` being written.
+type sessionTable struct {
+	n    *Node
+	now  time.Time
+	nids []wire.NID
+	srtt map[wire.NID]float64
+	dp   map[wire.NID]dpSession
+	e6   map[wire.NID][]string
+}
+
+// sessionChunk is how many sessions the listing encodes per hold of the ILCC.
+const sessionChunk = 1024
+
+// StreamJSON writes the rows as one JSON array.
+func (t *sessionTable) StreamJSON(w io.Writer) error {
 	var (
 		buf   bytes.Buffer
 		err   error
@@ -105,52 +124,58 @@ func (n *Node) ShowSessions(ctx context.Context) (any, error) {
 		first = true
 	)
 	buf.WriteByte('[')
-	n.cache.EachSession(func(s ilcc.SessionInfo) {
+	for i := 0; i < len(t.nids) || i == 0; i += sessionChunk {
+		t.n.cache.EachSessionOf(t.nids[i:min(i+sessionChunk, len(t.nids))], func(s ilcc.SessionInfo) {
+			if err != nil {
+				return
+			}
+			locs = locs[:0]
+			for _, r := range s.RemoteLocators {
+				locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
+			}
+			dp := t.dp[s.Peer]
+			row := SessionRow{
+				PeerNID:        s.Peer.String(),
+				SessionLocal:   s.SessionLocal.Addr().String(),
+				SessionRemote:  s.SessionRemote.Addr().String(),
+				ActiveRemote:   s.ActiveRemote.String(),
+				Family:         encap.Family(s.ActiveRemote),
+				Mode:           "ilnp",
+				Encap6:         strings.Join(slices.Sorted(slices.Values(t.e6[s.Peer])), ","),
+				RemoteLocators: strings.Join(locs, ","),
+				LocalNonce:     s.LocalNonce.String(),
+				RemoteNonce:    s.RemoteNonce.String(),
+				TxPackets:      dp.tx,
+				RxPackets:      dp.rx,
+				IdleS:          t.now.Sub(s.LastUsed).Seconds(),
+				SRTTMs:         t.srtt[s.Peer],
+			}
+			if s.HasLocal {
+				row.ActiveLocal = s.ActiveLocal.String()
+			}
+			if dp.fallback {
+				row.Mode = "ipv6-fallback"
+			}
+			var b []byte
+			if b, err = json.Marshal(row); err != nil {
+				return
+			}
+			if !first {
+				buf.WriteByte(',')
+			}
+			first = false
+			buf.Write(b)
+		})
 		if err != nil {
-			return
+			return fmt.Errorf("encode sessions: %w", err)
 		}
-		locs = locs[:0]
-		for _, r := range s.RemoteLocators {
-			locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
 		}
-		dp := traffic[s.Peer]
-		row := SessionRow{
-			PeerNID:        s.Peer.String(),
-			SessionLocal:   s.SessionLocal.Addr().String(),
-			SessionRemote:  s.SessionRemote.Addr().String(),
-			ActiveRemote:   s.ActiveRemote.String(),
-			Family:         encap.Family(s.ActiveRemote),
-			Mode:           "ilnp",
-			Encap6:         strings.Join(slices.Sorted(slices.Values(e6[s.Peer])), ","),
-			RemoteLocators: strings.Join(locs, ","),
-			LocalNonce:     s.LocalNonce.String(),
-			RemoteNonce:    s.RemoteNonce.String(),
-			TxPackets:      dp.tx,
-			RxPackets:      dp.rx,
-			IdleS:          now.Sub(s.LastUsed).Seconds(),
-			SRTTMs:         srtt[s.Peer],
-		}
-		if s.HasLocal {
-			row.ActiveLocal = s.ActiveLocal.String()
-		}
-		if dp.fallback {
-			row.Mode = "ipv6-fallback"
-		}
-		var b []byte
-		if b, err = json.Marshal(row); err != nil {
-			return
-		}
-		if !first {
-			buf.WriteByte(',')
-		}
-		first = false
-		buf.Write(b)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode sessions: %w", err)
+		buf.Reset()
 	}
-	buf.WriteByte(']')
-	return json.RawMessage(buf.Bytes()), nil
+	_, err = w.Write([]byte{']'})
+	return err
 }
 
 func (n *Node) ShowPeers(ctx context.Context) (any, error) {

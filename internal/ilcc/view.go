@@ -161,14 +161,14 @@ func (c *Cache) Snapshot(now time.Time) Snapshot {
 			PeerNID: p.nid.String(), SessionLocal: p.sessLocal.Addr().String(), SessionRemote: p.sessRemote.Addr().String(),
 			ActiveRemote: p.lastActive.String(), RemoteLocators: []RemoteLocatorView{}, Advertised: []AdvertisedView{},
 			LocalNonce: p.localNonce.String(), RemoteNonce: p.remoteNonce.String(),
-			CreatedAt: p.created, LastUsed: p.lastUsed, IdleS: now.Sub(p.lastUsed).Seconds(),
+			CreatedAt: c.timeOf(p.created), LastUsed: c.timeOf(p.lastUsed), IdleS: now.Sub(c.timeOf(p.lastUsed)).Seconds(),
 		}
 		if active != nil {
 			v.ActiveLocal = active.loc.String()
 		}
 		for _, r := range p.remotes {
 			v.RemoteLocators = append(v.RemoteLocators, RemoteLocatorView{
-				Locator: r.loc.String(), Preference: r.pref, State: r.state, LifetimeS: remaining(r.expires, now),
+				Locator: r.loc.String(), Preference: r.pref, State: r.state, LifetimeS: remaining(c.timeOf(r.expires), now),
 			})
 		}
 		for _, e := range p.advertised {
@@ -257,7 +257,7 @@ func (c *Cache) EachSessionOf(nids []wire.NID, fn func(SessionInfo)) {
 		}
 		info.Peer, info.SessionLocal, info.SessionRemote = p.nid, p.sessLocal, p.sessRemote
 		info.ActiveRemote, info.LocalNonce, info.RemoteNonce = p.lastActive, p.localNonce, p.remoteNonce
-		info.Created, info.LastUsed = p.created, p.lastUsed
+		info.Created, info.LastUsed = c.timeOf(p.created), c.timeOf(p.lastUsed)
 		info.RemoteLocators = info.RemoteLocators[:0]
 		for _, r := range p.remotes {
 			info.RemoteLocators = append(info.RemoteLocators, RemoteLocator{Locator: r.loc, Preference: r.pref, Lifetime: r.lifetime, State: r.state})

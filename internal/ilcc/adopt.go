@@ -44,7 +44,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 	p := &peer{
 		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
 		localNonce: s.LocalNonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
-		lastActive: s.RemoteActive, advertised: slices.Clone(s.Advertised), advertisedAt: c.stampOf(now),
+		lastActive: s.RemoteActive, advertised: c.shared(s.Advertised), advertisedAt: c.stampOf(now),
 		announced: len(s.Advertised) > 0,
 	}
 	for _, r := range s.RemoteLocators {

@@ -177,6 +177,19 @@ type Cache struct {
 	lastBoundLocal *boundLocal
 	// epoch is what the peers' stamps count from.
 	epoch time.Time
+	// sharedAdv is the advertisement peers were last told or opened with (shared).
+	sharedAdv []wire.LocatorEntry
+}
+
+// shared returns an advertisement equal to adv that the peers told the same share (c.mu held):
+// a handoff tells every peer the same set, and a copy each in advertised and in the replay
+// history was two allocations a peer (issue 28). A peer's advertisements are never changed
+// in place.
+func (c *Cache) shared(adv []wire.LocatorEntry) []wire.LocatorEntry {
+	if !slices.Equal(adv, c.sharedAdv) {
+		c.sharedAdv = slices.Clone(adv)
+	}
+	return c.sharedAdv
 }
 
 // lock takes the cache for a change that may move any peer's deadline.
@@ -690,7 +703,8 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 	if d, ok := luguard.Distinct(adv, p.sent); ok {
 		adv = d
 	}
-	p.sent = append(p.sent, slices.Clone(adv))
+	own := c.shared(adv)
+	p.sent = append(p.sent, own)
 	if len(p.sent) > luguard.History {
 		p.sent = slices.Delete(p.sent, 0, len(p.sent)-luguard.History)
 	}
@@ -703,7 +717,7 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 		Nonce:   p.localNonce,
 		Update:  wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: slices.Clone(adv)},
 	})
-	p.advertised, p.advertisedAt, p.retryAt = slices.Clone(adv), c.stampOf(now), 0
+	p.advertised, p.advertisedAt, p.retryAt = own, c.stampOf(now), 0
 	p.announced = true
 }
 
@@ -757,7 +771,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	}
 	p.selectRemote(c.reach())
 	adv := c.advertisement(now)
-	p.advertised, p.advertisedAt = adv, c.stampOf(now)
+	p.advertised, p.advertisedAt = c.shared(adv), c.stampOf(now)
 	c.peers[p.nid] = p
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
 	c.syncBinding(p, &eff)

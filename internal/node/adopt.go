@@ -3,7 +3,6 @@ package node
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -43,13 +42,13 @@ type continuity struct {
 	// The state file is encoded and written off the loop (persist): snapshots are numbered
 	// (stateSeq, loop-owned) and one older than the last written is never written.
 	stateSeq    uint64
-	writing     atomic.Bool       // a snapshot is being encoded and written
-	writerAfter atomic.Int64      // unix ns: no snapshot before then (persistShare of the last write)
-	stateMu     sync.Mutex        // guards lastState and lastSeq
-	lastState   [sha256.Size]byte // the SHA-256 of the state file as last written
-	lastSeq     uint64            // the snapshot lastState is
-	flushing    atomic.Bool       // shutdown removes everything instead of keeping it
-	adopted     bool              // setup got through adopt: the state file may be written
+	writing     atomic.Bool  // a snapshot is being encoded and written
+	writerAfter atomic.Int64 // unix ns: no snapshot before then (persistShare of the last write)
+	stateMu     sync.Mutex   // guards lastState and lastSeq
+	lastState   state.Digest // the SHA-256 of the state file as last written
+	lastSeq     uint64       // the snapshot lastState is
+	flushing    atomic.Bool  // shutdown removes everything instead of keeping it
+	adopted     bool         // setup got through adopt: the state file may be written
 	stopMu      sync.Mutex
 	stop        context.CancelFunc // ends Run
 }
@@ -447,28 +446,18 @@ func (n *Node) writeState() {
 // saveState writes st, snapshot seq, unless it is what the file holds or a later snapshot was
 // written already.
 //
-// The file is compared by its SHA-256 and encoded entry by entry (once for the digest, again
-// into the file when it changed): holding it and encoding it whole took some 300 bytes of the
-// daemon's memory per session at 100,000 (issue 28).
+// The file is encoded entry by entry into its temporary file and compared with the last one
+// by its SHA-256 in the same pass (state.WriteChanged): holding the last file and encoding the
+// next one whole took some 300 bytes of the daemon's memory per session at 100,000 (issue 28).
 func (n *Node) saveState(st state.File, seq uint64) {
 	sortState(&st)
-	h := sha256.New()
-	if err := state.EncodeTo(h, st); err != nil {
-		n.log.Warn("state file", "err", err)
-		return
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
 	n.stateMu.Lock()
 	defer n.stateMu.Unlock()
 	if seq < n.lastSeq {
 		return
 	}
-	if sum == n.lastState {
-		n.lastSeq = seq
-		return
-	}
-	if err := state.WriteFunc(n.cfg.StateDir, func(w io.Writer) error { return state.EncodeTo(w, st) }); err != nil {
+	sum, _, err := state.WriteChanged(n.cfg.StateDir, n.lastState, func(w io.Writer) error { return state.EncodeTo(w, st) })
+	if err != nil {
 		n.log.Warn("state file", "err", err)
 		return
 	}

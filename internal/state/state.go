@@ -9,6 +9,7 @@ package state
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"ilnp/internal/wire"
 )
@@ -141,9 +143,29 @@ func EncodeTo(w io.Writer, f File) error {
 	list(e, "locals", f.Locals)
 	list(e, "formed", f.Formed)
 	list(e, "identities", f.Identities)
-	list(e, "peer_routes", f.PeerRoutes)
+	if len(f.PeerRoutes) > 0 {
+		e.key("peer_routes")
+		e.w.WriteByte('[')
+		for i, a := range f.PeerRoutes {
+			if i > 0 {
+				e.w.WriteByte(',')
+			}
+			e.addr(a)
+		}
+		e.w.WriteByte(']')
+	}
 	list(e, "peers", f.Peers)
-	list(e, "correspondents", f.Correspondents)
+	if len(f.Correspondents) > 0 {
+		e.key("correspondents")
+		e.w.WriteByte('[')
+		for i := range f.Correspondents {
+			if i > 0 {
+				e.w.WriteByte(',')
+			}
+			e.correspondent(&f.Correspondents[i])
+		}
+		e.w.WriteByte(']')
+	}
 	list(e, "ephemeral", f.Ephemeral)
 	list(e, "ephemeral_addrs", f.EphemeralAddrs)
 	e.w.WriteString("}\n")
@@ -161,7 +183,8 @@ func EncodeTo(w io.Writer, f File) error {
 type encoder struct {
 	w    *bufio.Writer
 	err  error
-	more bool // a field was written: the next needs a comma
+	more bool   // a field was written: the next needs a comma
+	buf  []byte // scratch
 }
 
 func (e *encoder) key(name string) {
@@ -189,6 +212,45 @@ func (e *encoder) value(v any) {
 func (e *encoder) field(name string, v any) {
 	e.key(name)
 	e.value(v)
+}
+
+// The lists with an entry per session are written by hand, byte for byte as encoding/json
+// writes them (TestEncodeToIsJSON): its reflection took twice as long.
+
+// addr writes a's JSON string (its text; no character of an address needs escaping but in a
+// zone, which goes through encoding/json).
+func (e *encoder) addr(a netip.Addr) {
+	if a.Zone() != "" || !a.IsValid() {
+		e.value(a)
+		return
+	}
+	e.w.WriteByte('"')
+	e.buf = a.AppendTo(e.buf[:0])
+	e.w.Write(e.buf)
+	e.w.WriteByte('"')
+}
+
+func (e *encoder) correspondent(c *Correspondent) {
+	e.buf = append(e.buf[:0], `{"nid":`...)
+	e.buf = strconv.AppendUint(e.buf, uint64(c.NID), 10)
+	if len(c.Advertised) > 0 {
+		e.buf = append(e.buf, `,"advertised":[`...)
+		for i, a := range c.Advertised {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, `{"locator":`...)
+			e.buf = strconv.AppendUint(e.buf, uint64(a.Locator), 10)
+			e.buf = append(e.buf, `,"preference":`...)
+			e.buf = strconv.AppendUint(e.buf, uint64(a.Preference), 10)
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, ']')
+	}
+	e.buf = append(e.buf, `,"acked":`...)
+	e.buf = strconv.AppendBool(e.buf, c.Acked)
+	e.buf = append(e.buf, '}')
+	e.w.Write(e.buf)
 }
 
 func list[T any](e *encoder, name string, xs []T) {
@@ -314,23 +376,42 @@ func Write(dir string, b []byte) error {
 // WriteFunc is Write with the file's bytes written by fn (EncodeTo), so that they need not be
 // in memory at once.
 func WriteFunc(dir string, fn func(io.Writer) error) error {
+	_, _, err := WriteChanged(dir, Digest{}, fn)
+	return err
+}
+
+// Digest is a state file's SHA-256.
+type Digest [sha256.Size]byte
+
+// WriteChanged is WriteFunc unless the bytes fn writes have the digest last (the file as last
+// written): then the file is left as it is. It returns the bytes' digest and whether it
+// replaced the file. The daemon so compares a file with the last one by digest, in the one
+// pass that writes it, instead of keeping the last one's bytes (issue 28).
+func WriteChanged(dir string, last Digest, fn func(io.Writer) error) (sum Digest, replaced bool, err error) {
 	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("state: %w", err)
+		return sum, false, fmt.Errorf("state: %w", err)
 	}
 	name := tmp.Name()
-	werr := fn(tmp)
+	h := sha256.New()
+	werr := fn(io.MultiWriter(tmp, h))
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
-	if werr == nil {
+	h.Sum(sum[:0])
+	switch {
+	case werr != nil:
+	case sum == last:
+		_ = os.Remove(name)
+		return sum, false, nil
+	default:
 		werr = os.Rename(name, Path(dir))
 	}
 	if werr != nil {
 		_ = os.Remove(name)
-		return fmt.Errorf("state: write %s: %w", Path(dir), werr)
+		return sum, false, fmt.Errorf("state: write %s: %w", Path(dir), werr)
 	}
-	return nil
+	return sum, true, nil
 }
 
 // Remove deletes the state file (and temporary files a crash left).

@@ -272,7 +272,14 @@ type Engine struct {
 	// probation holds the returned locators' deadlines in the order they were set (one
 	// lifetime for all); entries whose locator was answered or left since are skipped.
 	probation []probationEntry
+	// tokensPeak is the most challenges out since tokens was made: a Go map keeps the room
+	// of its largest size, and a server that challenged 100,000 correspondents at once kept
+	// some 9 MB for none (issue 28); expire makes tokens afresh once they are all gone.
+	tokensPeak int
 }
+
+// tokensFresh is the peak above which an emptied tokens map is made afresh.
+const tokensFresh = 1024
 
 type probationEntry struct {
 	peer     wire.NID
@@ -611,6 +618,7 @@ func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Act
 	}
 	r.tokens = append(r.tokens, t)
 	e.tokens[t] = pending{peer: p, loc: l, expires: now.Add(e.cfg.ChallengeLifetime)}
+	e.tokensPeak = max(e.tokensPeak, len(e.tokens))
 	e.order = append(e.order, t)
 	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
 }
@@ -646,6 +654,9 @@ func (e *Engine) expire(now time.Time) {
 	}
 	if len(e.order) == 0 {
 		e.order = nil // let a burst's array go
+	}
+	if len(e.tokens) == 0 && e.tokensPeak > tokensFresh {
+		e.tokens, e.tokensPeak = map[Token]pending{}, 0
 	}
 }
 

@@ -46,3 +46,30 @@ func BenchmarkPeerMemory(b *testing.B) {
 	}
 	b.ReportMetric(perPeer, "B/peer")
 }
+
+// A burst of challenges, answered and expired, leaves no map of its size behind.
+func TestTokensMapMadeAfresh(t *testing.T) {
+	e, err := New(Config{Mode: Strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 2 * tokensFresh {
+		p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db8_0000_0000+i<<16)
+		if _, err := e.Opened(p, []wire.L64{l}, l, true, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.tokens) != 2*tokensFresh || e.tokensPeak != 2*tokensFresh {
+		t.Fatalf("%d challenges out, peak %d", len(e.tokens), e.tokensPeak)
+	}
+	before := e.tokens
+	e.expire(now.Add(DefaultChallengeLifetime + time.Second))
+	if len(e.tokens) != 0 || e.tokensPeak != 0 {
+		t.Fatalf("after expiry: %d challenges, peak %d", len(e.tokens), e.tokensPeak)
+	}
+	before[Token{1}] = pending{} // the old map is no longer the engine's
+	if len(e.tokens) != 0 {
+		t.Fatal("the burst's map is still in use")
+	}
+}

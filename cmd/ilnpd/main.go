@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ func run() error {
 	level := new(slog.LevelVar)
 	level.Set(cfg.LogLevel)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	runtimeMemory(cfg, log)
 
 	var events io.Writer // a nil *os.File in an io.Writer would not be nil
 	if cfg.EventsFile != "" {
@@ -105,6 +107,21 @@ func run() error {
 	}
 	log.Info("ilnpd stopped", "err", err)
 	return err
+}
+
+// runtimeMemory applies memory-limit and gc-percent to the Go runtime (issue 28): without a
+// limit the heap grows to twice what is live before a collection (GOGC 100), and the resident
+// memory of a daemon with a million sessions follows that.
+func runtimeMemory(cfg config.Config, log *slog.Logger) {
+	if cfg.GCPercent != 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if cfg.MemoryLimit != 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
+	if cfg.GCPercent != 0 || cfg.MemoryLimit != 0 {
+		log.Info("go runtime memory", "memory_limit", cfg.MemoryLimit, "gc_percent", cfg.GCPercent)
+	}
 }
 
 // reload re-reads the configuration file; errors (with the file's line) are logged and the

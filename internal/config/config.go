@@ -36,6 +36,11 @@
 //	                             sessions (LRU), 256..1048576; needs a restart
 //	embryo-table-size N          embryonic responder sessions alone  default: session-table-size
 //	                             (LRU), 256..1048576; needs a restart
+//	memory-limit SIZE|off        soft limit of the daemon's memory   default: off
+//	                             (Go runtime, debug.SetMemoryLimit), bytes or with K, M, G
+//	                             (powers of 1024), 16M..1024G; needs a restart
+//	gc-percent N|off             Go GC target (GOGC), 10..1000       default: off (GOGC or 100)
+//	                             needs a restart
 //	session-unproven-timeout DURATION  idle timeout of responder     default: 10s (0s: off)
 //	                             sessions that received one packet
 //	nonce-size 4|12              bytes                               default: 4
@@ -159,6 +164,12 @@ type Config struct {
 	// million sessions the embryos' copy of the table is 300 MB of kernel memory that a flood
 	// only needs tens of thousands of (issue 28).
 	EmbryoTableSize int
+	// MemoryLimit is the Go runtime's soft memory limit in bytes (debug.SetMemoryLimit; 0:
+	// none): the garbage collector works harder as the heap nears it instead of letting it
+	// grow to twice what is live (issue 28).
+	MemoryLimit int64
+	// GCPercent is the Go runtime's GOGC (debug.SetGCPercent; 0: the runtime's, GOGC or 100).
+	GCPercent int
 	// SessionUnprovenTimeout is the idle timeout of responder sessions whose correspondent
 	// sent only the packet that opened them: what a spoofed ping leaves behind (0: SessionIdleTimeout).
 	SessionUnprovenTimeout time.Duration
@@ -396,6 +407,14 @@ func init() {
 		"new-sessions-per-second": one(integer(0, 1_000_000, func(c *Config) *int { return &c.NewSessionsPerSecond })),
 		"session-table-size":      one(integer(256, 1<<20, func(c *Config) *int { return &c.SessionTableSize })),
 		"embryo-table-size":       one(integer(256, 1<<20, func(c *Config) *int { return &c.EmbryoTableSize })),
+		"memory-limit":            one(setMemoryLimit),
+		"gc-percent": one(func(c *Config, v string) error {
+			if v == "off" {
+				c.GCPercent = 0
+				return nil
+			}
+			return integer(10, 1000, func(c *Config) *int { return &c.GCPercent })(c, v)
+		}),
 		"session-unproven-timeout": one(duration(0, time.Hour,
 			func(c *Config) *time.Duration { return &c.SessionUnprovenTimeout })),
 		"session-idle-timeout": one(duration(time.Second, 7*24*time.Hour,
@@ -547,6 +566,67 @@ func duration(lo, hi time.Duration, field func(*Config) *time.Duration) func(*Co
 		*field(c) = d
 		return nil
 	}
+}
+
+// Memory limits: below 16 MiB the daemon could not hold its own maps' bookkeeping.
+const (
+	minMemoryLimit = 16 << 20
+	maxMemoryLimit = 1 << 40
+)
+
+// setMemoryLimit reads memory-limit: off, or bytes with an optional K, M or G (powers of 1024).
+func setMemoryLimit(c *Config, v string) error {
+	if v == "off" {
+		c.MemoryLimit = 0
+		return nil
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		return err
+	}
+	if n < minMemoryLimit || n > maxMemoryLimit {
+		return fmt.Errorf("%s is out of range [16M, 1024G] (or off)", v)
+	}
+	c.MemoryLimit = n
+	return nil
+}
+
+// ParseSize reads a byte count: digits with an optional suffix K, M or G (powers of 1024,
+// either case, an optional trailing "iB" or "B").
+func ParseSize(v string) (int64, error) {
+	s := strings.TrimSuffix(strings.TrimSuffix(v, "iB"), "B")
+	shift := 0
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k', 'K':
+			shift = 10
+		case 'm', 'M':
+			shift = 20
+		case 'g', 'G':
+			shift = 30
+		}
+		if shift != 0 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("want a size like 512M or 2G, got %q", v)
+	}
+	return n << shift, nil
+}
+
+// FormatSize writes a byte count as ParseSize reads it, in the largest unit that divides it.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "G"}, {20, "M"}, {10, "K"}} {
+		if n != 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func integer(lo, hi int, field func(*Config) *int) func(*Config, string) error {
@@ -751,6 +831,12 @@ func (c Config) Format() string {
 	kv("session-table-size", strconv.Itoa(c.SessionTableSize))
 	if c.EmbryoTableSize != 0 {
 		kv("embryo-table-size", strconv.Itoa(c.EmbryoTableSize))
+	}
+	if c.MemoryLimit != 0 {
+		kv("memory-limit", FormatSize(c.MemoryLimit))
+	}
+	if c.GCPercent != 0 {
+		kv("gc-percent", strconv.Itoa(c.GCPercent))
 	}
 	kv("session-unproven-timeout", c.SessionUnprovenTimeout.String())
 	kv("nonce-size", strconv.Itoa(c.NonceSize))

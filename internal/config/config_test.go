@@ -38,6 +38,8 @@ session-idle-timeout 2m
 new-sessions-per-second 50
 session-table-size 4096
 embryo-table-size 1024
+memory-limit 512M
+gc-percent 50
 session-unproven-timeout 3s
 nonce-size 12
 nonce first 10
@@ -85,6 +87,8 @@ func TestParseFull(t *testing.T) {
 		NewSessionsPerSecond:   50,
 		SessionTableSize:       4096,
 		EmbryoTableSize:        1024,
+		MemoryLimit:            512 << 20,
+		GCPercent:              50,
 		SessionUnprovenTimeout: 3 * time.Second,
 		NonceSize:              12,
 		NonceMode:              NonceFirst,
@@ -167,6 +171,12 @@ func TestParseValues(t *testing.T) {
 		{"nid-mode ephemeral", func(c Config) bool { return c.NIDMode == NIDEphemeral }},
 		{"\t log-level   warn\t", func(c Config) bool { return c.LogLevel == slog.LevelWarn }},
 		{"log-level error", func(c Config) bool { return c.LogLevel == slog.LevelError }},
+		{"memory-limit 1GiB", func(c Config) bool { return c.MemoryLimit == 1<<30 }},
+		{"memory-limit 20000000", func(c Config) bool { return c.MemoryLimit == 20_000_000 }},
+		{"memory-limit 640MB", func(c Config) bool { return c.MemoryLimit == 640<<20 }},
+		{"memory-limit off", func(c Config) bool { return c.MemoryLimit == 0 }},
+		{"gc-percent off", func(c Config) bool { return c.GCPercent == 0 }},
+		{"gc-percent 1000", func(c Config) bool { return c.GCPercent == 1000 }},
 	} {
 		cfg, err := Parse(strings.NewReader("interfaces eth0\n"+tc.in+"\n"), "t")
 		if err != nil {
@@ -222,6 +232,11 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nnew-sessions-per-second -1\n", "new-sessions-per-second: -1 is out of range [0, 1000000]"},
 		{"interfaces a\nsession-table-size 100\n", "session-table-size: 100 is out of range [256, 1048576]"},
 		{"interfaces a\nembryo-table-size 2000000\n", "embryo-table-size: 2000000 is out of range [256, 1048576]"},
+		{"interfaces a\nmemory-limit 8M\n", "memory-limit: 8M is out of range [16M, 1024G]"},
+		{"interfaces a\nmemory-limit 2T\n", "memory-limit: want a size like 512M"},
+		{"interfaces a\nmemory-limit -1G\n", "memory-limit: want a size"},
+		{"interfaces a\nmemory-limit 99999999999999999999G\n", "memory-limit: want a size"},
+		{"interfaces a\ngc-percent 5\n", "gc-percent: 5 is out of range [10, 1000]"},
 		{"interfaces a\nsession-idle-timeout 10ms\n", "out of range"},
 		{"interfaces a\nnonce-size 8\n", "nonce-size: want 4 or 12"},
 		{"interfaces a\nnonce first\n", "nonce: want \"every\" or \"first N\""},

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -222,6 +223,33 @@ func ServeWithLogger(ctx context.Context, ln net.Listener, h Handler, log *slog.
 	}
 }
 
+// Streamer is a show table that writes itself, a JSON value, to the connection as it goes: a
+// listing of 100,000 sessions need not be in the daemon's memory whole (issue 28).
+type Streamer interface {
+	StreamJSON(w io.Writer) error
+}
+
+// sendStream writes the Response a Streamer's value makes, byte for byte what encoding it
+// whole writes, each write with its own deadline. An error midway leaves the client a
+// truncated line, which it reports.
+func sendStream(conn net.Conn, st Streamer) error {
+	w := bufio.NewWriterSize(deadlineWriter{conn}, 64<<10)
+	w.WriteString(`{"ok":true,"data":`)
+	if err := st.StreamJSON(w); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	w.WriteString("}\n")
+	return w.Flush()
+}
+
+// deadlineWriter gives every write writeTimeout.
+type deadlineWriter struct{ conn net.Conn }
+
+func (d deadlineWriter) Write(b []byte) (int, error) {
+	_ = d.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return d.conn.Write(b)
+}
+
 func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
@@ -280,6 +308,9 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler) error {
 		}
 		if err != nil {
 			return fail("show %s: %v", req.What, err)
+		}
+		if st, ok := v.(Streamer); ok {
+			return sendStream(conn, st)
 		}
 		data, err := json.Marshal(v)
 		if err != nil {

@@ -1,9 +1,11 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -365,4 +367,67 @@ func TestListenRefusesPathTooLong(t *testing.T) {
 		t.Fatalf("Listen(%s): %v", short, err)
 	}
 	ln.Close()
+}
+
+// streamed writes rows as a Streamer, one Write per row.
+type streamed []SessionRow
+
+func (s streamed) StreamJSON(w io.Writer) error {
+	if _, err := io.WriteString(w, "["); err != nil {
+		return err
+	}
+	for i, r := range s {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			b = append([]byte{','}, b...)
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "]")
+	return err
+}
+
+type streamingFake struct {
+	*fake
+	rows streamed
+}
+
+func (f streamingFake) ShowSessions(context.Context) (any, error) { return f.rows, nil }
+
+// A Streamer's table reaches the client as the same value a slice of rows would (the
+// response spans many of the server's writes).
+func TestShowStreamed(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make(streamed, 5000)
+	for i := range rows {
+		rows[i] = SessionRow{Peer: wire.NID(i + 1).String(), LocalActive: "<active>", RemoteLocators: []string{"a&b"}, IdleSecs: int64(i)}
+	}
+	f := streamingFake{fake: &fake{peers: map[string][]wire.RankedILV{}, tl: timeline.NewWriter(nil)}, rows: rows}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, f) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	data, err := Client{Socket: sock}.Show(context.Background(), Sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal([]SessionRow(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatalf("streamed %d bytes, want the %d of the whole table", len(data), len(want))
+	}
 }

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -35,6 +36,19 @@ func TestSessionsReadBatchwise(t *testing.T) {
 	}
 	if len(seen) != count {
 		t.Fatalf("Sessions listed %d of %d", len(seen), count)
+	}
+	// EachSession passes the same sessions, without the list.
+	each := map[wire.NID]Session{}
+	if err := d.EachSession(func(s Session) { each[s.RemoteNID] = s }); err != nil {
+		t.Fatal(err)
+	}
+	if len(each) != count {
+		t.Fatalf("EachSession passed %d of %d", len(each), count)
+	}
+	for _, s := range all {
+		if !reflect.DeepEqual(each[s.RemoteNID], s) {
+			t.Fatalf("EachSession passed %+v, Sessions listed %+v", each[s.RemoteNID], s)
+		}
 	}
 	// The batch read itself ran (not only its fallback): this kernel has it. A hash map's
 	// batch ends at a bucket boundary, so it may hold a few less than asked for.

@@ -43,8 +43,8 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 	}
 	p := &peer{
 		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
-		localNonce: s.LocalNonce, remoteNonce: s.RemoteNonce, created: now, lastUsed: now,
-		lastActive: s.RemoteActive, advertised: slices.Clone(s.Advertised), advertisedAt: now,
+		localNonce: s.LocalNonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
+		lastActive: s.RemoteActive, advertised: c.shared(s.Advertised), advertisedAt: c.stampOf(now),
 		announced: len(s.Advertised) > 0,
 	}
 	for _, r := range s.RemoteLocators {
@@ -56,7 +56,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 			st = Valid
 		}
 		p.remotes = append(p.remotes, remote{loc: r.Locator, pref: r.Preference, lifetime: r.Lifetime,
-			expires: remoteExpiry(now, r.Lifetime), state: st})
+			expires: c.stampOf(remoteExpiry(now, r.Lifetime)), state: st})
 	}
 	if len(p.remotes) == 0 {
 		p.remotes = []remote{{loc: s.Remote.Locator}}

@@ -83,36 +83,69 @@ type local struct {
 
 type remote struct {
 	loc      wire.L64
+	expires  stamp // 0: no expiry
 	pref     uint16
-	lifetime uint16    // as advertised
-	expires  time.Time // zero: no expiry
+	lifetime uint16 // as advertised
 	state    State
 }
 
+// stamp is a peer's time (issue 28: 8 bytes where a time.Time takes 24, five or more of them
+// per session): nanoseconds from the cache's epoch, the first time it was given, shifted so
+// that 0 means none. It keeps the monotonic clock reading of the times it came from.
+type stamp int64
+
+// stampOf is t as a stamp (c.mu held); the zero time is 0.
+func (c *Cache) stampOf(t time.Time) stamp {
+	if t.IsZero() {
+		return 0
+	}
+	if c.epoch.IsZero() {
+		c.epoch = t
+	}
+	d := stamp(t.Sub(c.epoch))
+	if d >= 0 {
+		d++
+	}
+	return d
+}
+
+// timeOf is the time s stands for; 0 is the zero time.
+func (c *Cache) timeOf(s stamp) time.Time {
+	switch {
+	case s == 0:
+		return time.Time{}
+	case s > 0:
+		s--
+	}
+	return c.epoch.Add(time.Duration(s))
+}
+
 type peer struct {
-	// queuedAt is the earliest deadline Cache.due holds for the peer (zero: none).
-	queuedAt     time.Time
-	nid          wire.NID
-	sessLocal    wire.ILV
-	sessRemote   wire.ILV
-	remotes      []remote
-	lastActive   wire.L64
-	localNonce   wire.Nonce
-	remoteNonce  wire.Nonce
-	created      time.Time
-	lastUsed     time.Time
-	advertised   []wire.LocatorEntry
-	advertisedAt time.Time
-	sent         [][]wire.LocatorEntry // the last luguard.History advertisements, oldest first
-	retryAt      time.Time
-	binding      Binding
-	bound        bool
-	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
-	announced    bool              // an LU was sent (or an acknowledged one adopted): advertised is what it was told
+	// queuedAt is the earliest deadline Cache.due holds for the peer (0: none).
+	queuedAt    stamp
+	nid         wire.NID
+	sessLocal   wire.ILV
+	sessRemote  wire.ILV
+	remotes     []remote
+	lastActive  wire.L64
+	localNonce  wire.Nonce
+	remoteNonce wire.Nonce
+	// The flags sit in the nonces' padding (a peer of 256 bytes, not 264).
+	announced bool // an LU was sent (or an acknowledged one adopted): advertised is what it was told
 	// announceOnNonce: the other family's locators are to be announced once the peer's nonce
 	// is learned from its first answer (the datapath never learns a nonce from an LU or its
 	// ACK, bpf/ilnp.c, so an ACK that came first would be dropped and the LU resent 1 s later).
 	announceOnNonce bool
+	created         stamp
+	lastUsed        stamp
+	advertised      []wire.LocatorEntry
+	advertisedAt    stamp
+	sent            [][]wire.LocatorEntry // the last luguard.History advertisements, oldest first
+	retryAt         stamp
+	// bound is what syncBinding last handed the datapath, of what can change (the rest of a
+	// Binding is the peer's own and fixed): a whole Binding per peer was 152 bytes (issue 28).
+	bound bindingState
+	down  map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
 }
 
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
@@ -140,6 +173,23 @@ type Cache struct {
 	due         peerHeap
 	peersRescan bool
 	fullTick    bool
+	// lastBoundLocal is the local locator of the last binding made, which the next ones share.
+	lastBoundLocal *boundLocal
+	// epoch is what the peers' stamps count from.
+	epoch time.Time
+	// sharedAdv is the advertisement peers were last told or opened with (shared).
+	sharedAdv []wire.LocatorEntry
+}
+
+// shared returns an advertisement equal to adv that the peers told the same share (c.mu held):
+// a handoff tells every peer the same set, and a copy each in advertised and in the replay
+// history was two allocations a peer (issue 28). A peer's advertisements are never changed
+// in place.
+func (c *Cache) shared(adv []wire.LocatorEntry) []wire.LocatorEntry {
+	if !slices.Equal(adv, c.sharedAdv) {
+		c.sharedAdv = slices.Clone(adv)
+	}
+	return c.sharedAdv
 }
 
 // lock takes the cache for a change that may move any peer's deadline.
@@ -158,7 +208,7 @@ func (c *Cache) peerChanged(nid wire.NID) {
 
 // queuePeer queues p's deadline unless an earlier one is queued for it (c.mu held).
 func (c *Cache) queuePeer(p *peer) {
-	if t := c.peerDeadline(p); !t.IsZero() && (p.queuedAt.IsZero() || t.Before(p.queuedAt)) {
+	if t := c.stampOf(c.peerDeadline(p)); t != 0 && (p.queuedAt == 0 || t < p.queuedAt) {
 		heap.Push(&c.due, dueEntry{at: t, nid: p.nid})
 		p.queuedAt = t
 	}
@@ -168,8 +218,8 @@ func (c *Cache) queuePeer(p *peer) {
 func (c *Cache) requeueAll() {
 	c.due = c.due[:0]
 	for _, p := range c.peers {
-		p.queuedAt = time.Time{}
-		if t := c.peerDeadline(p); !t.IsZero() {
+		p.queuedAt = 0
+		if t := c.stampOf(c.peerDeadline(p)); t != 0 {
 			c.due = append(c.due, dueEntry{at: t, nid: p.nid})
 			p.queuedAt = t
 		}
@@ -186,17 +236,17 @@ func (c *Cache) peersNext() (time.Time, bool) {
 	for len(c.due) > 0 {
 		top := c.due[0]
 		p := c.peers[top.nid]
-		if p == nil || !top.at.Equal(p.queuedAt) {
+		if p == nil || top.at != p.queuedAt {
 			heap.Pop(&c.due) // the peer is gone, or an earlier entry of it came first
 			continue
 		}
-		if t := c.peerDeadline(p); !t.Equal(top.at) {
+		if t := c.stampOf(c.peerDeadline(p)); t != top.at {
 			heap.Pop(&c.due)
-			p.queuedAt = time.Time{}
+			p.queuedAt = 0
 			c.queuePeer(p)
 			continue
 		}
-		return top.at, true
+		return c.timeOf(top.at), true
 	}
 	return time.Time{}, false
 }
@@ -205,13 +255,13 @@ func (c *Cache) peersNext() (time.Time, bool) {
 // held); Tick handles them and queues them again.
 func (c *Cache) popDue(now time.Time) []*peer {
 	var out []*peer
-	for len(c.due) > 0 && !now.Before(c.due[0].at) {
+	for len(c.due) > 0 && !now.Before(c.timeOf(c.due[0].at)) {
 		e := heap.Pop(&c.due).(dueEntry)
 		p := c.peers[e.nid]
-		if p == nil || !e.at.Equal(p.queuedAt) {
+		if p == nil || e.at != p.queuedAt {
 			continue
 		}
-		p.queuedAt = time.Time{}
+		p.queuedAt = 0
 		if t := c.peerDeadline(p); !t.IsZero() && !now.Before(t) {
 			out = append(out, p)
 		} else {
@@ -223,7 +273,7 @@ func (c *Cache) popDue(now time.Time) []*peer {
 }
 
 type dueEntry struct {
-	at  time.Time
+	at  stamp
 	nid wire.NID
 }
 
@@ -231,7 +281,7 @@ type dueEntry struct {
 type peerHeap []dueEntry
 
 func (h peerHeap) Len() int           { return len(h) }
-func (h peerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h peerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h peerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *peerHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
 func (h *peerHeap) Pop() any {
@@ -248,11 +298,11 @@ func (c *Cache) peerDeadline(p *peer) (next time.Time) {
 			next = t
 		}
 	}
-	consider(p.lastUsed.Add(c.cfg.IdleTimeout))
+	consider(c.timeOf(p.lastUsed).Add(c.cfg.IdleTimeout))
 	for _, r := range p.remotes {
-		consider(r.expires)
+		consider(c.timeOf(r.expires))
 	}
-	consider(p.retryAt)
+	consider(c.timeOf(p.retryAt))
 	consider(c.refreshAt(p))
 	return next
 }
@@ -584,12 +634,49 @@ func (c *Cache) syncPeers(now time.Time, eff *Effects) {
 	}
 }
 
+// bindingState is the part of a peer's last Binding that changes.
+type bindingState struct {
+	local          *boundLocal // nil: HasLocal false
+	remoteLocators []RemoteLocator
+	remoteLocator  wire.L64
+	remoteNonce    wire.Nonce
+	set            bool
+}
+
+// boundLocal is a Binding's local locator; the peers bound to the same one share it.
+type boundLocal struct {
+	loc     wire.L64
+	ifindex int
+	router  netip.Addr
+}
+
+// boundLocalOf is b's local locator, shared with the peers bound to an equal one (c.mu held).
+func (c *Cache) boundLocalOf(b Binding) *boundLocal {
+	if !b.HasLocal {
+		return nil
+	}
+	l := boundLocal{loc: b.LocalLocator, ifindex: b.LocalIfIndex, router: b.LocalRouter}
+	if c.lastBoundLocal == nil || *c.lastBoundLocal != l {
+		c.lastBoundLocal = &l
+	}
+	return c.lastBoundLocal
+}
+
+// sameBinding says whether b programs the datapath as st did for p.
+func sameBinding(st bindingState, b Binding) bool {
+	if !st.set || st.remoteLocator != b.RemoteLocator || st.remoteNonce != b.RemoteNonce ||
+		(st.local != nil) != b.HasLocal || !slices.Equal(st.remoteLocators, b.RemoteLocators) {
+		return false
+	}
+	return st.local == nil || (st.local.loc == b.LocalLocator && st.local.ifindex == b.LocalIfIndex && st.local.router == b.LocalRouter)
+}
+
 func (c *Cache) syncBinding(p *peer, eff *Effects) {
 	b := c.bindingFor(p)
-	if p.bound && b.Equal(p.binding) {
+	if sameBinding(p.bound, b) {
 		return
 	}
-	p.binding, p.bound = b, true
+	p.bound = bindingState{local: c.boundLocalOf(b), remoteLocators: b.RemoteLocators, remoteLocator: b.RemoteLocator, remoteNonce: b.RemoteNonce, set: true}
 	eff.Bindings = append(eff.Bindings, b)
 }
 
@@ -616,7 +703,8 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 	if d, ok := luguard.Distinct(adv, p.sent); ok {
 		adv = d
 	}
-	p.sent = append(p.sent, slices.Clone(adv))
+	own := c.shared(adv)
+	p.sent = append(p.sent, own)
 	if len(p.sent) > luguard.History {
 		p.sent = slices.Delete(p.sent, 0, len(p.sent)-luguard.History)
 	}
@@ -629,7 +717,7 @@ func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Eff
 		Nonce:   p.localNonce,
 		Update:  wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: slices.Clone(adv)},
 	})
-	p.advertised, p.advertisedAt, p.retryAt = slices.Clone(adv), now, time.Time{}
+	p.advertised, p.advertisedAt, p.retryAt = own, c.stampOf(now), 0
 	p.announced = true
 }
 
@@ -646,7 +734,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	defer c.peerChanged(s.Remote.NID)
 	var eff Effects
 	if p := c.peers[s.Remote.NID]; p != nil {
-		p.touch(now)
+		c.touch(p, now)
 		if p.remoteNonce.IsZero() && !s.RemoteNonce.IsZero() {
 			p.remoteNonce = s.RemoteNonce
 			c.syncBinding(p, &eff)
@@ -666,7 +754,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	}
 	p := &peer{
 		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
-		localNonce: nonce, remoteNonce: s.RemoteNonce, created: now, lastUsed: now,
+		localNonce: nonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
 	}
 	// The session-view locator is the one the application chose: it starts active, so it
 	// gets the best preference of the known set and comes first among equals.
@@ -679,11 +767,11 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		if e.Locator == 0 || e.Locator == s.Remote.Locator {
 			continue
 		}
-		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
+		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: c.stampOf(remoteExpiry(now, e.Lifetime))})
 	}
 	p.selectRemote(c.reach())
 	adv := c.advertisement(now)
-	p.advertised, p.advertisedAt = adv, now
+	p.advertised, p.advertisedAt = c.shared(adv), c.stampOf(now)
 	c.peers[p.nid] = p
 	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
 	c.syncBinding(p, &eff)
@@ -770,13 +858,13 @@ func (c *Cache) Touch(nid wire.NID, now time.Time) bool {
 	if p == nil {
 		return false
 	}
-	p.touch(now)
+	c.touch(p, now)
 	return true
 }
 
-func (p *peer) touch(now time.Time) {
-	if now.After(p.lastUsed) {
-		p.lastUsed = now
+func (c *Cache) touch(p *peer, now time.Time) {
+	if t := c.stampOf(now); t > p.lastUsed {
+		p.lastUsed = t
 	}
 }
 
@@ -801,7 +889,7 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 	case p.remoteNonce != nonce:
 		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrNonceMismatch}
 	}
-	p.touch(now)
+	c.touch(p, now)
 	c.syncBinding(p, &eff)
 	c.nonceLearned(p, now, &eff)
 	return eff, nil
@@ -844,14 +932,14 @@ func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, 
 			continue
 		}
 		seen[e.Locator] = true
-		set = append(set, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
+		set = append(set, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: c.stampOf(remoteExpiry(now, e.Lifetime))})
 	}
 	if len(set) == 0 {
 		return fail(ErrNoLocators)
 	}
 	before := p.lastActive
 	p.remotes = set
-	p.touch(now)
+	c.touch(p, now)
 	p.selectRemote(c.reach())
 	eff.Events = append(eff.Events, Event{Kind: timeline.LUReceived, Peer: nid, Locator: p.lastActive, Detail: fmt.Sprintf("%d locators", len(set))})
 	if p.lastActive != before {
@@ -888,7 +976,7 @@ func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
 	c.lock()
 	defer c.mu.Unlock()
 	if p := c.peers[nid]; p != nil {
-		p.retryAt = now.Add(c.cfg.LURetry)
+		p.retryAt = c.stampOf(now.Add(c.cfg.LURetry))
 	}
 }
 
@@ -924,7 +1012,7 @@ func (c *Cache) Tick(now time.Time) Effects {
 	}
 	c.fullTick, c.peersRescan = false, true
 	for _, p := range c.sortedPeers() {
-		if now.Sub(p.lastUsed) >= c.cfg.IdleTimeout {
+		if now.Sub(c.timeOf(p.lastUsed)) >= c.cfg.IdleTimeout {
 			delete(c.peers, p.nid)
 			eff.Removed = append(eff.Removed, p.nid)
 			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid, Detail: "idle"})
@@ -939,10 +1027,10 @@ func (c *Cache) Tick(now time.Time) Effects {
 	}
 	adv := c.advertisement(now)
 	for _, p := range c.sortedPeers() {
-		retry := !p.retryAt.IsZero() && !now.Before(p.retryAt)
+		retry := p.retryAt != 0 && !now.Before(c.timeOf(p.retryAt))
 		if len(adv) == 0 {
 			// Nothing to advertise: the next locator to appear triggers an LU anyway.
-			p.retryAt = time.Time{}
+			p.retryAt = 0
 			continue
 		}
 		if !sameSet(adv, p.advertised) {
@@ -961,7 +1049,7 @@ func (c *Cache) tickDue(now time.Time, eff *Effects) {
 	due := c.popDue(now)
 	live := due[:0]
 	for _, p := range due {
-		if now.Sub(p.lastUsed) >= c.cfg.IdleTimeout {
+		if now.Sub(c.timeOf(p.lastUsed)) >= c.cfg.IdleTimeout {
 			delete(c.peers, p.nid)
 			eff.Removed = append(eff.Removed, p.nid)
 			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid, Detail: "idle"})
@@ -982,10 +1070,10 @@ func (c *Cache) tickDue(now time.Time, eff *Effects) {
 		}
 	}
 	for _, p := range live {
-		retry := !p.retryAt.IsZero() && !now.Before(p.retryAt)
+		retry := p.retryAt != 0 && !now.Before(c.timeOf(p.retryAt))
 		switch {
 		case len(adv) == 0:
-			p.retryAt = time.Time{}
+			p.retryAt = 0
 		case !sameSet(adv, p.advertised):
 		case retry || c.refreshDue(p, now):
 			c.emitLU(p, adv, now, eff)
@@ -998,7 +1086,7 @@ func (c *Cache) expireRemotes(p *peer, now time.Time, eff *Effects) {
 	kept := p.remotes[:0]
 	expired := false
 	for _, r := range p.remotes {
-		if !r.expires.IsZero() && !now.Before(r.expires) {
+		if r.expires != 0 && !now.Before(c.timeOf(r.expires)) {
 			expired = true
 			eff.Events = append(eff.Events, Event{Kind: timeline.LocatorRemoved, Peer: p.nid, Locator: r.loc, From: r.state, To: Expired, Detail: "remote lifetime expired"})
 			continue
@@ -1020,11 +1108,11 @@ func (c *Cache) refreshAt(p *peer) time.Time {
 		if l == nil || !l.state.Usable() {
 			continue
 		}
-		end := p.advertisedAt.Add(time.Duration(e.Lifetime) * time.Second)
+		end := c.timeOf(p.advertisedAt).Add(time.Duration(e.Lifetime) * time.Second)
 		if !l.validEnd.IsZero() && !l.validEnd.After(end) {
 			continue // re-advertising cannot extend it
 		}
-		t := p.advertisedAt.Add(time.Duration(e.Lifetime) * time.Second / 2)
+		t := c.timeOf(p.advertisedAt).Add(time.Duration(e.Lifetime) * time.Second / 2)
 		if at.IsZero() || t.Before(at) {
 			at = t
 		}

@@ -106,7 +106,7 @@ func (c *Cache) Roam(nid wire.NID, l wire.L64, now time.Time) (Effects, error) {
 	}
 	before := p.lastActive
 	p.remotes[i].loc = l
-	p.touch(now)
+	c.touch(p, now)
 	p.selectRemote(c.reach())
 	if p.lastActive != before {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active,

@@ -28,7 +28,7 @@ func (c *Cache) ReplaceRemotes(nid wire.NID, locs []wire.LocatorEntry, now time.
 			continue
 		}
 		seen[e.Locator] = true
-		set = append(set, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: remoteExpiry(now, e.Lifetime)})
+		set = append(set, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: c.stampOf(remoteExpiry(now, e.Lifetime))})
 	}
 	if len(set) == 0 {
 		return eff, &PeerError{Peer: nid, Op: "rendezvous", Err: ErrNoLocators}

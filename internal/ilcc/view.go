@@ -2,6 +2,7 @@ package ilcc
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"ilnp/internal/wire"
@@ -152,8 +153,42 @@ func (c *Cache) Snapshot(now time.Time) Snapshot {
 	defer c.mu.Unlock()
 	s := Snapshot{
 		NID: c.cfg.NID.String(), Mode: c.cfg.Mode, Policy: c.cfg.Policy.Name(),
-		Locators: []LocatorView{}, Sessions: []SessionView{},
+		Locators: c.locatorViews(now), Sessions: []SessionView{},
 	}
+	active := c.activeLocal()
+	for _, p := range c.sortedPeers() {
+		v := SessionView{
+			PeerNID: p.nid.String(), SessionLocal: p.sessLocal.Addr().String(), SessionRemote: p.sessRemote.Addr().String(),
+			ActiveRemote: p.lastActive.String(), RemoteLocators: []RemoteLocatorView{}, Advertised: []AdvertisedView{},
+			LocalNonce: p.localNonce.String(), RemoteNonce: p.remoteNonce.String(),
+			CreatedAt: c.timeOf(p.created), LastUsed: c.timeOf(p.lastUsed), IdleS: now.Sub(c.timeOf(p.lastUsed)).Seconds(),
+		}
+		if active != nil {
+			v.ActiveLocal = active.loc.String()
+		}
+		for _, r := range p.remotes {
+			v.RemoteLocators = append(v.RemoteLocators, RemoteLocatorView{
+				Locator: r.loc.String(), Preference: r.pref, State: r.state, LifetimeS: remaining(c.timeOf(r.expires), now),
+			})
+		}
+		for _, e := range p.advertised {
+			v.Advertised = append(v.Advertised, AdvertisedView{Locator: e.Locator.String(), Preference: e.Preference, LifetimeS: e.Lifetime})
+		}
+		s.Sessions = append(s.Sessions, v)
+	}
+	return s
+}
+
+// LocatorViews is Snapshot's Locators alone: `ilnpctl show locators` need not copy every
+// session.
+func (c *Cache) LocatorViews(now time.Time) []LocatorView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.locatorViews(now)
+}
+
+func (c *Cache) locatorViews(now time.Time) []LocatorView {
+	out := []LocatorView{}
 	for _, l := range c.sortedLocals() {
 		v := LocatorView{
 			Locator: l.loc.String(), IfIndex: l.ifindex, State: l.state, Preference: l.pref,
@@ -163,28 +198,70 @@ func (c *Cache) Snapshot(now time.Time) Snapshot {
 		if l.router.IsValid() {
 			v.Router = l.router.String()
 		}
-		s.Locators = append(s.Locators, v)
+		out = append(out, v)
 	}
-	active := c.activeLocal()
-	for _, p := range c.sortedPeers() {
-		v := SessionView{
-			PeerNID: p.nid.String(), SessionLocal: p.sessLocal.Addr().String(), SessionRemote: p.sessRemote.Addr().String(),
-			ActiveRemote: p.lastActive.String(), RemoteLocators: []RemoteLocatorView{}, Advertised: []AdvertisedView{},
-			LocalNonce: p.localNonce.String(), RemoteNonce: p.remoteNonce.String(),
-			CreatedAt: p.created, LastUsed: p.lastUsed, IdleS: now.Sub(p.lastUsed).Seconds(),
+	return out
+}
+
+// SessionInfo is one session as EachSession passes it: Snapshot's SessionView in plain
+// values, no strings.
+type SessionInfo struct {
+	Peer          wire.NID
+	SessionLocal  wire.ILV
+	SessionRemote wire.ILV
+	// ActiveLocal is the node's active locator (HasLocal false: none).
+	ActiveLocal  wire.L64
+	HasLocal     bool
+	ActiveRemote wire.L64
+	// RemoteLocators is valid only during the call.
+	RemoteLocators []RemoteLocator
+	LocalNonce     wire.Nonce
+	RemoteNonce    wire.Nonce
+	Created        time.Time
+	LastUsed       time.Time
+}
+
+// EachSession calls fn for every session, ordered by peer NID, with the cache locked (fn must
+// not call the cache): what Snapshot lists, without a copy of the table in strings, which at
+// 100,000 sessions was some 500 bytes a session of transient heap for one `ilnpctl show
+// sessions` (issue 28).
+func (c *Cache) EachSession(fn func(SessionInfo)) {
+	c.EachSessionOf(c.PeerNIDs(), fn)
+}
+
+// PeerNIDs lists the correspondents' NIDs in order.
+func (c *Cache) PeerNIDs() []wire.NID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]wire.NID, 0, len(c.peers))
+	for nid := range c.peers {
+		out = append(out, nid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// EachSessionOf is EachSession for the sessions with nids (those still there), in their order:
+// a long listing takes the cache a slice of PeerNIDs at a time, not for all of it at once.
+func (c *Cache) EachSessionOf(nids []wire.NID, fn func(SessionInfo)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var info SessionInfo
+	if l := c.activeLocal(); l != nil {
+		info.ActiveLocal, info.HasLocal = l.loc, true
+	}
+	for _, nid := range nids {
+		p := c.peers[nid]
+		if p == nil {
+			continue
 		}
-		if active != nil {
-			v.ActiveLocal = active.loc.String()
-		}
+		info.Peer, info.SessionLocal, info.SessionRemote = p.nid, p.sessLocal, p.sessRemote
+		info.ActiveRemote, info.LocalNonce, info.RemoteNonce = p.lastActive, p.localNonce, p.remoteNonce
+		info.Created, info.LastUsed = c.timeOf(p.created), c.timeOf(p.lastUsed)
+		info.RemoteLocators = info.RemoteLocators[:0]
 		for _, r := range p.remotes {
-			v.RemoteLocators = append(v.RemoteLocators, RemoteLocatorView{
-				Locator: r.loc.String(), Preference: r.pref, State: r.state, LifetimeS: remaining(r.expires, now),
-			})
+			info.RemoteLocators = append(info.RemoteLocators, RemoteLocator{Locator: r.loc, Preference: r.pref, Lifetime: r.lifetime, State: r.state})
 		}
-		for _, e := range p.advertised {
-			v.Advertised = append(v.Advertised, AdvertisedView{Locator: e.Locator.String(), Preference: e.Preference, LifetimeS: e.Lifetime})
-		}
-		s.Sessions = append(s.Sessions, v)
+		fn(info)
 	}
-	return s
 }

@@ -163,14 +163,98 @@ type pending struct {
 	expires time.Time
 }
 
+// peer is one correspondent's state, kept small (issue 28: one per session, 100,000s of
+// them): its verified locators in a short slice (a peer has a few), and what only a peer
+// under verification needs (unverified locators, recently left ones, probations, outstanding
+// challenges) in rare, allocated on the first need and dropped once empty again.
 type peer struct {
-	verified   map[wire.L64]bool
-	unverified map[wire.L64]bool
-	left       map[wire.L64]time.Time // verified locators that left the set, and when
-	probation  map[wire.L64]Token     // returned at full rate, their challenge outstanding
-	answered   bool                   // echoed a challenge in this session
-	probed     bool                   // Probe sent its challenge
+	verified locSet
+	rare     *rarePeer
+	answered bool // echoed a challenge in this session
+	probed   bool // Probe sent its challenge
+}
+
+type rarePeer struct {
+	unverified locSet
+	left       []leftLoc      // verified locators that left the set, and when
+	probation  []probationLoc // returned at full rate, their challenge outstanding
 	tokens     []Token
+}
+
+type leftLoc struct {
+	loc wire.L64
+	at  time.Time
+}
+
+type probationLoc struct {
+	loc   wire.L64
+	token Token
+}
+
+// locSet is a set of locators in a slice: a correspondent lists a few.
+type locSet []wire.L64
+
+func (s locSet) has(l wire.L64) bool { return slices.Contains(s, l) }
+
+func (s *locSet) add(l wire.L64) {
+	if !s.has(l) {
+		*s = append(*s, l)
+	}
+}
+
+func (s *locSet) del(l wire.L64) {
+	if i := slices.Index(*s, l); i >= 0 {
+		*s = slices.Delete(*s, i, i+1)
+	}
+	if len(*s) == 0 {
+		*s = nil
+	}
+}
+
+// more is st's rare state, allocated if need be.
+func (st *peer) more() *rarePeer {
+	if st.rare == nil {
+		st.rare = &rarePeer{}
+	}
+	return st.rare
+}
+
+// tidy drops the rare state once nothing is in it.
+func (st *peer) tidy() {
+	if r := st.rare; r != nil && len(r.unverified) == 0 && len(r.left) == 0 && len(r.probation) == 0 && len(r.tokens) == 0 {
+		st.rare = nil
+	}
+}
+
+func (st *peer) isUnverified(l wire.L64) bool { return st.rare != nil && st.rare.unverified.has(l) }
+
+func (st *peer) unverify(l wire.L64) {
+	st.verified.del(l)
+	st.more().unverified.add(l)
+}
+
+func (st *peer) probationToken(l wire.L64) Token {
+	if st.rare != nil {
+		for _, p := range st.rare.probation {
+			if p.loc == l {
+				return p.token
+			}
+		}
+	}
+	return Token{}
+}
+
+func (st *peer) endProbation(l wire.L64) {
+	if st.rare != nil {
+		st.rare.probation = slices.DeleteFunc(st.rare.probation, func(p probationLoc) bool { return p.loc == l })
+	}
+}
+
+func (st *peer) dropToken(t Token) {
+	if st.rare != nil {
+		st.rare.tokens = slices.DeleteFunc(st.rare.tokens, func(x Token) bool { return x == t })
+		st.tidy()
+	}
 }
 
 // Engine tracks the verification state of every correspondent. Not safe for concurrent use
@@ -188,7 +272,14 @@ type Engine struct {
 	// probation holds the returned locators' deadlines in the order they were set (one
 	// lifetime for all); entries whose locator was answered or left since are skipped.
 	probation []probationEntry
+	// tokensPeak is the most challenges out since tokens was made: a Go map keeps the room
+	// of its largest size, and a server that challenged 100,000 correspondents at once kept
+	// some 9 MB for none (issue 28); expire makes tokens afresh once they are all gone.
+	tokensPeak int
 }
+
+// tokensFresh is the peak above which an emptied tokens map is made afresh.
+const tokensFresh = 1024
 
 type probationEntry struct {
 	peer     wire.NID
@@ -197,10 +288,7 @@ type probationEntry struct {
 	deadline time.Time
 }
 
-func newPeer() *peer {
-	return &peer{verified: map[wire.L64]bool{}, unverified: map[wire.L64]bool{},
-		left: map[wire.L64]time.Time{}, probation: map[wire.L64]Token{}}
-}
+func newPeer() *peer { return &peer{} }
 
 // New returns an engine.
 func New(cfg Config) (*Engine, error) {
@@ -228,11 +316,12 @@ func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool
 		return nil, nil
 	}
 	st := newPeer()
+	st.verified = make(locSet, 0, len(locs)+1)
 	for _, l := range locs {
-		st.verified[l] = true
+		st.verified.add(l)
 	}
 	if active != 0 {
-		st.verified[active] = true
+		st.verified.add(active)
 	}
 	e.forget(p)
 	e.peers[p] = st
@@ -266,11 +355,10 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 	st := e.peers[p]
 	var out []Action
 	for _, c := range unverified {
-		if c.Locator == 0 || st.unverified[c.Locator] {
+		if c.Locator == 0 || st.isUnverified(c.Locator) {
 			continue
 		}
-		delete(st.verified, c.Locator)
-		st.unverified[c.Locator] = true
+		st.unverify(c.Locator)
 		st.answered = st.answered || e.cfg.Mode == Opportunistic
 		a, err := e.challenge(p, st, c.Locator, now)
 		if err != nil {
@@ -315,13 +403,16 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 	// An LU lists all the peer's locators (RFC 6743 s.2): one it no longer lists has left,
 	// and its verification leaves with it. Should it come back (the peer moving back, or a
 	// copy of an old LU replayed from the path), it is challenged again.
-	for l := range st.verified {
-		if !slices.Contains(locs, l) {
-			delete(st.verified, l)
-			delete(st.probation, l)
-			st.remember(l, now)
+	kept := st.verified[:0]
+	for _, l := range st.verified {
+		if slices.Contains(locs, l) {
+			kept = append(kept, l)
+			continue
 		}
+		st.endProbation(l)
+		st.remember(l, now)
 	}
+	st.verified = kept
 	return e.added(p, st, locs, from, luBytes, fresh, now)
 }
 
@@ -346,9 +437,9 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 	var out []Action
 	for _, l := range locs {
 		switch {
-		case l == 0 || st.verified[l]:
+		case l == 0 || st.verified.has(l):
 			continue
-		case st.unverified[l]:
+		case st.isUnverified(l):
 			// Announced again (a retransmission, or a new LU from it): challenge again if
 			// it is the sender and nothing is outstanding for it.
 			if l == from && !e.outstanding(p, l) {
@@ -360,7 +451,7 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 			}
 			continue
 		case e.cfg.Mode == Opportunistic && !st.answered:
-			st.verified[l] = true
+			st.verified.add(l)
 			out = append(out, Action{Kind: Believed, Peer: p, Locator: l})
 			continue
 		case fresh && l == from && st.recentlyLeft(l, now):
@@ -368,14 +459,16 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 			if err != nil {
 				return out, err
 			}
-			delete(st.left, l)
-			st.verified[l] = true
-			st.probation[l] = a.Token
+			r := st.more()
+			r.left = slices.DeleteFunc(r.left, func(x leftLoc) bool { return x.loc == l })
+			st.verified.add(l)
+			st.endProbation(l)
+			r.probation = append(r.probation, probationLoc{loc: l, token: a.Token})
 			e.probation = append(e.probation, probationEntry{peer: p, loc: l, token: a.Token, deadline: now.Add(ProbationLifetime)})
 			out = append(out, Action{Kind: Returned, Peer: p, Locator: l}, a)
 			continue
 		}
-		st.unverified[l] = true
+		st.more().unverified.add(l)
 		mark := Action{Kind: MarkUnverified, Peer: p, Locator: l}
 		if l == from {
 			mark.RxBytes = luBytes
@@ -410,15 +503,15 @@ func (e *Engine) Echoed(p wire.NID, token Token, now time.Time) (actions []Actio
 	if st == nil {
 		return nil, true
 	}
-	st.tokens = slices.DeleteFunc(st.tokens, func(t Token) bool { return t == token })
 	st.answered = true
-	if st.probation[pd.loc] == token {
-		delete(st.probation, pd.loc) // it kept full rate and has now proved it
+	defer st.dropToken(token)
+	if st.probationToken(pd.loc) == token {
+		st.endProbation(pd.loc) // it kept full rate and has now proved it
 		return nil, true
 	}
-	if st.unverified[pd.loc] {
-		delete(st.unverified, pd.loc)
-		st.verified[pd.loc] = true
+	if st.isUnverified(pd.loc) {
+		st.rare.unverified.del(pd.loc)
+		st.verified.add(pd.loc)
 		return []Action{{Kind: MarkVerified, Peer: p, Locator: pd.loc}}, true
 	}
 	return nil, true
@@ -430,13 +523,10 @@ func (e *Engine) Closed(p wire.NID) { e.forget(p) }
 // Unverified lists p's unverified locators.
 func (e *Engine) Unverified(p wire.NID) []wire.L64 {
 	st := e.peers[p]
-	if st == nil {
+	if st == nil || st.rare == nil || len(st.rare.unverified) == 0 {
 		return nil
 	}
-	var out []wire.L64
-	for l := range st.unverified {
-		out = append(out, l)
-	}
+	out := slices.Clone(st.rare.unverified)
 	slices.Sort(out)
 	return out
 }
@@ -461,12 +551,11 @@ func (e *Engine) Tick(now time.Time) []Action {
 		pe := e.probation[0]
 		e.probation = e.probation[1:]
 		st := e.peers[pe.peer]
-		if st == nil || st.probation[pe.loc] != pe.token {
+		if st == nil || st.probationToken(pe.loc) != pe.token {
 			continue // answered, left, or the session is gone
 		}
-		delete(st.probation, pe.loc)
-		delete(st.verified, pe.loc)
-		st.unverified[pe.loc] = true
+		st.endProbation(pe.loc)
+		st.unverify(pe.loc)
 		out = append(out, Action{Kind: MarkUnverified, Peer: pe.peer, Locator: pe.loc, TxBytes: challengeCost(pe.loc)})
 	}
 	if len(e.probation) == 0 {
@@ -486,22 +575,35 @@ func (e *Engine) NextDeadline() (time.Time, bool) {
 // remember records that the verified locator l left the set at now, forgetting the oldest
 // when maxLeft are remembered.
 func (st *peer) remember(l wire.L64, now time.Time) {
-	if len(st.left) >= maxLeft {
-		var oldest wire.L64
-		var at time.Time
-		for x, t := range st.left {
-			if oldest == 0 || t.Before(at) {
-				oldest, at = x, t
+	r := st.more()
+	if len(r.left) >= maxLeft {
+		oldest := 0
+		for i, x := range r.left {
+			if x.at.Before(r.left[oldest].at) {
+				oldest = i
 			}
 		}
-		delete(st.left, oldest)
+		r.left = slices.Delete(r.left, oldest, oldest+1)
 	}
-	st.left[l] = now
+	for i := range r.left {
+		if r.left[i].loc == l {
+			r.left[i].at = now
+			return
+		}
+	}
+	r.left = append(r.left, leftLoc{loc: l, at: now})
 }
 
 func (st *peer) recentlyLeft(l wire.L64, now time.Time) bool {
-	t, ok := st.left[l]
-	return ok && now.Sub(t) < RecentlyVerified
+	if st.rare == nil {
+		return false
+	}
+	for _, x := range st.rare.left {
+		if x.loc == l {
+			return now.Sub(x.at) < RecentlyVerified
+		}
+	}
+	return false
 }
 
 func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Action, error) {
@@ -509,22 +611,24 @@ func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Act
 	if err := e.cfg.Random(t[:]); err != nil {
 		return Action{}, fmt.Errorf("challenge for %v at %v: %w", p, l, err)
 	}
-	if len(st.tokens) >= maxPending {
-		delete(e.tokens, st.tokens[0])
-		st.tokens = st.tokens[1:]
+	r := st.more()
+	if len(r.tokens) >= maxPending {
+		delete(e.tokens, r.tokens[0])
+		r.tokens = slices.Delete(r.tokens, 0, 1)
 	}
-	st.tokens = append(st.tokens, t)
+	r.tokens = append(r.tokens, t)
 	e.tokens[t] = pending{peer: p, loc: l, expires: now.Add(e.cfg.ChallengeLifetime)}
+	e.tokensPeak = max(e.tokensPeak, len(e.tokens))
 	e.order = append(e.order, t)
 	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
 }
 
 func (e *Engine) outstanding(p wire.NID, l wire.L64) bool {
 	st := e.peers[p]
-	if st == nil {
+	if st == nil || st.rare == nil {
 		return false
 	}
-	for _, t := range st.tokens {
+	for _, t := range st.rare.tokens {
 		if pd, ok := e.tokens[t]; ok && pd.loc == l {
 			return true
 		}
@@ -545,17 +649,20 @@ func (e *Engine) expire(now time.Time) {
 		}
 		delete(e.tokens, t)
 		if st := e.peers[pd.peer]; st != nil {
-			st.tokens = slices.DeleteFunc(st.tokens, func(x Token) bool { return x == t })
+			st.dropToken(t)
 		}
 	}
 	if len(e.order) == 0 {
 		e.order = nil // let a burst's array go
 	}
+	if len(e.tokens) == 0 && e.tokensPeak > tokensFresh {
+		e.tokens, e.tokensPeak = map[Token]pending{}, 0
+	}
 }
 
 func (e *Engine) forget(p wire.NID) {
-	if st := e.peers[p]; st != nil {
-		for _, t := range st.tokens {
+	if st := e.peers[p]; st != nil && st.rare != nil {
+		for _, t := range st.rare.tokens {
 			delete(e.tokens, t)
 		}
 	}

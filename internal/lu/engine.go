@@ -574,6 +574,14 @@ func (e *Engine) Snapshot() []PeerView {
 	return views
 }
 
+// EachSRTT calls fn with every correspondent's smoothed RTT (PeerView's SRTTMillis), in no
+// order: what `ilnpctl show sessions` needs of Snapshot without a view per peer.
+func (e *Engine) EachSRTT(fn func(nid wire.NID, srttMillis float64)) {
+	for nid, p := range e.peers {
+		fn(nid, millis(p.srtt))
+	}
+}
+
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // sample folds one RTT measurement into the estimator (RFC 6298 s.2.2, 2.3; alpha 1/8, beta 1/4).

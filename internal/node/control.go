@@ -1,9 +1,11 @@
 package node
 
 import (
-	"cmp"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sort"
@@ -49,9 +51,9 @@ type SessionRow struct {
 }
 
 func (n *Node) ShowLocators(ctx context.Context) (any, error) {
-	snap := n.cache.Snapshot(time.Now())
-	rows := make([]control.LocatorRow, 0, len(snap.Locators))
-	for _, l := range snap.Locators {
+	views := n.cache.LocatorViews(time.Now())
+	rows := make([]control.LocatorRow, 0, len(views))
+	for _, l := range views {
 		loc, err := wire.ParseL64(l.Locator)
 		if err != nil {
 			continue
@@ -69,63 +71,111 @@ func (n *Node) ShowLocators(ctx context.Context) (any, error) {
 	return rows, nil
 }
 
+// ShowSessions lists the sessions (SessionRow) as a control.Streamer: the rows are encoded from
+// the ILCC a slice of sessions at a time and written out as they go, the datapath's and the LU
+// engine's figures kept by NID. A table of strings per session, a slice of rows and two
+// copies of their JSON were what one `show sessions` of 100,000 sessions added to the
+// daemon's memory (issue 28). Sessions that close while the listing is written are left out.
 func (n *Node) ShowSessions(ctx context.Context) (any, error) {
-	snap := n.cache.Snapshot(time.Now())
-	var peers map[string]float64
+	t := &sessionTable{n: n, now: time.Now(), srtt: map[wire.NID]float64{}, dp: map[wire.NID]dpSession{}, e6: map[wire.NID][]string{}}
 	if err := n.do(ctx, func() error {
-		peers = map[string]float64{}
-		for _, p := range n.engine.Snapshot() {
-			peers[p.Peer] = p.SRTTMillis
-		}
+		n.engine.EachSRTT(func(nid wire.NID, ms float64) { t.srtt[nid] = ms })
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	traffic := map[string][2]uint64{}
-	mode := map[string]string{}
-	if sessions, err := n.dp.Sessions(); err == nil {
-		for _, s := range sessions {
-			traffic[s.RemoteNID.String()] = [2]uint64{s.TxPackets, s.RxPackets}
-			if s.Flags&datapath.SessionIPv6Fallback != 0 {
-				mode[s.RemoteNID.String()] = "ipv6-fallback"
-			}
-		}
-	}
-	e6 := map[string][]string{}
+	_ = n.dp.EachSession(func(s datapath.Session) {
+		t.dp[s.RemoteNID] = dpSession{s.TxPackets, s.RxPackets, s.Flags&datapath.SessionIPv6Fallback != 0}
+	})
 	for _, p := range n.encap6Rows() {
 		if l := encap6Label(p); l != "" {
-			e6[p.Key.RemoteNID.String()] = append(e6[p.Key.RemoteNID.String()], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
+			t.e6[p.Key.RemoteNID] = append(t.e6[p.Key.RemoteNID], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
 		}
 	}
-	rows := make([]SessionRow, 0, len(snap.Sessions))
-	for _, s := range snap.Sessions {
-		family := ""
-		if l, err := wire.ParseL64(s.ActiveRemote); err == nil {
-			family = encap.Family(l)
-		}
-		locs := make([]string, 0, len(s.RemoteLocators))
-		for _, r := range s.RemoteLocators {
-			locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
-		}
-		rows = append(rows, SessionRow{
-			PeerNID:        s.PeerNID,
-			SessionLocal:   s.SessionLocal,
-			SessionRemote:  s.SessionRemote,
-			ActiveLocal:    s.ActiveLocal,
-			ActiveRemote:   s.ActiveRemote,
-			Family:         family,
-			Mode:           cmp.Or(mode[s.PeerNID], "ilnp"),
-			Encap6:         strings.Join(slices.Sorted(slices.Values(e6[s.PeerNID])), ","),
-			RemoteLocators: strings.Join(locs, ","),
-			LocalNonce:     s.LocalNonce,
-			RemoteNonce:    s.RemoteNonce,
-			TxPackets:      traffic[s.PeerNID][0],
-			RxPackets:      traffic[s.PeerNID][1],
-			IdleS:          s.IdleS,
-			SRTTMs:         peers[s.PeerNID],
+	t.nids = n.cache.PeerNIDs()
+	return t, nil
+}
+
+// dpSession is what show sessions takes of a datapath session.
+type dpSession struct {
+	tx, rx   uint64
+	fallback bool
+}
+
+// sessionTable is one `show sessions` being written.
+type sessionTable struct {
+	n    *Node
+	now  time.Time
+	nids []wire.NID
+	srtt map[wire.NID]float64
+	dp   map[wire.NID]dpSession
+	e6   map[wire.NID][]string
+}
+
+// sessionChunk is how many sessions the listing encodes per hold of the ILCC.
+const sessionChunk = 1024
+
+// StreamJSON writes the rows as one JSON array.
+func (t *sessionTable) StreamJSON(w io.Writer) error {
+	var (
+		buf   bytes.Buffer
+		err   error
+		locs  []string
+		first = true
+	)
+	buf.WriteByte('[')
+	for i := 0; i < len(t.nids) || i == 0; i += sessionChunk {
+		t.n.cache.EachSessionOf(t.nids[i:min(i+sessionChunk, len(t.nids))], func(s ilcc.SessionInfo) {
+			if err != nil {
+				return
+			}
+			locs = locs[:0]
+			for _, r := range s.RemoteLocators {
+				locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
+			}
+			dp := t.dp[s.Peer]
+			row := SessionRow{
+				PeerNID:        s.Peer.String(),
+				SessionLocal:   s.SessionLocal.Addr().String(),
+				SessionRemote:  s.SessionRemote.Addr().String(),
+				ActiveRemote:   s.ActiveRemote.String(),
+				Family:         encap.Family(s.ActiveRemote),
+				Mode:           "ilnp",
+				Encap6:         strings.Join(slices.Sorted(slices.Values(t.e6[s.Peer])), ","),
+				RemoteLocators: strings.Join(locs, ","),
+				LocalNonce:     s.LocalNonce.String(),
+				RemoteNonce:    s.RemoteNonce.String(),
+				TxPackets:      dp.tx,
+				RxPackets:      dp.rx,
+				IdleS:          t.now.Sub(s.LastUsed).Seconds(),
+				SRTTMs:         t.srtt[s.Peer],
+			}
+			if s.HasLocal {
+				row.ActiveLocal = s.ActiveLocal.String()
+			}
+			if dp.fallback {
+				row.Mode = "ipv6-fallback"
+			}
+			var b []byte
+			if b, err = json.Marshal(row); err != nil {
+				return
+			}
+			if !first {
+				buf.WriteByte(',')
+			}
+			first = false
+			buf.Write(b)
 		})
+		if err != nil {
+			return fmt.Errorf("encode sessions: %w", err)
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		buf.Reset()
 	}
-	return rows, nil
+	_, err = w.Write([]byte{']'})
+	return err
 }
 
 func (n *Node) ShowPeers(ctx context.Context) (any, error) {

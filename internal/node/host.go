@@ -25,6 +25,10 @@ type host struct {
 	// peerAddrs lists peerRoutes' addresses by NID: unroutePeer runs for every session that
 	// closes, and a pass over every route there made a flood's expiry O(sessions^2) (issue 28).
 	peerAddrs map[wire.NID][]netip.Addr
+	// lastRoute is the peerRoute recorded last, which peers with an equal route share (most
+	// routes are alike: a pointer each instead of 72 bytes each; issue 28). Records are never
+	// changed in place.
+	lastRoute *peerRoute
 	mtu       int // route MTU for ILNP peers: link MTU minus the nonce option
 	// encap6 are the correspondents with a locator pair on ILNPv6 in UDP/IPv6: their routes'
 	// MTU leaves room for its outer headers too (encap6.go).
@@ -213,7 +217,10 @@ func (h *host) recordRoute(peer netip.Addr, pr peerRoute) {
 			h.peerAddrs[ilv.NID] = append(h.peerAddrs[ilv.NID], peer)
 		}
 	}
-	h.peerRoutes[peer] = &pr
+	if h.lastRoute == nil || *h.lastRoute != pr {
+		h.lastRoute = &pr
+	}
+	h.peerRoutes[peer] = h.lastRoute
 }
 
 // loadRoutes reads the kernel's IPv6 host routes of the main table that a previous daemon

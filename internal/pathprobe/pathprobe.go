@@ -186,15 +186,22 @@ func (s *Stage) Answered(k Key, p Probe, sent, at time.Time) {
 // Step takes the pairs as they are now and returns what to do. Pairs not sampled are forgotten.
 func (s *Stage) Step(samples []Sample, now time.Time) []Action {
 	var acts []Action
-	seen := make(map[Key]bool, len(samples))
+	// Only a pair with state of its own is kept: one that was never checked, is not on and
+	// waits for nothing is what a new pair is (issue 28: a pair per session at 100,000s of
+	// sessions, almost all of them that).
+	seen := map[Key]bool{}
 	for _, sm := range samples {
-		seen[sm.Key] = true
 		st := s.pairs[sm.Key]
 		if st == nil {
 			st = &pair{}
-			s.pairs[sm.Key] = st
 		}
 		acts = append(acts, s.step(sm, st, now)...)
+		if *st == (pair{}) {
+			delete(s.pairs, sm.Key)
+			continue
+		}
+		s.pairs[sm.Key] = st
+		seen[sm.Key] = true
 	}
 	for k := range s.pairs {
 		if !seen[k] {

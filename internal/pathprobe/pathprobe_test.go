@@ -119,7 +119,11 @@ func TestStage(t *testing.T) {
 					t.Fatalf("step %d (%v): %v, want %v", i, st.at, got, st.want)
 				}
 			}
-			if got := s.pairs[k1].verdict; got != c.final {
+			got := None // a pair with nothing to remember is not kept
+			if p := s.pairs[k1]; p != nil {
+				got = p.verdict
+			}
+			if got != c.final {
 				t.Fatalf("verdict %v, want %v", got, c.final)
 			}
 		})
@@ -153,5 +157,25 @@ func TestStagePairsAndViews(t *testing.T) {
 	}
 	if _, err := New(Config{Quiet: -1}); err == nil {
 		t.Fatal("negative Quiet accepted")
+	}
+}
+
+// A pair with nothing to remember (answered, never checked) takes no memory; one being
+// checked does (issue 28: every session's pair is sampled).
+func TestStageKeepsOnlyPairsWithState(t *testing.T) {
+	s, err := New(testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []Sample
+	for i := range 1000 {
+		k := k1
+		k.Peer += wire.NID(i)
+		samples = append(samples, Sample{Key: k, LastTx: t0})
+	}
+	samples[7] = quiet(samples[7].Key)
+	acts := s.Step(samples, t0.Add(ms(300)))
+	if len(s.pairs) != 1 || s.pairs[samples[7].Key] == nil || !slices.Equal(acts, probes(samples[7].Key)) {
+		t.Fatalf("%d pairs kept, actions %v: want only the one being checked", len(s.pairs), acts)
 	}
 }

@@ -7,7 +7,9 @@
 package state
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"ilnp/internal/wire"
 )
@@ -26,8 +29,10 @@ const Version = 1
 // FileName is the state file's name in the daemon's state directory.
 const FileName = "ilnpd.state"
 
-// maxSize bounds what Read accepts: the file is a few KB for hundreds of correspondents.
-const maxSize = 4 << 20
+// maxSize bounds what Read accepts: the file is a few KB for hundreds of correspondents and
+// some 130 bytes a correspondent (its entry and its peer route), 130 MB at a million (issue
+// 28; 4 MB refused the file of 30,000).
+const maxSize = 256 << 20
 
 // File is what the daemon persists.
 type File struct {
@@ -117,12 +122,150 @@ func Path(dir string) string { return filepath.Join(dir, FileName) }
 // made a second copy of a file of 100,000 correspondents at every write, and the daemon's
 // resident memory followed its peaks (issue 28).
 func Encode(f File) ([]byte, error) {
-	f.Version = Version
-	b, err := json.Marshal(f)
-	if err != nil {
-		return nil, fmt.Errorf("state: encode: %w", err)
+	var b bytes.Buffer
+	if err := EncodeTo(&b, f); err != nil {
+		return nil, err
 	}
-	return append(b, '\n'), nil
+	return b.Bytes(), nil
+}
+
+// EncodeTo writes Encode's bytes to w, one list entry at a time through a small buffer: the
+// file of a million correspondents is some 130 MB, which encoding it whole held in memory
+// twice over (the encoder's buffer growing by doubling; issue 28).
+func EncodeTo(w io.Writer, f File) error {
+	f.Version = Version
+	bw := bufio.NewWriterSize(w, 64<<10)
+	e := &encoder{w: bw}
+	e.w.WriteByte('{')
+	e.field("version", f.Version)
+	e.field("nid", f.NID)
+	e.field("layout", f.Layout)
+	list(e, "locals", f.Locals)
+	list(e, "formed", f.Formed)
+	list(e, "identities", f.Identities)
+	if len(f.PeerRoutes) > 0 {
+		e.key("peer_routes")
+		e.w.WriteByte('[')
+		for i, a := range f.PeerRoutes {
+			if i > 0 {
+				e.w.WriteByte(',')
+			}
+			e.addr(a)
+		}
+		e.w.WriteByte(']')
+	}
+	list(e, "peers", f.Peers)
+	if len(f.Correspondents) > 0 {
+		e.key("correspondents")
+		e.w.WriteByte('[')
+		for i := range f.Correspondents {
+			if i > 0 {
+				e.w.WriteByte(',')
+			}
+			e.correspondent(&f.Correspondents[i])
+		}
+		e.w.WriteByte(']')
+	}
+	list(e, "ephemeral", f.Ephemeral)
+	list(e, "ephemeral_addrs", f.EphemeralAddrs)
+	e.w.WriteString("}\n")
+	if e.err != nil {
+		return fmt.Errorf("state: encode: %w", e.err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("state: encode: %w", err)
+	}
+	return nil
+}
+
+// encoder writes File's fields in its order, as encoding/json would (the omitempty lists
+// left out when empty); the first error sticks.
+type encoder struct {
+	w    *bufio.Writer
+	err  error
+	more bool   // a field was written: the next needs a comma
+	buf  []byte // scratch
+}
+
+func (e *encoder) key(name string) {
+	if e.more {
+		e.w.WriteByte(',')
+	}
+	e.more = true
+	e.w.WriteByte('"')
+	e.w.WriteString(name)
+	e.w.WriteString(`":`)
+}
+
+func (e *encoder) value(v any) {
+	if e.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.err = err
+		return
+	}
+	e.w.Write(b)
+}
+
+func (e *encoder) field(name string, v any) {
+	e.key(name)
+	e.value(v)
+}
+
+// The lists with an entry per session are written by hand, byte for byte as encoding/json
+// writes them (TestEncodeToIsJSON): its reflection took twice as long.
+
+// addr writes a's JSON string (its text; no character of an address needs escaping but in a
+// zone, which goes through encoding/json).
+func (e *encoder) addr(a netip.Addr) {
+	if a.Zone() != "" || !a.IsValid() {
+		e.value(a)
+		return
+	}
+	e.w.WriteByte('"')
+	e.buf = a.AppendTo(e.buf[:0])
+	e.w.Write(e.buf)
+	e.w.WriteByte('"')
+}
+
+func (e *encoder) correspondent(c *Correspondent) {
+	e.buf = append(e.buf[:0], `{"nid":`...)
+	e.buf = strconv.AppendUint(e.buf, uint64(c.NID), 10)
+	if len(c.Advertised) > 0 {
+		e.buf = append(e.buf, `,"advertised":[`...)
+		for i, a := range c.Advertised {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, `{"locator":`...)
+			e.buf = strconv.AppendUint(e.buf, uint64(a.Locator), 10)
+			e.buf = append(e.buf, `,"preference":`...)
+			e.buf = strconv.AppendUint(e.buf, uint64(a.Preference), 10)
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, ']')
+	}
+	e.buf = append(e.buf, `,"acked":`...)
+	e.buf = strconv.AppendBool(e.buf, c.Acked)
+	e.buf = append(e.buf, '}')
+	e.w.Write(e.buf)
+}
+
+func list[T any](e *encoder, name string, xs []T) {
+	if len(xs) == 0 {
+		return
+	}
+	e.key(name)
+	e.w.WriteByte('[')
+	for i := range xs {
+		if i > 0 {
+			e.w.WriteByte(',')
+		}
+		e.value(xs[i])
+	}
+	e.w.WriteByte(']')
 }
 
 // Parse reads a state file's bytes strictly: unknown fields, a wrong version and invalid
@@ -224,23 +367,51 @@ func Read(dir string) (File, error) {
 // maps, addresses, routes) that a power loss ends too, and the daemon rewrites it whenever it
 // changes, so an fsync would only stall the loop.
 func Write(dir string, b []byte) error {
+	return WriteFunc(dir, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// WriteFunc is Write with the file's bytes written by fn (EncodeTo), so that they need not be
+// in memory at once.
+func WriteFunc(dir string, fn func(io.Writer) error) error {
+	_, _, err := WriteChanged(dir, Digest{}, fn)
+	return err
+}
+
+// Digest is a state file's SHA-256.
+type Digest [sha256.Size]byte
+
+// WriteChanged is WriteFunc unless the bytes fn writes have the digest last (the file as last
+// written): then the file is left as it is. It returns the bytes' digest and whether it
+// replaced the file. The daemon so compares a file with the last one by digest, in the one
+// pass that writes it, instead of keeping the last one's bytes (issue 28).
+func WriteChanged(dir string, last Digest, fn func(io.Writer) error) (sum Digest, replaced bool, err error) {
 	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("state: %w", err)
+		return sum, false, fmt.Errorf("state: %w", err)
 	}
 	name := tmp.Name()
-	_, werr := tmp.Write(b)
+	h := sha256.New()
+	werr := fn(io.MultiWriter(tmp, h))
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
-	if werr == nil {
+	h.Sum(sum[:0])
+	switch {
+	case werr != nil:
+	case sum == last:
+		_ = os.Remove(name)
+		return sum, false, nil
+	default:
 		werr = os.Rename(name, Path(dir))
 	}
 	if werr != nil {
 		_ = os.Remove(name)
-		return fmt.Errorf("state: write %s: %w", Path(dir), werr)
+		return sum, false, fmt.Errorf("state: write %s: %w", Path(dir), werr)
 	}
-	return nil
+	return sum, true, nil
 }
 
 // Remove deletes the state file (and temporary files a crash left).

@@ -2,7 +2,10 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -22,6 +25,34 @@ func sample() File {
 		Peers:      []Peer{{Name: "cn", ILVs: []RankedIL{{Addr: netip.MustParseAddr("2001:db8:1::214:4fff:fe20:cc01"), Preference: 10}}}},
 		Correspondents: []Correspondent{{NID: 0x02144ffffe20cc01, Acked: true,
 			Advertised: []Advertised{{Locator: 0x20010db800030000}, {Locator: 0x20010db800020000, Preference: 1}}}},
+	}
+}
+
+// EncodeTo writes what encoding/json writes for the whole File, so a file written entry by
+// entry reads as every earlier one did.
+func TestEncodeToIsJSON(t *testing.T) {
+	for _, f := range []File{{NID: 1}, sample(), func() File {
+		f := sample()
+		f.Ephemeral = []Ephemeral{{Peer: 2, NID: 3}}
+		f.EphemeralAddrs = []Address{{Addr: netip.MustParseAddr("2001:db8:3::5"), IfIndex: 3}}
+		f.Peers = append(f.Peers, Peer{Name: "<a&b>", ILVs: f.Peers[0].ILVs})
+		f.PeerRoutes = append(f.PeerRoutes, netip.MustParseAddr("fe80::1%eth<0>"), netip.MustParseAddr("::ffff:192.0.2.1"), netip.MustParseAddr("2001:db8::"))
+		f.Correspondents = append(f.Correspondents, Correspondent{NID: 1<<64 - 1}, Correspondent{NID: 7, Acked: true,
+			Advertised: []Advertised{{Locator: 1<<64 - 1, Preference: 65535}}})
+		return f
+	}()} {
+		f.Version = Version
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := EncodeTo(&got, f); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want)+"\n" {
+			t.Errorf("EncodeTo:\n%s\nencoding/json:\n%s", got.String(), want)
+		}
 	}
 }
 
@@ -120,4 +151,40 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip changed the state:\n%s\n%s", again, again2)
 		}
 	})
+}
+
+// WriteChanged replaces the file only when its digest differs from the last one, and leaves
+// no temporary file either way.
+func TestWriteChanged(t *testing.T) {
+	dir := t.TempDir()
+	enc := func(f File) func(w io.Writer) error { return func(w io.Writer) error { return EncodeTo(w, f) } }
+	sum, replaced, err := WriteChanged(dir, Digest{}, enc(sample()))
+	if err != nil || !replaced {
+		t.Fatalf("first write: replaced %v, %v", replaced, err)
+	}
+	b, err := os.ReadFile(Path(dir))
+	if err != nil || Digest(sha256.Sum256(b)) != sum {
+		t.Fatalf("digest %x is not the file's (%v)", sum, err)
+	}
+	if err := os.Chmod(Path(dir), 0o400); err != nil { // an unchanged file is not written again
+		t.Fatal(err)
+	}
+	again, replaced, err := WriteChanged(dir, sum, enc(sample()))
+	if err != nil || replaced || again != sum {
+		t.Fatalf("same file: replaced %v, digest %x (was %x), %v", replaced, again, sum, err)
+	}
+	if fi, err := os.Stat(Path(dir)); err != nil || fi.Mode().Perm() != 0o400 {
+		t.Fatalf("unchanged file replaced: %v %v", fi.Mode(), err)
+	}
+	other := sample()
+	other.Layout = "v2"
+	if _, replaced, err := WriteChanged(dir, sum, enc(other)); err != nil || !replaced {
+		t.Fatalf("changed file: replaced %v, %v", replaced, err)
+	}
+	if got, err := Read(dir); err != nil || got.Layout != "v2" {
+		t.Fatalf("read back layout %q, %v", got.Layout, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, FileName+".tmp-*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
 }

@@ -75,7 +75,9 @@ type Config struct {
 	// CN's CPU profile of the mass move, its heap with the sessions and the MN's CPU profile
 	// of the fan-out (profile.go). A short path: it holds Unix sockets.
 	ProfileDir string
-	Log        io.Writer
+	// MemoryLimit, if set, is the CN's memory-limit (ilnpd.conf(5)).
+	MemoryLimit string
+	Log         io.Writer
 }
 
 // Addresses of the correspondents' namespace (behind R1) and the prefixes they live in.
@@ -186,6 +188,10 @@ func Write(dir string, r Result, cfg Config) error {
 func Report(r Result, cfg Config) string {
 	var b strings.Builder
 	n := r.Notes
+	memLimit := ""
+	if cfg.MemoryLimit != "" {
+		memLimit = ", memory-limit " + cfg.MemoryLimit
+	}
 	fmt.Fprintf(&b, "# ILNP at scale\n\nCommand: `ilnp-lab scale --out DIR --sessions %d --lu-rate %d --correspondents %d` "+
 		"(one run; mass move %s). Topology: lan-lan lab, ilnpd on the CN and the MN, the correspondents in one namespace "+
 		"behind R1 (forged ILNP packets from a raw socket, read back on an AF_PACKET socket, a nonce per session).\n\n",
@@ -208,7 +214,7 @@ func Report(r Result, cfg Config) string {
 	row("adopt_ms", fmt.Sprintf("%.1f", r.AdoptMs))
 	fmt.Fprintf(&b, `
 - *sessions*: %d of %d opened at the CN in %.1f s (a UDP datagram to its echo service from each correspondent, the echo,
-  a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info; the CN's datapath
+  a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info%s; the CN's datapath
   lost %d events (dp_events_lost) meanwhile and its daemon recovered %d sessions from its table (sessions_reconciled).
 - *egress/ingress_ns_per_pkt*: kernel run time per run of the CN's TCX programs on cn-r1 (BPF_ENABLE_STATS), while every
   correspondent sends one datagram to the echo service and gets the echo (%d egress, %d ingress runs).
@@ -224,7 +230,7 @@ func Report(r Result, cfg Config) string {
   last lu_ack_received on its timeline; %d LUs, %d acknowledged, %d retransmissions, %d send errors.
 - *adopt_ms*: the CN's ilnpd SIGTERMed with %d sessions and started again: from the start to its "adopted" event
   (%d sessions adopted, %d in its ILCC afterwards).
-`, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, n.EventsLost, n.Recovered, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
+`, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, memLimit, n.EventsLost, n.Recovered, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
 		r.KernelBytesPerSession, r.DaemonBytesPerSession, // bytes per session x 1e6 / 1e6 bytes per MB
 		n.LUSeconds, n.LUReceivedByCN, n.LUAckSentByCN, n.LUAckMaxMs,
 		n.BystanderSent, n.FanoutOpened, n.FanoutLUs, n.FanoutAcked, n.FanoutRetransmits, n.FanoutSendErrors,
@@ -402,6 +408,9 @@ func (s *scaleRun) daemons(ctx context.Context) error {
 		text := strings.Replace(lab.DaemonConfig(n.name, n.ifaces, n.nid, "soft", state, *n.events, hosts),
 			"log-level debug", "log-level info", 1) +
 			fmt.Sprintf("session-table-size %d\nnew-sessions-per-second 0\n", n.table)
+		if n.name == "cn" && s.cfg.MemoryLimit != "" {
+			text += "memory-limit " + s.cfg.MemoryLimit + "\n"
+		}
 		if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
 			return fmt.Errorf("scale wrote a bad ilnpd config: %w", err)
 		}

@@ -1,0 +1,75 @@
+package locverify
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"ilnp/internal/wire"
+)
+
+// BenchmarkPeerMemory reports the live heap per correspondent (issue 28) as a server's engine
+// holds it: opened with its locator, probed once, the challenge answered (B/peer).
+func BenchmarkPeerMemory(b *testing.B) {
+	const n = 20000
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var perPeer float64
+	for b.Loop() {
+		before := heap()
+		e, err := New(Config{Mode: Opportunistic})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db8_0000_0000+i<<16)
+			if _, err := e.Opened(p, []wire.L64{l}, l, false, now); err != nil {
+				b.Fatal(err)
+			}
+			acts, err := e.Probe(p, l, now)
+			if err != nil || len(acts) != 1 {
+				b.Fatalf("probe: %+v %v", acts, err)
+			}
+			if _, ok := e.Echoed(p, acts[0].Token, now); !ok {
+				b.Fatal("echo not taken")
+			}
+		}
+		e.expire(now.Add(time.Hour))
+		perPeer = float64(heap()-before) / n
+		runtime.KeepAlive(e)
+	}
+	b.ReportMetric(perPeer, "B/peer")
+}
+
+// A burst of challenges, answered and expired, leaves no map of its size behind.
+func TestTokensMapMadeAfresh(t *testing.T) {
+	e, err := New(Config{Mode: Strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 2 * tokensFresh {
+		p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db8_0000_0000+i<<16)
+		if _, err := e.Opened(p, []wire.L64{l}, l, true, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.tokens) != 2*tokensFresh || e.tokensPeak != 2*tokensFresh {
+		t.Fatalf("%d challenges out, peak %d", len(e.tokens), e.tokensPeak)
+	}
+	before := e.tokens
+	e.expire(now.Add(DefaultChallengeLifetime + time.Second))
+	if len(e.tokens) != 0 || e.tokensPeak != 0 {
+		t.Fatalf("after expiry: %d challenges, peak %d", len(e.tokens), e.tokensPeak)
+	}
+	before[Token{1}] = pending{} // the old map is no longer the engine's
+	if len(e.tokens) != 0 {
+		t.Fatal("the burst's map is still in use")
+	}
+}

@@ -125,13 +125,6 @@ struct ilnp_session {
 	__u64 last_rx_ns;
 };
 
-/* RFC 6741 s.5.4: a packet carrying a nonce is matched by <remote NID, nonce>. */
-struct ilnp_nonce_key {
-	__be64 remote_nid;
-	__u8 nonce[ILNP_NONCE_MAX];
-	__u32 nonce_len;
-};
-
 /* ILNP peers known from name resolution, keyed by the address the application uses. */
 struct ilnp_peer_key {
 	__be64 l64;
@@ -278,7 +271,7 @@ struct {
 
 /* Responder sessions that only the remote side has spoken in ("embryos"): anyone can create
  * them with one spoofed packet, so they live apart from the session table, in an LRU map where
- * a flood only evicts other embryos, with no nonce index, no daemon state and no route. The
+ * a flood only evicts other embryos, with no daemon state and no route. The
  * first packet this host sends on one promotes it into sessions (ilnp_promote_embryo). The
  * loader sizes it like sessions (session-table-size): at new_sessions_per_s an embryo survives
  * at least max_entries / rate seconds of flood. */
@@ -289,14 +282,6 @@ struct {
 	__type(value, struct ilnp_session);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } embryos SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct ilnp_nonce_key);
-	__type(value, struct ilnp_session_key);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} nonce_index SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

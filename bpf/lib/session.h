@@ -75,17 +75,6 @@ static __always_inline void ilnp_take_nonce(struct ilnp_session *s, __u32 len, s
 		  (const __u8 *)&pkt->ip6.src_l64);
 }
 
-static __always_inline void ilnp_index_nonce(const struct ilnp_session_key *key,
-					     const struct ilnp_session *s)
-{
-	struct ilnp_nonce_key nk = {};
-
-	nk.remote_nid = key->remote_nid;
-	nk.nonce_len = s->remote_nonce_len;
-	__builtin_memcpy(nk.nonce, s->remote_nonce, ILNP_NONCE_MAX);
-	bpf_map_update_elem(&nonce_index, &nk, key, BPF_ANY);
-}
-
 static __always_inline struct ilnp_session *ilnp_scratch_session(void)
 {
 	__u32 zero = 0;
@@ -113,13 +102,10 @@ static __always_inline struct ilnp_session *ilnp_commit_session(const struct iln
 	/* NOEXIST: when two CPUs race, the first session wins and both use it. */
 	err = bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST);
 
-	if (err == 0) {
+	if (err == 0)
 		ilnp_count(ILNP_C_SESSIONS_CREATED);
-		if (s->remote_nonce_len)
-			ilnp_index_nonce(key, s);
-	} else if (err != -17 /* EEXIST */) {
+	else if (err != -17 /* EEXIST */)
 		ilnp_count(ILNP_C_SESSIONS_FULL);
-	}
 	return bpf_map_lookup_elem(&sessions, key);
 }
 
@@ -162,7 +148,7 @@ ilnp_new_responder(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 	s->flags |= ILNP_SESS_EMBRYONIC;
 	ilnp_flag_multipath(key, s);
 	s->created_ns = bpf_ktime_get_ns();
-	/* An embryo: no nonce index (ilnp_embryo_match finds it by key), no event. */
+	/* An embryo: no event. */
 	if (bpf_map_update_elem(&embryos, key, s, BPF_NOEXIST) == 0) {
 		ilnp_count(ILNP_C_SESSIONS_CREATED);
 		ilnp_count(ILNP_C_EMBRYOS_CREATED);
@@ -221,7 +207,7 @@ static __always_inline int ilnp_mechanical_answer(struct __sk_buff *skb, const s
 
 /* This host sends on an embryo. A mechanical answer goes out through the embryo as it is;
  * anything else means an application wants the session, so it moves into the session table
- * with its nonce index, and the daemon is told (ILCC entry, route). If the table is full the
+ * and the daemon is told (ILCC entry, route). If the table is full the
  * embryo keeps serving, so the packet still goes out. */
 static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff *skb,
 								const struct ilnp_session_key *key,
@@ -253,7 +239,6 @@ static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff
 	if (!s)
 		return e;
 	bpf_map_delete_elem(&embryos, key);
-	ilnp_index_nonce(key, s);
 	ilnp_count(ILNP_C_EMBRYOS_PROMOTED);
 	ilnp_emit(ILNP_EV_SESSION_RESPONDER, skb->ifindex, key->local_nid, key->remote_nid,
 		  (const __u8 *)&pkt->ip6.src_l64);

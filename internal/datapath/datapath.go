@@ -45,7 +45,7 @@ type Options struct {
 	// one second's worth of burst); packets over it are dropped and counted as
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
-	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
+	// SessionTableSize is the size of the session table and of the LRU
 	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and the least size of the
 	// LRU map of locator pairs (paths, 16384 otherwise); 0: 65536 (paths 16384).
 	SessionTableSize uint32
@@ -111,7 +111,7 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	if opts.SessionTableSize != 0 {
-		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
+		for _, name := range []string{"sessions", "embryos"} {
 			spec.Maps[name].MaxEntries = opts.SessionTableSize
 		}
 		// Every proven session counts at least one locator pair: a smaller paths map evicts
@@ -237,7 +237,7 @@ func (d *Datapath) Close() error {
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
 	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
-		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters,
+		m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters,
 		m.Paths, m.ProbePairs, m.Multipath, m.Unverified, m.Encap6Pairs}
 }
 
@@ -481,12 +481,6 @@ func sessionKey(local, remote wire.NID) ilnpBPFIlnpSessionKey {
 	return ilnpBPFIlnpSessionKey{LocalNid: be64(uint64(local)), RemoteNid: be64(uint64(remote))}
 }
 
-func nonceKey(remote wire.NID, n wire.Nonce) ilnpBPFIlnpNonceKey {
-	k := ilnpBPFIlnpNonceKey{RemoteNid: be64(uint64(remote)), NonceLen: uint32(n.Len())}
-	copy(k.Nonce[:], n.Bytes())
-	return k
-}
-
 func nonceFrom(b [12]uint8, n uint8) wire.Nonce {
 	if n != 4 && n != 12 {
 		return wire.Nonce{}
@@ -515,9 +509,8 @@ func sessionFromBPF(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) Session {
 	}
 }
 
-// PutSession creates or replaces a session (statistics are kept when it exists) and indexes
-// it by <remote NID, remote nonce> (RFC 6741 s.5.4). A zero LocalNonce gets a fresh random one
-// of the configured size.
+// PutSession creates or replaces a session (statistics are kept when it exists). A zero
+// LocalNonce gets a fresh random one of the configured size.
 func (d *Datapath) PutSession(s Session) error {
 	if s.LocalNID == 0 || s.RemoteNID == 0 || s.LocalView == 0 || s.RemoteView == 0 {
 		return fmt.Errorf("datapath: put session %v-%v: NIDs and view locators must be set", s.LocalNID, s.RemoteNID)
@@ -540,9 +533,6 @@ func (d *Datapath) PutSession(s Session) error {
 	exists := false
 	if err := d.objs.Sessions.Lookup(k, &v); err == nil {
 		exists = true
-		if old := nonceFrom(v.RemoteNonce, v.RemoteNonceLen); !old.IsZero() && old != s.RemoteNonce {
-			_ = d.objs.NonceIndex.Delete(nonceKey(s.RemoteNID, old))
-		}
 	} else {
 		v = ilnpBPFIlnpSession{CreatedNs: MonotonicNs()}
 	}
@@ -569,11 +559,6 @@ func (d *Datapath) PutSession(s Session) error {
 	v.Flags = uint32(s.Flags&^sessionMapFlags | mapFlags)
 	if err := d.objs.Sessions.Put(k, &v); err != nil {
 		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
-	}
-	if !s.RemoteNonce.IsZero() {
-		if err := d.objs.NonceIndex.Put(nonceKey(s.RemoteNID, s.RemoteNonce), k); err != nil {
-			return fmt.Errorf("datapath: index session %v-%v by nonce: %w", s.LocalNID, s.RemoteNID, err)
-		}
 	}
 	return nil
 }
@@ -611,7 +596,7 @@ func lookupSessionOrEmbryo(session, embryo func() error) error {
 	return session()
 }
 
-// DeleteSession removes a session and its nonce index entry.
+// DeleteSession removes a session.
 func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -621,9 +606,6 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	}
 	if s.Flags&SessionEmbryonic != 0 {
 		return wrapDelete(d.objs.Embryos.Delete(sessionKey(local, remote)), "embryonic session %v-%v", local, remote)
-	}
-	if !s.RemoteNonce.IsZero() {
-		_ = d.objs.NonceIndex.Delete(nonceKey(remote, s.RemoteNonce))
 	}
 	if s.Flags&SessionRemotePinned != 0 {
 		_ = d.objs.RemotePins.Delete(sessionKey(local, remote))

@@ -140,9 +140,9 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
 	if (probe)
-		ilnp_probe_reply_pair(skb, &pkt, sess, &local, &remote);
+		ilnp_probe_reply_pair(skb, &pkt, &key, sess, &local, &remote);
 	int native = probe && (sess->flags & ILNP_SESS_ENCAP6) && ilnp_encap6_native_probe(skb, &pkt);
-	int challenge = ilnp_challenge_remote(skb, sess, &remote);
+	int challenge = ilnp_challenge_remote(skb, &key, sess, &remote);
 
 	if (challenge < 0) {
 		ilnp_count(ILNP_C_EG_ERRORS);
@@ -244,7 +244,7 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 		}
 	}
 	sess = bpf_map_lookup_elem(&sessions, &key);
-	if (!sess || !ilnp_remote_locator_ok(sess, pkt->ip6.src_l64) ||
+	if (!sess || !ilnp_remote_locator_ok(&key, sess, pkt->ip6.src_l64) ||
 	    !ilnp_local_locator_ok(pkt->ip6.dst_l64)) {
 		ilnp_count(ILNP_C_IN_PASS_IPV6);
 		return TCX_NEXT;
@@ -413,7 +413,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		return TCX_DROP;
 	}
 	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
-	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
+	if (!is_lu && !ilnp_remote_locator_ok(&key, sess, pkt.ip6.src_l64)) {
 		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 		if (learn || !((cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR) || ilnp_encap_roaming(rx))) {
 			ilnp_count(ILNP_C_IN_UNKNOWN_LOCATOR);

@@ -111,8 +111,9 @@
 //	remote_pins     hash      session key -> remote locator held in a soft switch (not pinned)
 //	local_nids      hash      NID -> identity locator
 //	local_locators  hash      L64 -> state, ifindex, next hop
-//	sessions        hash      <local NID, remote NID> -> views, active locators, remote set (8),
-//	                          local/remote nonce, flags, packet counters, timestamps
+//	sessions        hash      <local NID, remote NID> -> views, active locators, first two remote
+//	                          locators, local/remote nonce, flags, packet counters, timestamps
+//	remote_more     hash      session key -> its remote locators 3 to 8 (sessions with more than 2)
 //	peers           hash      session-view address -> remote locator set, flags
 //	nonce_pool      queue     crypto/rand nonces
 //	counters        percpu    named counters (CounterNames)

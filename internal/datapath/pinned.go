@@ -19,7 +19,7 @@ func OpenPinned(pinDir string) (*Datapath, error) {
 		ilnpBPFMapConfigMap: &m.ConfigMap, ilnpBPFMapCounters: &m.Counters, ilnpBPFMapEvents: &m.Events,
 		ilnpBPFMapLocalLocators: &m.LocalLocators, ilnpBPFMapLocalNids: &m.LocalNids,
 		ilnpBPFMapNoncePool: &m.NoncePool, ilnpBPFMapPeers: &m.Peers,
-		ilnpBPFMapSessions: &m.Sessions,
+		ilnpBPFMapSessions: &m.Sessions, ilnpBPFMapRemoteMore: &m.RemoteMore,
 		// PutSession keeps the flags these two maps call for (sessionflags.go).
 		ilnpBPFMapMultipath: &m.Multipath, ilnpBPFMapUnverified: &m.Unverified,
 	} {

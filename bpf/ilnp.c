@@ -140,9 +140,9 @@ int ilnp_egress(struct __sk_buff *skb)
 	ilnp_path_probe_pair(skb, &key, &local, &remote);
 	int probe = ilnp_is_probe(skb, &pkt);
 	if (probe)
-		ilnp_probe_reply_pair(skb, &pkt, sess, &local, &remote);
+		ilnp_probe_reply_pair(skb, &pkt, &key, sess, &local, &remote);
 	int native = probe && (sess->flags & ILNP_SESS_ENCAP6) && ilnp_encap6_native_probe(skb, &pkt);
-	int challenge = ilnp_challenge_remote(skb, sess, &remote);
+	int challenge = ilnp_challenge_remote(skb, &key, sess, &remote);
 
 	if (challenge < 0) {
 		ilnp_count(ILNP_C_EG_ERRORS);
@@ -244,7 +244,7 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 		}
 	}
 	sess = bpf_map_lookup_elem(&sessions, &key);
-	if (!sess || !ilnp_remote_locator_ok(sess, pkt->ip6.src_l64) ||
+	if (!sess || !ilnp_remote_locator_ok(&key, sess, pkt->ip6.src_l64) ||
 	    !ilnp_local_locator_ok(pkt->ip6.dst_l64)) {
 		ilnp_count(ILNP_C_IN_PASS_IPV6);
 		return TCX_NEXT;
@@ -290,9 +290,8 @@ static __always_inline int ilnp_ingress_plain(struct __sk_buff *skb, struct ilnp
 static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_encap_rx *rx)
 {
 	struct ilnp_pkt pkt = {};
-	struct ilnp_session_key key, *found;
-	struct ilnp_nonce_key nk = {};
-	struct ilnp_session *sess = 0;
+	struct ilnp_session_key key;
+	struct ilnp_session *sess = 0, *known;
 	struct ilnp_local_locator *loc;
 	struct ilnp_local_nid *nid = 0;
 	struct ilnp_config *cfg;
@@ -330,15 +329,15 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		ilnp_count(ILNP_C_IN_MALFORMED);
 		return TCX_DROP;
 	}
-	/* RFC 6741 s.5.4: <remote NID, nonce> finds the session. */
-	nk.remote_nid = pkt.ip6.src_nid;
-	nk.nonce_len = pkt.nonce_len;
-	__builtin_memcpy(nk.nonce, pkt.nonce, ILNP_NONCE_MAX);
-	found = bpf_map_lookup_elem(&nonce_index, &nk);
-	if (found && found->local_nid == pkt.ip6.dst_nid) {
-		key = *found;
-		sess = bpf_map_lookup_elem(&sessions, &key);
-	}
+	/* RFC 6741 s.5.4: <remote NID, nonce> finds the session. A session is keyed by its two
+	 * NIDs, so the packet's pair finds the only candidate and its nonce is compared: one
+	 * lookup, no index to keep beside the table. */
+	key.local_nid = pkt.ip6.dst_nid;
+	key.remote_nid = pkt.ip6.src_nid;
+	known = bpf_map_lookup_elem(&sessions, &key);
+	if (known && known->remote_nonce_len &&
+	    ilnp_nonce_eq(known->remote_nonce, known->remote_nonce_len, pkt.nonce, pkt.nonce_len))
+		sess = known;
 	if (!sess) {
 		/* Not one of our sessions: is it for us at all? (A session is always ours.) */
 		nid = bpf_map_lookup_elem(&local_nids, &pkt.ip6.dst_nid);
@@ -356,11 +355,9 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	}
 	is_lu = ilnp_is_locator_update(&pkt);
 	if (!sess) {
-		key.local_nid = pkt.ip6.dst_nid;
-		key.remote_nid = pkt.ip6.src_nid;
-		sess = bpf_map_lookup_elem(&sessions, &key);
+		sess = known;
 		if (sess && sess->remote_nonce_len) {
-			if (!ilnp_adopt_shared_nonce(&key, sess, &pkt, &nk)) {
+			if (!ilnp_adopt_shared_nonce(sess, &pkt)) {
 				ilnp_count(ILNP_C_IN_BAD_NONCE);
 				ilnp_emit(ILNP_EV_BAD_NONCE, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 				return TCX_DROP;
@@ -372,7 +369,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 			sess = ilnp_embryo_match(&key, &pkt, &bad);
 			if (bad) {
 				sess = bpf_map_lookup_elem(&embryos, &key);
-				if (sess && ilnp_adopt_shared_nonce(&key, sess, &pkt, 0))
+				if (sess && ilnp_adopt_shared_nonce(sess, &pkt))
 					bad = 0;
 				else
 					sess = 0;
@@ -416,7 +413,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		return TCX_DROP;
 	}
 	/* A Locator Update comes from a locator the session may not know yet: it announces it. */
-	if (!is_lu && !ilnp_remote_locator_ok(sess, pkt.ip6.src_l64)) {
+	if (!is_lu && !ilnp_remote_locator_ok(&key, sess, pkt.ip6.src_l64)) {
 		ilnp_emit(ILNP_EV_UNKNOWN_LOCATOR, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 		if (learn || !((cfg->flags & ILNP_CFG_ACCEPT_UNKNOWN_LOCATOR) || ilnp_encap_roaming(rx))) {
 			ilnp_count(ILNP_C_IN_UNKNOWN_LOCATOR);
@@ -426,7 +423,6 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 	if (learn) {
 		sess->remote_nonce_len = pkt.nonce_len;
 		__builtin_memcpy(sess->remote_nonce, pkt.nonce, ILNP_NONCE_MAX);
-		ilnp_index_nonce(&key, sess);
 		ilnp_emit(ILNP_EV_NONCE_LEARNED, skb->ifindex, key.local_nid, key.remote_nid, addrs);
 	}
 

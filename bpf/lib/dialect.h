@@ -16,32 +16,19 @@
 
 #define ILNP_SHARED_NONCE_WINDOW 16 /* packets received before the switch is refused */
 
-/* 1: s (a responder session or an embryo) now expects its own local nonce from the peer.
- * old: room for s's nonce index key when s is indexed (a session), 0 for an embryo; the
- * caller's, which the verifier's 512-byte stack cannot spare twice. */
-static __always_inline int ilnp_adopt_shared_nonce(const struct ilnp_session_key *key,
-						   struct ilnp_session *s, const struct ilnp_pkt *pkt,
-						   struct ilnp_nonce_key *old)
+/* 1: s (a responder session or an embryo) now expects its own local nonce from the peer. */
+static __always_inline int ilnp_adopt_shared_nonce(struct ilnp_session *s, const struct ilnp_pkt *pkt)
 {
 	if (!(s->flags & ILNP_SESS_RESPONDER) || (s->flags & ILNP_SESS_SHARED_NONCE) ||
 	    s->rx_packets >= ILNP_SHARED_NONCE_WINDOW || !s->local_nonce_len ||
 	    !ilnp_nonce_eq(s->local_nonce, s->local_nonce_len, pkt->nonce, pkt->nonce_len))
 		return 0;
-	if (old) {
-		__builtin_memset(old, 0, sizeof(*old));
-		old->remote_nid = key->remote_nid;
-		old->nonce_len = s->remote_nonce_len;
-		__builtin_memcpy(old->nonce, s->remote_nonce, ILNP_NONCE_MAX);
-		bpf_map_delete_elem(&nonce_index, old);
-	}
-	/* The index key holds what the packet carried: bytes past the length are zero (the pool
-	 * fills all 12 bytes of a 4-byte local nonce). */
+	/* What the packet carried: bytes past the length are zero (the pool fills all 12 bytes
+	 * of a 4-byte local nonce). */
 	s->remote_nonce_len = s->local_nonce_len;
 	for (int i = 0; i < ILNP_NONCE_MAX; i++)
 		s->remote_nonce[i] = i < s->local_nonce_len ? s->local_nonce[i] : 0;
 	s->flags |= ILNP_SESS_SHARED_NONCE;
-	if (old)
-		ilnp_index_nonce(key, s);
 	ilnp_count(ILNP_C_IN_SHARED_NONCE);
 	return 1;
 }

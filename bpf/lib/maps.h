@@ -13,6 +13,10 @@
 #include <bpf/bpf_helpers.h>
 
 #define ILNP_MAX_REMOTE_LOCATORS 8
+/* A session holds its first remote locators itself; the rest, which few sessions have (a
+ * multihomed correspondent, a handoff's old locator beside them), live in remote_more. */
+#define ILNP_SESSION_REMOTE_LOCATORS 2
+#define ILNP_MORE_REMOTE_LOCATORS (ILNP_MAX_REMOTE_LOCATORS - ILNP_SESSION_REMOTE_LOCATORS)
 #define ILNP_NONCE_MAX 12 /* RFC 6744 s.2: 4 or 12 bytes */
 
 /* Locator states, RFC 6741 s.5 (ILCC) and thesis table 3.3. */
@@ -103,33 +107,36 @@ enum ilnp_session_flag {
 	/* Some locator pair of the session may run ILNPv6 in UDP/IPv6 (encap6_pairs): only such
 	 * sessions look the map up (encap6.h). */
 	ILNP_SESS_ENCAP6 = 1 << 12,
+	/* Remote locators past the session's own in remote_more: only such sessions look it up. */
+	ILNP_SESS_MORE_REMOTE = 1 << 13,
 };
 
-/* The data-path part of one ILCC entry (thesis table 3.2). */
+/* The data-path part of one ILCC entry (thesis table 3.2). The table is preallocated at
+ * session-table-size entries, so every byte here is a megabyte at a million sessions: what
+ * few sessions need lives in maps of its own (remote_more, multipath, unverified). What
+ * every packet reads comes first. */
 struct ilnp_session {
 	__be64 local_view;    /* locators the sockets see (session view) */
 	__be64 remote_view;
 	__be64 local_locator; /* 0 = ilnp_config.active_local */
 	__be64 remote_active; /* 0 = remote_view */
-	struct ilnp_remote_locator remote[ILNP_MAX_REMOTE_LOCATORS];
-	__u8 local_nonce[ILNP_NONCE_MAX];  /* what we send */
-	__u8 remote_nonce[ILNP_NONCE_MAX]; /* what we expect */
+	__u32 flags;           /* enum ilnp_session_flag */
 	__u8 local_nonce_len;
 	__u8 remote_nonce_len; /* 0 = not learned yet (initiator before the first reply) */
 	__u16 pad;
-	__u32 flags;           /* enum ilnp_session_flag */
+	__u8 local_nonce[ILNP_NONCE_MAX];  /* what we send */
+	__u8 remote_nonce[ILNP_NONCE_MAX]; /* what we expect */
+	struct ilnp_remote_locator remote[ILNP_SESSION_REMOTE_LOCATORS]; /* then remote_more */
 	__u64 tx_packets;
 	__u64 rx_packets;
-	__u64 created_ns;      /* CLOCK_MONOTONIC */
 	__u64 last_tx_ns;      /* CLOCK_MONOTONIC_COARSE: enough for idle timers */
 	__u64 last_rx_ns;
+	__u64 created_ns;      /* CLOCK_MONOTONIC */
 };
 
-/* RFC 6741 s.5.4: a packet carrying a nonce is matched by <remote NID, nonce>. */
-struct ilnp_nonce_key {
-	__be64 remote_nid;
-	__u8 nonce[ILNP_NONCE_MAX];
-	__u32 nonce_len;
+/* A session's remote locators ILNP_SESSION_REMOTE_LOCATORS and on (ILNP_SESS_MORE_REMOTE). */
+struct ilnp_remote_more {
+	struct ilnp_remote_locator remote[ILNP_MORE_REMOTE_LOCATORS];
 };
 
 /* ILNP peers known from name resolution, keyed by the address the application uses. */
@@ -228,6 +235,7 @@ enum ilnp_counter {
 	ILNP_C_IN_ENCAP6_BAD_OUTER,    /* lengths, or outer addresses not the inner ones */
 	ILNP_C_IN_ENCAP6_LEARNED,      /* pair became encapsulated: an accepted encap6 packet */
 	ILNP_C_IN_ENCAP6_NATIVE,       /* pair back to native: an accepted native packet */
+	ILNP_C_REMOTE_MORE_FULL,       /* initiator session kept only its first remote locators */
 	ILNP_C_MAX,
 };
 
@@ -278,7 +286,7 @@ struct {
 
 /* Responder sessions that only the remote side has spoken in ("embryos"): anyone can create
  * them with one spoofed packet, so they live apart from the session table, in an LRU map where
- * a flood only evicts other embryos, with no nonce index, no daemon state and no route. The
+ * a flood only evicts other embryos, with no daemon state and no route. The
  * first packet this host sends on one promotes it into sessions (ilnp_promote_embryo). The
  * loader sizes it like sessions (session-table-size): at new_sessions_per_s an embryo survives
  * at least max_entries / rate seconds of flood. */
@@ -290,13 +298,14 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } embryos SEC(".maps");
 
+/* The loader sizes it at a sixteenth of the session table (at least 4096). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct ilnp_nonce_key);
-	__type(value, struct ilnp_session_key);
+	__uint(max_entries, 4096);
+	__type(key, struct ilnp_session_key);
+	__type(value, struct ilnp_remote_more);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} nonce_index SEC(".maps");
+} remote_more SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -91,6 +91,7 @@ static __always_inline void ilnp_path_rx(const struct ilnp_session_key *key, __b
  * which may be the one that failed (its loss would make a healthy pair look dead). Only
  * locators the session may use are taken. */
 static __always_inline void ilnp_probe_reply_pair(struct __sk_buff *skb, const struct ilnp_pkt *pkt,
+						  const struct ilnp_session_key *key,
 						  const struct ilnp_session *sess, __be64 *local,
 						  __be64 *remote)
 {
@@ -99,7 +100,7 @@ static __always_inline void ilnp_probe_reply_pair(struct __sk_buff *skb, const s
 	if (pkt->icmp_type != 129 ||
 	    bpf_skb_load_bytes(skb, pkt->l4_off + 16, pair, sizeof(pair)) < 0)
 		return;
-	if (!ilnp_remote_locator_ok(sess, pair[0]) || !ilnp_local_locator_ok(pair[1]))
+	if (!ilnp_remote_locator_ok(key, sess, pair[0]) || !ilnp_local_locator_ok(pair[1]))
 		return;
 	*remote = pair[0];
 	*local = pair[1];

@@ -20,14 +20,52 @@ static __always_inline int ilnp_locator_usable(__u32 state)
 	return state == ILNP_LOC_ACTIVE || state == ILNP_LOC_VALID;
 }
 
-/* Is l64 in the session's remote locator set as active or valid? */
-static __always_inline int ilnp_remote_locator_ok(const struct ilnp_session *sess, __be64 l64)
+/* The session's remote locators past its own, if it has any. */
+static __always_inline struct ilnp_remote_more *ilnp_remote_more(const struct ilnp_session_key *key,
+								 const struct ilnp_session *sess)
 {
-	for (int i = 0; i < ILNP_MAX_REMOTE_LOCATORS; i++) {
+	if (!(sess->flags & ILNP_SESS_MORE_REMOTE))
+		return 0;
+	return bpf_map_lookup_elem(&remote_more, key);
+}
+
+/* Is l64 in the session's remote locator set as active or valid? */
+static __always_inline int ilnp_remote_locator_ok(const struct ilnp_session_key *key,
+						  const struct ilnp_session *sess, __be64 l64)
+{
+	struct ilnp_remote_more *more;
+
+	for (int i = 0; i < ILNP_SESSION_REMOTE_LOCATORS; i++) {
 		if (sess->remote[i].l64 == l64 && ilnp_locator_usable(sess->remote[i].state))
 			return 1;
 	}
+	more = ilnp_remote_more(key, sess);
+	if (!more)
+		return 0;
+	for (int i = 0; i < ILNP_MORE_REMOTE_LOCATORS; i++) {
+		if (more->remote[i].l64 == l64 && ilnp_locator_usable(more->remote[i].state))
+			return 1;
+	}
 	return 0;
+}
+
+/* Remote locator i (0 .. ILNP_MAX_REMOTE_LOCATORS - 1) of the session, or 0. */
+static __always_inline const struct ilnp_remote_locator *
+ilnp_remote_at(const struct ilnp_session_key *key, const struct ilnp_session *sess, __u32 i)
+{
+	struct ilnp_remote_more *more;
+
+	if (i < ILNP_SESSION_REMOTE_LOCATORS)
+		return &sess->remote[i];
+	i -= ILNP_SESSION_REMOTE_LOCATORS;
+	if (i >= ILNP_MORE_REMOTE_LOCATORS)
+		return 0;
+	more = ilnp_remote_more(key, sess);
+	if (!more)
+		return 0;
+	/* Keeps the index arithmetic after the null check (the verifier refuses it before). */
+	asm volatile("" : "+r"(more));
+	return &more->remote[i];
 }
 
 /* The remote locator a session's packets go to: its pinned one (remote_pins) while it is
@@ -40,7 +78,7 @@ static __always_inline __be64 ilnp_remote_pinned(const struct ilnp_session_key *
 	if (!(sess->flags & ILNP_SESS_REMOTE_PINNED))
 		return remote;
 	pin = bpf_map_lookup_elem(&remote_pins, key);
-	if (!pin || !ilnp_remote_locator_ok(sess, *pin))
+	if (!pin || !ilnp_remote_locator_ok(key, sess, *pin))
 		return remote;
 	return *pin;
 }
@@ -75,17 +113,6 @@ static __always_inline void ilnp_take_nonce(struct ilnp_session *s, __u32 len, s
 		  (const __u8 *)&pkt->ip6.src_l64);
 }
 
-static __always_inline void ilnp_index_nonce(const struct ilnp_session_key *key,
-					     const struct ilnp_session *s)
-{
-	struct ilnp_nonce_key nk = {};
-
-	nk.remote_nid = key->remote_nid;
-	nk.nonce_len = s->remote_nonce_len;
-	__builtin_memcpy(nk.nonce, s->remote_nonce, ILNP_NONCE_MAX);
-	bpf_map_update_elem(&nonce_index, &nk, key, BPF_ANY);
-}
-
 static __always_inline struct ilnp_session *ilnp_scratch_session(void)
 {
 	__u32 zero = 0;
@@ -113,13 +140,10 @@ static __always_inline struct ilnp_session *ilnp_commit_session(const struct iln
 	/* NOEXIST: when two CPUs race, the first session wins and both use it. */
 	err = bpf_map_update_elem(&sessions, key, s, BPF_NOEXIST);
 
-	if (err == 0) {
+	if (err == 0)
 		ilnp_count(ILNP_C_SESSIONS_CREATED);
-		if (s->remote_nonce_len)
-			ilnp_index_nonce(key, s);
-	} else if (err != -17 /* EEXIST */) {
+	else if (err != -17 /* EEXIST */)
 		ilnp_count(ILNP_C_SESSIONS_FULL);
-	}
 	return bpf_map_lookup_elem(&sessions, key);
 }
 
@@ -162,7 +186,7 @@ ilnp_new_responder(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 	s->flags |= ILNP_SESS_EMBRYONIC;
 	ilnp_flag_multipath(key, s);
 	s->created_ns = bpf_ktime_get_ns();
-	/* An embryo: no nonce index (ilnp_embryo_match finds it by key), no event. */
+	/* An embryo: no event. */
 	if (bpf_map_update_elem(&embryos, key, s, BPF_NOEXIST) == 0) {
 		ilnp_count(ILNP_C_SESSIONS_CREATED);
 		ilnp_count(ILNP_C_EMBRYOS_CREATED);
@@ -221,7 +245,7 @@ static __always_inline int ilnp_mechanical_answer(struct __sk_buff *skb, const s
 
 /* This host sends on an embryo. A mechanical answer goes out through the embryo as it is;
  * anything else means an application wants the session, so it moves into the session table
- * with its nonce index, and the daemon is told (ILCC entry, route). If the table is full the
+ * and the daemon is told (ILCC entry, route). If the table is full the
  * embryo keeps serving, so the packet still goes out. */
 static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff *skb,
 								const struct ilnp_session_key *key,
@@ -253,7 +277,6 @@ static __always_inline struct ilnp_session *ilnp_promote_embryo(struct __sk_buff
 	if (!s)
 		return e;
 	bpf_map_delete_elem(&embryos, key);
-	ilnp_index_nonce(key, s);
 	ilnp_count(ILNP_C_EMBRYOS_PROMOTED);
 	ilnp_emit(ILNP_EV_SESSION_RESPONDER, skb->ifindex, key->local_nid, key->remote_nid,
 		  (const __u8 *)&pkt->ip6.src_l64);
@@ -278,7 +301,15 @@ ilnp_new_initiator(struct __sk_buff *skb, struct ilnp_pkt *pkt, const struct iln
 	s->remote_view = pkt->ip6.dst_l64;
 	s->remote_active = peer->remote_active ? peer->remote_active : pkt->ip6.dst_l64;
 	__builtin_memcpy(s->remote, peer->remote, sizeof(s->remote));
-	s->flags = (peer->flags & ~ILNP_SESS_RESPONDER) | ILNP_SESS_INITIATOR;
+	s->flags = (peer->flags & ~(ILNP_SESS_RESPONDER | ILNP_SESS_MORE_REMOTE)) | ILNP_SESS_INITIATOR;
+	if (peer->remote[ILNP_SESSION_REMOTE_LOCATORS].l64) {
+		/* Before the session: the packet path never sees the flag without the entry. */
+		if (bpf_map_update_elem(&remote_more, key, &peer->remote[ILNP_SESSION_REMOTE_LOCATORS],
+					BPF_ANY) == 0)
+			s->flags |= ILNP_SESS_MORE_REMOTE;
+		else
+			ilnp_count(ILNP_C_REMOTE_MORE_FULL);
+	}
 	if (nonce && nonce_len) {
 		s->local_nonce_len = nonce_len;
 		__builtin_memcpy(s->local_nonce, nonce, ILNP_NONCE_MAX);

@@ -61,10 +61,14 @@ static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key 
 		__sync_fetch_and_add(&u->tx_bytes, len);
 		return 0;
 	}
-	for (int i = 0; i < ILNP_MAX_REMOTE_LOCATORS; i++) {
-		__be64 l = sess->remote[i].l64;
+	for (__u32 i = 0; i < ILNP_MAX_REMOTE_LOCATORS; i++) {
+		const struct ilnp_remote_locator *r = ilnp_remote_at(key, sess, i);
+		__be64 l;
 
-		if (!l || l == *remote || !ilnp_locator_usable(sess->remote[i].state))
+		if (!r)
+			break;
+		l = r->l64;
+		if (!l || l == *remote || !ilnp_locator_usable(r->state))
 			continue;
 		uk.l64 = l;
 		if (bpf_map_lookup_elem(&unverified, &uk))
@@ -83,16 +87,17 @@ static __always_inline int ilnp_unverified_credit(const struct ilnp_session_key 
  * daemon charges it to the credit itself. 1: a challenge, *remote set; 0: not one; -1: a
  * challenge for a slot that is empty now (dropped). */
 static __always_inline int ilnp_challenge_remote(const struct __sk_buff *skb,
+						 const struct ilnp_session_key *key,
 						 const struct ilnp_session *sess, __be64 *remote)
 {
-	__u32 i;
+	const struct ilnp_remote_locator *r;
 
 	if ((skb->mark & ILNP_PROBE_MARK_MASK) != ILNP_CHALLENGE_MARK)
 		return 0;
-	i = skb->mark & 0xff;
-	if (i >= ILNP_MAX_REMOTE_LOCATORS || !sess->remote[i].l64)
+	r = ilnp_remote_at(key, sess, skb->mark & 0xff);
+	if (!r || !r->l64)
 		return -1;
-	*remote = sess->remote[i].l64;
+	*remote = r->l64;
 	return 1;
 }
 

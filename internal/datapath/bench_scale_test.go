@@ -11,7 +11,7 @@ import (
 	"ilnp/internal/wire"
 )
 
-// scaleTableSize sizes the session table, nonce index, embryos and paths for the largest run.
+// scaleTableSize sizes the session table, embryos and paths for the largest run.
 const scaleTableSize = 131072
 
 // scaleCycle is how many of the sessions the *-1024 runs' packets cycle over, spread evenly
@@ -22,7 +22,7 @@ const scaleCycle = 1024
 
 // BenchmarkDatapathScale measures what BenchmarkDatapath's egress and ingress do (kernel ns per
 // fresh 1400-byte TCP packet, BPF_PROG_TEST_RUN) with 1,000, 10,000 and 100,000 sessions in the
-// maps, each with its nonce index entry and its locator pair counted in paths (issue 28: flat in
+// maps, each with its locator pair counted in paths (issue 28: flat in
 // the session count).
 func BenchmarkDatapathScale(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
@@ -78,8 +78,8 @@ func fillSessions(b *testing.B, d *Datapath, h host, n int) (egress, ingress [][
 	must(b, err)
 	pairs, err := d.Paths()
 	must(b, err)
-	if e["sessions"] != n || e["nonce_index"] != n || len(pairs) != n {
-		b.Fatalf("filled %d sessions, %d nonces, %d pairs; want %d each", e["sessions"], e["nonce_index"], len(pairs), n)
+	if e["sessions"] != n || len(pairs) != n {
+		b.Fatalf("filled %d sessions, %d pairs; want %d each", e["sessions"], len(pairs), n)
 	}
 	b.Logf("%d sessions in %v, packets cycle over %d of them", n, time.Since(start).Round(time.Millisecond), len(egress))
 	return egress, ingress

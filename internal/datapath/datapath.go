@@ -45,9 +45,11 @@ type Options struct {
 	// one second's worth of burst); packets over it are dropped and counted as
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
-	// SessionTableSize is the size of the session table, of its nonce index and of the LRU
+	// SessionTableSize is the size of the session table and of the LRU
 	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and the least size of the
-	// LRU map of locator pairs (paths, 16384 otherwise); 0: 65536 (paths 16384).
+	// LRU map of locator pairs (paths, 16384 otherwise), and a sixteenth of it the least size
+	// of the map of remote locators past a session's first two (remote_more, 4096 otherwise);
+	// 0: 65536 (paths 16384).
 	SessionTableSize uint32
 	// EmbryoTableSize sizes the embryos map alone; 0: SessionTableSize.
 	EmbryoTableSize uint32
@@ -111,7 +113,7 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	if opts.SessionTableSize != 0 {
-		for _, name := range []string{"sessions", "nonce_index", "embryos"} {
+		for _, name := range []string{"sessions", "embryos"} {
 			spec.Maps[name].MaxEntries = opts.SessionTableSize
 		}
 		// Every proven session counts at least one locator pair: a smaller paths map evicts
@@ -122,6 +124,10 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	if opts.EmbryoTableSize != 0 {
 		spec.Maps["embryos"].MaxEntries = opts.EmbryoTableSize
+	}
+	// Only sessions with more than sessionRemoteLocators remote locators have an entry.
+	if m := spec.Maps["remote_more"]; m.MaxEntries < opts.SessionTableSize/16 {
+		m.MaxEntries = opts.SessionTableSize / 16
 	}
 	copts, err := bpfmaps.PinOptions(spec, opts.PinDir)
 	if err != nil {
@@ -237,8 +243,8 @@ func (d *Datapath) Close() error {
 func (d *Datapath) maps() []*ebpf.Map {
 	m := &d.objs.ilnpBPFMaps
 	return []*ebpf.Map{m.ConfigMap, m.Counters, m.Embryos, m.Events, m.LocalLocators, m.LocalNids,
-		m.NonceIndex, m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters,
-		m.Paths, m.ProbePairs, m.Multipath, m.Unverified, m.Encap6Pairs}
+		m.NoncePool, m.Peers, m.Scratch, m.Sessions, m.EncapConfig, m.EncapCounters,
+		m.Paths, m.ProbePairs, m.Multipath, m.Unverified, m.Encap6Pairs, m.RemoteMore}
 }
 
 // be64 converts between a locator or identifier value and the network-order bytes the BPF
@@ -407,6 +413,32 @@ func remoteFromBPF(in [8]ilnpBPFIlnpRemoteLocator) []RemoteLocator {
 	return out
 }
 
+// splitRemote divides a remote locator set between the session table entry and remote_more;
+// more: the set does not fit the entry.
+func splitRemote(set [MaxRemoteLocators]ilnpBPFIlnpRemoteLocator) (own [sessionRemoteLocators]ilnpBPFIlnpRemoteLocator, rest ilnpBPFIlnpRemoteMore, more bool) {
+	copy(own[:], set[:sessionRemoteLocators])
+	copy(rest.Remote[:], set[sessionRemoteLocators:])
+	return own, rest, rest.Remote[0] != ilnpBPFIlnpRemoteLocator{}
+}
+
+// remoteSet is the whole remote locator set of the session k (v its table entry).
+func (d *Datapath) remoteSet(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) ([MaxRemoteLocators]ilnpBPFIlnpRemoteLocator, error) {
+	var set [MaxRemoteLocators]ilnpBPFIlnpRemoteLocator
+	copy(set[:], v.Remote[:])
+	if SessionFlags(v.Flags)&sessionMoreRemote == 0 {
+		return set, nil
+	}
+	var rest ilnpBPFIlnpRemoteMore
+	if err := d.objs.RemoteMore.Lookup(k, &rest); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return set, nil
+		}
+		return set, fmt.Errorf("datapath: remote locators of session %v-%v: %w", be64(k.LocalNid), be64(k.RemoteNid), err)
+	}
+	copy(set[sessionRemoteLocators:], rest.Remote[:])
+	return set, nil
+}
+
 func peerKey(a netip.Addr) (ilnpBPFIlnpPeerKey, error) {
 	v, err := wire.ILVFromAddr(a)
 	if err != nil {
@@ -481,12 +513,6 @@ func sessionKey(local, remote wire.NID) ilnpBPFIlnpSessionKey {
 	return ilnpBPFIlnpSessionKey{LocalNid: be64(uint64(local)), RemoteNid: be64(uint64(remote))}
 }
 
-func nonceKey(remote wire.NID, n wire.Nonce) ilnpBPFIlnpNonceKey {
-	k := ilnpBPFIlnpNonceKey{RemoteNid: be64(uint64(remote)), NonceLen: uint32(n.Len())}
-	copy(k.Nonce[:], n.Bytes())
-	return k
-}
-
 func nonceFrom(b [12]uint8, n uint8) wire.Nonce {
 	if n != 4 && n != 12 {
 		return wire.Nonce{}
@@ -495,7 +521,8 @@ func nonceFrom(b [12]uint8, n uint8) wire.Nonce {
 	return nonce
 }
 
-func sessionFromBPF(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) Session {
+// sessionFromBPF is the session k with its table entry v and its whole remote locator set.
+func sessionFromBPF(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession, remote [MaxRemoteLocators]ilnpBPFIlnpRemoteLocator) Session {
 	return Session{
 		LocalNID:       wire.NID(be64(k.LocalNid)),
 		RemoteNID:      wire.NID(be64(k.RemoteNid)),
@@ -503,10 +530,10 @@ func sessionFromBPF(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) Session {
 		RemoteView:     wire.L64(be64(v.RemoteView)),
 		LocalLocator:   wire.L64(be64(v.LocalLocator)),
 		RemoteActive:   wire.L64(be64(v.RemoteActive)),
-		RemoteLocators: remoteFromBPF(v.Remote),
+		RemoteLocators: remoteFromBPF(remote),
 		LocalNonce:     nonceFrom(v.LocalNonce, v.LocalNonceLen),
 		RemoteNonce:    nonceFrom(v.RemoteNonce, v.RemoteNonceLen),
-		Flags:          SessionFlags(v.Flags),
+		Flags:          SessionFlags(v.Flags) &^ sessionMoreRemote,
 		TxPackets:      v.TxPackets,
 		RxPackets:      v.RxPackets,
 		CreatedNs:      v.CreatedNs,
@@ -515,9 +542,8 @@ func sessionFromBPF(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) Session {
 	}
 }
 
-// PutSession creates or replaces a session (statistics are kept when it exists) and indexes
-// it by <remote NID, remote nonce> (RFC 6741 s.5.4). A zero LocalNonce gets a fresh random one
-// of the configured size.
+// PutSession creates or replaces a session (statistics are kept when it exists). A zero
+// LocalNonce gets a fresh random one of the configured size.
 func (d *Datapath) PutSession(s Session) error {
 	if s.LocalNID == 0 || s.RemoteNID == 0 || s.LocalView == 0 || s.RemoteView == 0 {
 		return fmt.Errorf("datapath: put session %v-%v: NIDs and view locators must be set", s.LocalNID, s.RemoteNID)
@@ -533,6 +559,7 @@ func (d *Datapath) PutSession(s Session) error {
 	if err != nil {
 		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
 	}
+	own, rest, more := splitRemote(remote)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := sessionKey(s.LocalNID, s.RemoteNID)
@@ -540,18 +567,16 @@ func (d *Datapath) PutSession(s Session) error {
 	exists := false
 	if err := d.objs.Sessions.Lookup(k, &v); err == nil {
 		exists = true
-		if old := nonceFrom(v.RemoteNonce, v.RemoteNonceLen); !old.IsZero() && old != s.RemoteNonce {
-			_ = d.objs.NonceIndex.Delete(nonceKey(s.RemoteNID, old))
-		}
 	} else {
 		v = ilnpBPFIlnpSession{CreatedNs: MonotonicNs()}
 	}
 	mapFlags := SessionFlags(v.Flags) & sessionMapFlags
+	hadMore := SessionFlags(v.Flags)&sessionMoreRemote != 0
 	v.LocalView = be64(uint64(s.LocalView))
 	v.RemoteView = be64(uint64(s.RemoteView))
 	v.LocalLocator = be64(uint64(s.LocalLocator))
 	v.RemoteActive = be64(uint64(s.RemoteActive))
-	v.Remote = remote
+	v.Remote = own
 	v.LocalNonce, v.LocalNonceLen = [12]uint8{}, uint8(s.LocalNonce.Len())
 	copy(v.LocalNonce[:], s.LocalNonce.Bytes())
 	// A zero remote nonce is the caller not knowing it yet, never a reason to forget one the
@@ -564,16 +589,21 @@ func (d *Datapath) PutSession(s Session) error {
 	v.RemoteNonce, v.RemoteNonceLen = [12]uint8{}, uint8(s.RemoteNonce.Len())
 	copy(v.RemoteNonce[:], s.RemoteNonce.Bytes())
 	if !exists {
-		mapFlags = d.mapFlagsOf(k, &v)
+		mapFlags = d.mapFlagsOf(k, v.RemoteActive, remote)
 	}
-	v.Flags = uint32(s.Flags&^sessionMapFlags | mapFlags)
+	if more {
+		// Before the entry that flags it: the packet path never sees the flag without it.
+		if err := d.objs.RemoteMore.Put(k, &rest); err != nil {
+			return fmt.Errorf("datapath: put session %v-%v: remote locators past %d: %w", s.LocalNID, s.RemoteNID, sessionRemoteLocators, err)
+		}
+		mapFlags |= sessionMoreRemote
+	}
+	v.Flags = uint32(s.Flags&^(sessionMapFlags|sessionMoreRemote) | mapFlags)
 	if err := d.objs.Sessions.Put(k, &v); err != nil {
 		return fmt.Errorf("datapath: put session %v-%v: %w", s.LocalNID, s.RemoteNID, err)
 	}
-	if !s.RemoteNonce.IsZero() {
-		if err := d.objs.NonceIndex.Put(nonceKey(s.RemoteNID, s.RemoteNonce), k); err != nil {
-			return fmt.Errorf("datapath: index session %v-%v by nonce: %w", s.LocalNID, s.RemoteNID, err)
-		}
+	if hadMore && !more {
+		_ = d.objs.RemoteMore.Delete(k)
 	}
 	return nil
 }
@@ -591,7 +621,11 @@ func (d *Datapath) GetSession(local, remote wire.NID) (Session, error) {
 		}
 		return Session{}, fmt.Errorf("datapath: session %v-%v: %w", local, remote, err)
 	}
-	return sessionFromBPF(k, &v), nil
+	set, err := d.remoteSet(k, &v)
+	if err != nil {
+		return Session{}, err
+	}
+	return sessionFromBPF(k, &v, set), nil
 }
 
 // lookupSessionOrEmbryo reads a session from the session table, else from the embryos. The
@@ -611,7 +645,7 @@ func lookupSessionOrEmbryo(session, embryo func() error) error {
 	return session()
 }
 
-// DeleteSession removes a session and its nonce index entry.
+// DeleteSession removes a session.
 func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -622,13 +656,14 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	if s.Flags&SessionEmbryonic != 0 {
 		return wrapDelete(d.objs.Embryos.Delete(sessionKey(local, remote)), "embryonic session %v-%v", local, remote)
 	}
-	if !s.RemoteNonce.IsZero() {
-		_ = d.objs.NonceIndex.Delete(nonceKey(remote, s.RemoteNonce))
-	}
 	if s.Flags&SessionRemotePinned != 0 {
 		_ = d.objs.RemotePins.Delete(sessionKey(local, remote))
 	}
-	return wrapDelete(d.objs.Sessions.Delete(sessionKey(local, remote)), "session %v-%v", local, remote)
+	err = wrapDelete(d.objs.Sessions.Delete(sessionKey(local, remote)), "session %v-%v", local, remote)
+	if len(s.RemoteLocators) > sessionRemoteLocators {
+		_ = d.objs.RemoteMore.Delete(sessionKey(local, remote))
+	}
+	return err
 }
 
 // Sessions lists every session.
@@ -644,11 +679,21 @@ func (d *Datapath) EachSession(fn func(Session)) error {
 }
 
 func (d *Datapath) Sessions() ([]Session, error) {
-	var out []Session
+	var (
+		out    []Session
+		setErr error
+	)
 	if err := readAll(d.objs.Sessions, func(k *ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) {
-		out = append(out, sessionFromBPF(*k, v))
+		set, err := d.remoteSet(*k, v)
+		if err != nil && setErr == nil {
+			setErr = err
+		}
+		out = append(out, sessionFromBPF(*k, v, set))
 	}); err != nil {
 		return nil, fmt.Errorf("datapath: list sessions: %w", err)
+	}
+	if setErr != nil {
+		return nil, fmt.Errorf("datapath: list sessions: %w", setErr)
 	}
 	return out, nil
 }
@@ -703,10 +748,29 @@ func (d *Datapath) setRemoteLocators(locals []wire.NID, remote wire.NID, locs []
 	}
 	// The BPF side updates only counters, timestamps and a learned nonce in place; a
 	// read-modify-write here can at worst lose a packet count.
-	n, err := updateKeys(d.objs.Sessions, keys,
-		func(v *ilnpBPFIlnpSession) { v.Remote, v.RemoteActive = set, be64(uint64(active)) })
-	if err != nil {
-		return n, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
+	own, rest, more := splitRemote(set)
+	n := 0
+	for _, k := range keys {
+		var v ilnpBPFIlnpSession
+		if err := d.objs.Sessions.Lookup(k, &v); err != nil {
+			continue
+		}
+		hadMore := SessionFlags(v.Flags)&sessionMoreRemote != 0
+		v.Flags &^= uint32(sessionMoreRemote)
+		if more {
+			if err := d.objs.RemoteMore.Put(k, &rest); err != nil {
+				return n, fmt.Errorf("datapath: set remote locators of %v: past %d: %w", remote, sessionRemoteLocators, err)
+			}
+			v.Flags |= uint32(sessionMoreRemote)
+		}
+		v.Remote, v.RemoteActive = own, be64(uint64(active))
+		if err := d.objs.Sessions.Put(k, &v); err != nil {
+			return n, fmt.Errorf("datapath: set remote locators of %v: %w", remote, err)
+		}
+		if hadMore && !more {
+			_ = d.objs.RemoteMore.Delete(k)
+		}
+		n++
 	}
 	if n == 0 {
 		return 0, fmt.Errorf("datapath: sessions with %v: %w", remote, ErrNotFound)

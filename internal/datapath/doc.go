@@ -45,8 +45,8 @@
 //
 // # Ingress (wire -> session view)
 //
-// A packet with one nonce option is looked up by <remote NID, nonce> (RFC 6741 s.5.4, map
-// nonce_index). It must arrive on a local locator that is Active or Valid (so the old locator
+// A packet with one nonce option is matched by <remote NID, nonce> (RFC 6741 s.5.4): the
+// session of its two NIDs, whose remote nonce it must carry. It must arrive on a local locator that is Active or Valid (so the old locator
 // keeps receiving during a soft handoff) and come from a remote locator of the session that is
 // Active or Valid (Options.AcceptUnknownLocator relaxes this). The option is then removed (the
 // whole header when it holds only the nonce, which is what senders do; otherwise the option
@@ -111,9 +111,9 @@
 //	remote_pins     hash      session key -> remote locator held in a soft switch (not pinned)
 //	local_nids      hash      NID -> identity locator
 //	local_locators  hash      L64 -> state, ifindex, next hop
-//	sessions        hash      <local NID, remote NID> -> views, active locators, remote set (8),
-//	                          local/remote nonce, flags, packet counters, timestamps
-//	nonce_index     hash      <remote NID, nonce> -> session key (RFC 6741 s.5.4)
+//	sessions        hash      <local NID, remote NID> -> views, active locators, first two remote
+//	                          locators, local/remote nonce, flags, packet counters, timestamps
+//	remote_more     hash      session key -> its remote locators 3 to 8 (sessions with more than 2)
 //	peers           hash      session-view address -> remote locator set, flags
 //	nonce_pool      queue     crypto/rand nonces
 //	counters        percpu    named counters (CounterNames)

@@ -203,12 +203,12 @@ func unpinLayout(pinDir string) error {
 	return nil
 }
 
-// Entries counts the entries of the datapath's tables (sessions, nonce index, peers, local
+// Entries counts the entries of the datapath's tables (sessions, peers, local
 // locators and identifiers), by map name: what a long run must not grow.
 func (d *Datapath) Entries() (map[string]int, error) {
 	m := &d.objs.ilnpBPFMaps
 	out := map[string]int{}
-	for name, mp := range map[string]*ebpf.Map{ilnpBPFMapSessions: m.Sessions, ilnpBPFMapNonceIndex: m.NonceIndex,
+	for name, mp := range map[string]*ebpf.Map{ilnpBPFMapSessions: m.Sessions,
 		ilnpBPFMapPeers: m.Peers, ilnpBPFMapLocalLocators: m.LocalLocators, ilnpBPFMapLocalNids: m.LocalNids} {
 		k, v := make([]byte, mp.KeySize()), make([]byte, mp.ValueSize())
 		it := mp.Iterate()

@@ -18,8 +18,8 @@ func OpenPinned(pinDir string) (*Datapath, error) {
 	for name, dst := range map[string]**ebpf.Map{
 		ilnpBPFMapConfigMap: &m.ConfigMap, ilnpBPFMapCounters: &m.Counters, ilnpBPFMapEvents: &m.Events,
 		ilnpBPFMapLocalLocators: &m.LocalLocators, ilnpBPFMapLocalNids: &m.LocalNids,
-		ilnpBPFMapNonceIndex: &m.NonceIndex, ilnpBPFMapNoncePool: &m.NoncePool, ilnpBPFMapPeers: &m.Peers,
-		ilnpBPFMapSessions: &m.Sessions,
+		ilnpBPFMapNoncePool: &m.NoncePool, ilnpBPFMapPeers: &m.Peers,
+		ilnpBPFMapSessions: &m.Sessions, ilnpBPFMapRemoteMore: &m.RemoteMore,
 		// PutSession keeps the flags these two maps call for (sessionflags.go).
 		ilnpBPFMapMultipath: &m.Multipath, ilnpBPFMapUnverified: &m.Unverified,
 	} {

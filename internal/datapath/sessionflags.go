@@ -57,15 +57,15 @@ func (d *Datapath) setSessionFlags(k ilnpBPFIlnpSessionKey, set, clear SessionFl
 // mapFlagsOf are the flags the multipath and unverified maps call for on session k, from
 // lookups only: its multipath entry, and its remote locators' (and active remote locator's)
 // unverified entries, which are the locators the egress sends to.
-func (d *Datapath) mapFlagsOf(k ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) SessionFlags {
+func (d *Datapath) mapFlagsOf(k ilnpBPFIlnpSessionKey, active uint64, remote [MaxRemoteLocators]ilnpBPFIlnpRemoteLocator) SessionFlags {
 	var f SessionFlags
 	var mp ilnpBPFIlnpMultipath
 	if d.objs.Multipath.Lookup(k, &mp) == nil {
 		f |= SessionMultipath
 	}
 	var u ilnpBPFIlnpUnverified
-	locs := []uint64{v.RemoteActive}
-	for _, r := range v.Remote {
+	locs := []uint64{active}
+	for _, r := range remote {
 		locs = append(locs, r.L64)
 	}
 	for _, l := range locs {

@@ -97,7 +97,14 @@ const (
 	// SessionEncap6: some locator pair of the session may run ILNPv6 in UDP/IPv6 (Encap6Pairs);
 	// the packet path looks the pairs up only for sessions flagged so.
 	SessionEncap6 SessionFlags = 1 << 12
+	// sessionMoreRemote: the session's remote locators past sessionRemoteLocators are in the
+	// remote_more map (datapath-kept, from RemoteLocators).
+	sessionMoreRemote SessionFlags = 1 << 13
 )
+
+// sessionRemoteLocators of a session's remote locators are kept in its session table entry,
+// the rest in remote_more (bpf/lib/maps.h ILNP_SESSION_REMOTE_LOCATORS).
+const sessionRemoteLocators = 2
 
 // sessionMapFlags are the flags that mirror other maps' entries (datapath-kept).
 const sessionMapFlags = SessionMultipath | SessionUnverified | SessionEncap6
@@ -283,6 +290,7 @@ var counterNames = []string{
 	"ingress_encap6_bad_outer",
 	"ingress_encap6_learned",
 	"ingress_encap6_native",
+	"remote_more_full",
 }
 
 // CounterNames lists the counter names Counters returns, in datapath order.

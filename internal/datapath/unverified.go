@@ -64,7 +64,11 @@ func (d *Datapath) ChallengeMarkFor(local, remote wire.NID, l wire.L64) (uint32,
 		}
 		return 0, fmt.Errorf("datapath: session %v-%v: %w", local, remote, err)
 	}
-	for i, r := range v.Remote {
+	set, err := d.remoteSet(sessionKey(local, remote), &v)
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range set {
 		if r.L64 != 0 && wire.L64(be64(r.L64)) == l {
 			return ChallengeMark | uint32(i), nil
 		}

@@ -217,7 +217,10 @@ func Report(r Result, cfg Config) string {
   a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info%s; the CN's datapath
   lost %d events (dp_events_lost) meanwhile and its daemon recovered %d sessions from its table (sessions_reconciled).
 - *egress/ingress_ns_per_pkt*: kernel run time per run of the CN's TCX programs on cn-r1 (BPF_ENABLE_STATS), while every
-  correspondent sends one datagram to the echo service and gets the echo (%d egress, %d ingress runs).
+  correspondent sends one datagram to the echo service and gets the echo (%d egress, %d ingress runs). Each datagram
+  finds its session cold (up to 20,000 others between two of one session's packets): ingress includes the cache and TLB
+  misses of the session and locator-pair lookups, which grow once the maps outgrow the CPU caches; the echo finds them
+  warm. BenchmarkDatapath measures one warm session.
 - *kernel_bytes_per_session*: memlock of every BPF map ilnpd holds (%d bytes, sized by session-table-size) / sessions;
   *daemon_bytes_per_session*: ilnpd's VmRSS with the sessions (%d) minus before them (%d) / sessions.
   For 1 M sessions: %.0f MB of maps + %.0f MB of daemon growth (linear extrapolation).

@@ -666,34 +666,30 @@ func (d *Datapath) DeleteSession(local, remote wire.NID) error {
 	return err
 }
 
-// Sessions lists every session.
 // EachSession calls fn with every session of the table, in no order, read batchwise: Sessions
 // without the list (a table of 100,000 sessions made a list of some 30 MB; issue 28).
 func (d *Datapath) EachSession(fn func(Session)) error {
-	if err := readAll(d.objs.Sessions, func(k *ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) {
-		fn(sessionFromBPF(*k, v))
-	}); err != nil {
-		return fmt.Errorf("datapath: list sessions: %w", err)
-	}
-	return nil
-}
-
-func (d *Datapath) Sessions() ([]Session, error) {
-	var (
-		out    []Session
-		setErr error
-	)
+	var setErr error
 	if err := readAll(d.objs.Sessions, func(k *ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) {
 		set, err := d.remoteSet(*k, v)
 		if err != nil && setErr == nil {
 			setErr = err
 		}
-		out = append(out, sessionFromBPF(*k, v, set))
+		fn(sessionFromBPF(*k, v, set))
 	}); err != nil {
-		return nil, fmt.Errorf("datapath: list sessions: %w", err)
+		return fmt.Errorf("datapath: list sessions: %w", err)
 	}
 	if setErr != nil {
-		return nil, fmt.Errorf("datapath: list sessions: %w", setErr)
+		return fmt.Errorf("datapath: list sessions: %w", setErr)
+	}
+	return nil
+}
+
+// Sessions lists every session.
+func (d *Datapath) Sessions() ([]Session, error) {
+	var out []Session
+	if err := d.EachSession(func(s Session) { out = append(out, s) }); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -31,6 +31,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"ilnp/internal/timeline"
@@ -248,7 +249,10 @@ func (a activity) steadyBefore(t time.Time) bool {
 	lastRise := time.Time{}
 	count := uint64(0)
 	hiccup := false
-	for i := range a {
+	// Counts before the second count only as the one just before it (a judge asks twice per
+	// pair per step: over the whole history this was most of a step's time).
+	i0 := max(sort.Search(len(a), func(i int) bool { return !a[i].at.Before(from) })-1, 0)
+	for i := i0; i < len(a); i++ {
 		// The first Step after t counts too (the packets it saw came after the Step before
 		// it, up to t for a stream that stopped at t), if it came soon after.
 		x := &a[i]
@@ -305,14 +309,81 @@ const reprobeAfter = 250 * time.Millisecond
 const probeWindow = 10
 
 // Tracker holds the pairs' states. It is not safe for concurrent use (the daemon's loop owns it).
+//
+// The pairs are kept per peer: a poll at a correspondent with 100,000 sessions judges them a
+// few thousand at a time (StepPeers, one loop turn each), not all at once (issue 28: one poll
+// over 21,772 pairs held the daemon's loop for 2 s in a mass move).
 type Tracker struct {
 	cfg    Config
-	pairs  map[Key]*pair
-	locals map[wire.L64]int       // pairs per local locator: a handful of locators, whatever the sessions
-	heard  map[wire.NID]activity  // packets from each peer, all pairs together
-	held   map[wire.NID]time.Time // Hold: the peer's last unsettled moment
-	tokens float64                // probe budget (MaxProbesPerSecond)
-	filled time.Time              // when tokens was last topped up
+	peers  map[wire.NID]*peerPairs
+	order  []*peerPairs             // every peer, for EndPass's bounded walk
+	locals map[wire.L64]*localCount // per local locator: a handful, whatever the sessions
+	tokens float64                  // probe budget (MaxProbesPerSecond)
+	filled time.Time                // when tokens was last topped up
+	pass   uint64                   // the current pass (BeginPass)
+	swept  int                      // EndPass's position in order
+	// next is the earliest pair decision of the last finished pass, passNext that of the
+	// current one so far.
+	next, passNext time.Time
+}
+
+// peerPairs is one peer's pairs and what is known of the peer as a whole.
+type peerPairs struct {
+	peer  wire.NID
+	pairs []*pair   // ordered by key
+	heard activity  // packets from the peer, all its pairs together
+	held  time.Time // Hold: the peer's last unsettled moment (zero: none)
+	pass  uint64    // the last pass that stepped it
+	idx   int       // its place in Tracker.order
+}
+
+// localCount is how many pairs through a local locator there are, and how many are dead and
+// alive (applyPathHealth's question, answered without a pass over every pair).
+type localCount struct{ pairs, dead, alive int }
+
+func (ps *peerPairs) find(k Key) *pair {
+	for _, p := range ps.pairs {
+		if p.key == k {
+			return p
+		}
+	}
+	return nil
+}
+
+func (t *Tracker) find(k Key) *pair {
+	if ps := t.peers[k.Peer]; ps != nil {
+		return ps.find(k)
+	}
+	return nil
+}
+
+func (t *Tracker) peer(peer wire.NID) *peerPairs {
+	ps := t.peers[peer]
+	if ps == nil {
+		ps = &peerPairs{peer: peer, pass: t.pass, idx: len(t.order)}
+		t.peers[peer] = ps
+		t.order = append(t.order, ps)
+	}
+	return ps
+}
+
+// count adds d to the pair's share of its local locator's counts.
+func (t *Tracker) count(k Key, s State, d int) {
+	c := t.locals[k.Local]
+	if c == nil {
+		c = &localCount{}
+		t.locals[k.Local] = c
+	}
+	c.pairs += d
+	switch s {
+	case Dead:
+		c.dead += d
+	case Alive:
+		c.alive += d
+	}
+	if c.pairs <= 0 {
+		delete(t.locals, k.Local)
+	}
 }
 
 // Hold tells the tracker that the peer cannot yet be expected to answer on our pairs (a
@@ -321,7 +392,7 @@ type Tracker struct {
 // pairs are neither probed nor declared dead then, and afterwards their silence counts only
 // from the last hold, so that the peer has an RTT and the margin to move to us as told.
 func (t *Tracker) Hold(peer wire.NID, now time.Time) {
-	t.held[peer] = now
+	t.peer(peer).held = now
 }
 
 // Abandoned tells the tracker that peer has moved away from its locator remote (its Locator
@@ -329,12 +400,14 @@ func (t *Tracker) Hold(peer wire.NID, now time.Time) {
 // and unanswered, is dead at once. Two signals then agree: the peer left the locator, and our
 // traffic on the pair stopped being answered. A pair that is not suspect is left to its probe
 // (the peer may have moved for its policy's sake).
-// It looks the peer's pairs up by key, one per local locator: a pass over every pair cost
-// O(sessions) per LU at a correspondent in a mass move (issue 28).
+// It looks at the peer's pairs only: a pass over every pair cost O(sessions) per LU at a
+// correspondent in a mass move (issue 28).
 func (t *Tracker) Abandoned(peer wire.NID, remote wire.L64, now time.Time) {
-	for local := range t.locals {
-		if p := t.pairs[Key{Peer: peer, Local: local, Remote: remote}]; p != nil {
-			p.abandonedAt = now
+	if ps := t.peers[peer]; ps != nil {
+		for _, p := range ps.pairs {
+			if p.key.Remote == remote {
+				p.abandonedAt = now
+			}
 		}
 	}
 }
@@ -369,7 +442,7 @@ func New(cfg Config) (*Tracker, error) {
 	case cfg.MaxProbesPerSecond < 0:
 		return nil, fmt.Errorf("paths config: max probes per second %d: want at least 1", cfg.MaxProbesPerSecond)
 	}
-	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, locals: map[wire.L64]int{}, heard: map[wire.NID]activity{}, held: map[wire.NID]time.Time{},
+	return &Tracker{cfg: cfg, peers: map[wire.NID]*peerPairs{}, locals: map[wire.L64]*localCount{},
 		tokens: float64(cfg.MaxProbesPerSecond)}, nil
 }
 
@@ -383,73 +456,64 @@ func (p *pair) rtt(cfg Config) time.Duration {
 // Step brings the tracker up to now: candidates are the pairs the sessions may use (every
 // usable local locator with every usable remote one of each session; pairs no longer listed
 // are forgotten), samples the datapath's counters (pairs not among the candidates are ignored).
+// It is one whole pass (BeginPass, StepPeers over every peer, EndPass).
 func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result {
-	want := make(map[Key]bool, len(candidates))
+	byPeer := map[wire.NID]*PeerInput{}
+	var in []*PeerInput
+	get := func(peer wire.NID) *PeerInput {
+		pi := byPeer[peer]
+		if pi == nil {
+			pi = &PeerInput{Peer: peer}
+			byPeer[peer] = pi
+			in = append(in, pi)
+		}
+		return pi
+	}
 	for _, k := range candidates {
-		want[k] = true
-		if t.pairs[k] == nil {
-			t.pairs[k] = &pair{key: k}
-			t.locals[k.Local]++
-		}
-	}
-	for k := range t.pairs {
-		if !want[k] {
-			delete(t.pairs, k)
-			if t.locals[k.Local]--; t.locals[k.Local] <= 0 {
-				delete(t.locals, k.Local)
-			}
-		}
+		pi := get(k.Peer)
+		pi.Candidates = append(pi.Candidates, k)
 	}
 	for _, s := range samples {
-		if p := t.pairs[s.Key]; p != nil {
-			p.observe(s, now)
-		}
+		pi := get(s.Key.Peer)
+		pi.Samples = append(pi.Samples, s)
 	}
-	// Packets from each peer on any pair (also pairs not among the candidates): a pair
-	// carrying data whose packets are answered on another pair (the peer has not switched yet,
-	// or chose otherwise) may well be delivering, and only its probe can tell.
-	heard := map[wire.NID]uint64{}
-	for _, s := range samples {
-		heard[s.Key.Peer] += s.RxPackets
+	slices.SortFunc(in, func(a, b *PeerInput) int { return cmp.Compare(a.Peer, b.Peer) })
+	inputs := make([]PeerInput, len(in))
+	for i, pi := range in {
+		inputs[i] = *pi
 	}
-	for peer, n := range heard {
-		t.heard[peer] = t.heard[peer].add(now, n)
-	}
-	for peer := range t.heard {
-		if _, ok := heard[peer]; !ok {
-			delete(t.heard, peer)
-		}
-	}
-	for peer, h := range t.held {
-		if _, ok := heard[peer]; !ok || now.Sub(h) > heardHistory {
-			delete(t.held, peer)
-		}
-	}
+	t.BeginPass()
+	res := t.StepPeers(inputs, now)
+	t.EndPass(len(t.order))
+	return res
+}
+
+// PeerInput is one peer's share of a step: the pairs its sessions may use (all with Peer) and
+// the datapath's counters of its pairs (all with Key.Peer == Peer).
+type PeerInput struct {
+	Peer       wire.NID
+	Candidates []Key
+	Samples    []Sample
+}
+
+// BeginPass starts a pass: the StepPeers calls up to the EndPass that returns done together
+// step every peer once (a peer not stepped is forgotten).
+func (t *Tracker) BeginPass() {
+	t.pass++
+	t.swept = 0
+	t.passNext = time.Time{}
+}
+
+// StepPeers brings the given peers' pairs up to now (each peer as Step would: its pairs not
+// among its candidates are forgotten) and budgets their probes. Its work is proportional to
+// the pairs given, not to the table: a daemon hands it a bounded share of a pass per turn.
+func (t *Tracker) StepPeers(in []PeerInput, now time.Time) Result {
 	var (
 		res    Result
 		wanted []*pair
 	)
-	for _, p := range t.sorted() {
-		from := p.state
-		held, isHeld := t.held[p.key.Peer]
-		to, probeNow := p.judge(t.cfg, now, t.heard[p.key.Peer], held)
-		if isHeld && held.Equal(now) {
-			probeNow = false
-			if p.suspect {
-				p.suspectAt, p.suspect = time.Time{}, false
-			}
-		}
-		if to != from {
-			p.state = to
-			c := Change{Key: p.key, From: from, To: to}
-			if !p.s.LastRx.IsZero() {
-				c.SinceProof = now.Sub(p.s.LastRx)
-			}
-			res.Changes = append(res.Changes, c)
-		}
-		if probeNow {
-			wanted = append(wanted, p)
-		}
+	for i := range in {
+		wanted = t.stepPeer(&in[i], now, &res, wanted)
 	}
 	for _, p := range t.budget(wanted, now) {
 		res.Probes = append(res.Probes, p.key)
@@ -465,14 +529,139 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 	return res
 }
 
+func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*pair) []*pair {
+	ps := t.peers[in.Peer]
+	if ps == nil {
+		if len(in.Candidates) == 0 && len(in.Samples) == 0 {
+			return wanted
+		}
+		ps = t.peer(in.Peer)
+	}
+	ps.pass = t.pass
+	keys := slices.Clone(in.Candidates)
+	slices.SortFunc(keys, Key.compare)
+	keys = slices.Compact(keys)
+	pairs := make([]*pair, 0, len(keys))
+	for _, k := range keys {
+		if k.Peer != in.Peer {
+			continue
+		}
+		p := ps.find(k)
+		if p == nil {
+			p = &pair{key: k}
+			t.count(k, p.state, 1)
+		}
+		pairs = append(pairs, p)
+	}
+	for _, p := range ps.pairs {
+		if !slices.Contains(pairs, p) {
+			t.count(p.key, p.state, -1)
+		}
+	}
+	ps.pairs = pairs
+	var heard uint64
+	for _, s := range in.Samples {
+		if s.Key.Peer != in.Peer {
+			continue
+		}
+		if p := ps.find(s.Key); p != nil {
+			p.observe(s, now)
+		}
+		// Packets from the peer on any pair (also pairs not among the candidates): a pair
+		// carrying data whose packets are answered on another pair (the peer has not switched
+		// yet, or chose otherwise) may well be delivering, and only its probe can tell.
+		heard += s.RxPackets
+	}
+	if len(in.Samples) > 0 {
+		ps.heard = ps.heard.add(now, heard)
+	} else {
+		ps.heard = nil
+	}
+	if !ps.held.IsZero() && (len(in.Samples) == 0 || now.Sub(ps.held) > heardHistory) {
+		ps.held = time.Time{}
+	}
+	for _, p := range ps.pairs {
+		from := p.state
+		to, probeNow := p.judge(t.cfg, now, ps.heard, ps.held)
+		if !ps.held.IsZero() && ps.held.Equal(now) {
+			probeNow = false
+			if p.suspect {
+				p.suspectAt, p.suspect = time.Time{}, false
+			}
+		}
+		if to != from {
+			t.count(p.key, from, -1)
+			t.count(p.key, to, 1)
+			p.state = to
+			c := Change{Key: p.key, From: from, To: to}
+			if !p.s.LastRx.IsZero() {
+				c.SinceProof = now.Sub(p.s.LastRx)
+			}
+			res.Changes = append(res.Changes, c)
+		}
+		if probeNow {
+			wanted = append(wanted, p)
+		}
+		if p.next.After(now) && (t.passNext.IsZero() || p.next.Before(t.passNext)) {
+			t.passNext = p.next
+		}
+	}
+	return wanted
+}
+
+// EndPass forgets, at most limit peers looked at per call, the peers this pass did not step;
+// done once it has looked at every peer (call it again until then), and it returns the
+// peers it forgot.
+func (t *Tracker) EndPass(limit int) (forgotten []wire.NID, done bool) {
+	for n := 0; t.swept < len(t.order) && n < max(limit, 1); n++ {
+		ps := t.order[t.swept]
+		if ps.pass == t.pass {
+			t.swept++
+			continue
+		}
+		for _, p := range ps.pairs {
+			t.count(p.key, p.state, -1)
+		}
+		last := t.order[len(t.order)-1]
+		t.order[ps.idx], last.idx = last, ps.idx
+		t.order[len(t.order)-1] = nil
+		t.order = t.order[:len(t.order)-1]
+		delete(t.peers, ps.peer)
+		forgotten = append(forgotten, ps.peer)
+	}
+	if t.swept < len(t.order) {
+		return forgotten, false
+	}
+	t.next = t.passNext
+	return forgotten, true
+}
+
+// Pairs is how many pairs the tracker holds.
+func (t *Tracker) Pairs() int {
+	n := 0
+	for _, c := range t.locals {
+		n += c.pairs
+	}
+	return n
+}
+
+// EachLocal calls f for every local locator some pair goes through: whether one of them is
+// dead and whether one is alive.
+func (t *Tracker) EachLocal(f func(local wire.L64, dead, alive bool)) {
+	for l, c := range t.locals {
+		f(l, c.dead > 0, c.alive > 0)
+	}
+}
+
 // Next is the earliest time after now at which a Step could decide differently although
 // nothing new arrived (a suspect probe due, a probe's answer overdue); zero: none is pending
-// beyond the periodic probes. A daemon that polls the counters wakes then too.
+// beyond the periodic probes. A daemon that polls the counters wakes then too. It is known
+// per pass: the earliest of the last finished pass and of the current one so far.
 func (t *Tracker) Next(now time.Time) time.Time {
 	var next time.Time
-	for _, p := range t.pairs {
-		if p.next.After(now) && (next.IsZero() || p.next.Before(next)) {
-			next = p.next
+	for _, n := range []time.Time{t.next, t.passNext} {
+		if n.After(now) && (next.IsZero() || n.Before(next)) {
+			next = n
 		}
 	}
 	return next
@@ -656,7 +845,7 @@ func later(a, b time.Time) time.Time {
 // when it was the suspect probe of the pair's quiet episode, the pair's proof that it still
 // carries our packets.
 func (t *Tracker) Answered(k Key, sent, now time.Time) {
-	p := t.pairs[k]
+	p := t.find(k)
 	if p == nil || now.Before(sent) {
 		return
 	}
@@ -688,14 +877,14 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 
 // SetFlows records how many flows (sockets) use the pair, for the view.
 func (t *Tracker) SetFlows(k Key, n int) {
-	if p := t.pairs[k]; p != nil {
+	if p := t.find(k); p != nil {
 		p.flows = n
 	}
 }
 
 // State returns a pair's state (Unknown for pairs not tracked).
 func (t *Tracker) State(k Key) State {
-	if p := t.pairs[k]; p != nil {
+	if p := t.find(k); p != nil {
 		return p.state
 	}
 	return Unknown
@@ -703,7 +892,7 @@ func (t *Tracker) State(k Key) State {
 
 // RTT returns a pair's smoothed probe RTT; ok is false before the first answer.
 func (t *Tracker) RTT(k Key) (time.Duration, bool) {
-	if p := t.pairs[k]; p != nil && p.hasRTT {
+	if p := t.find(k); p != nil && p.hasRTT {
 		return p.srtt, true
 	}
 	return 0, false
@@ -712,7 +901,7 @@ func (t *Tracker) RTT(k Key) (time.Duration, bool) {
 // Loss is the share of the recent probes of k (answered or given up: older than give-up)
 // that got no answer; ok is false with none.
 func (t *Tracker) Loss(k Key, now time.Time, giveUp time.Duration) (float64, bool) {
-	p := t.pairs[k]
+	p := t.find(k)
 	if p == nil {
 		return 0, false
 	}
@@ -732,12 +921,14 @@ func (t *Tracker) Loss(k Key, now time.Time, giveUp time.Duration) (float64, boo
 	return float64(lost) / float64(n), true
 }
 
+// sorted is every pair, ordered by key.
 func (t *Tracker) sorted() []*pair {
-	out := make([]*pair, 0, len(t.pairs))
-	for _, p := range t.pairs {
-		out = append(out, p)
+	peers := slices.Clone(t.order)
+	slices.SortFunc(peers, func(a, b *peerPairs) int { return cmp.Compare(a.peer, b.peer) })
+	var out []*pair
+	for _, ps := range peers {
+		out = append(out, ps.pairs...)
 	}
-	slices.SortFunc(out, func(a, b *pair) int { return a.key.compare(b.key) })
 	return out
 }
 

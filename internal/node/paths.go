@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime/trace"
 	"slices"
 	"time"
 
@@ -290,6 +291,7 @@ func (m *pathMonitor) at(ns uint64, now time.Time) time.Time {
 // them; the last step also forgets the peers the poll did not see (in steps of its own) and
 // ends the poll (done). It returns the step's time.
 func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done bool) {
+	defer trace.StartRegion(context.Background(), "path poll step").End() // for `ilnp-lab scale --profile`
 	now = time.Now()
 	if m.monoBase == 0 {
 		m.wallBase, m.monoBase = now, datapath.MonotonicNs()

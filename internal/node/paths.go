@@ -118,6 +118,7 @@ type pathPoll struct {
 	flows map[flowEnds]int          // the sockets, when this poll counts flows (nil: not)
 	best  map[wire.L64]ilcc.Quality // each local locator's best pair so far (applyPathQuality)
 	cost  time.Duration             // the loop time its steps took
+	enc   *encap6Read               // the datapath's encap6 pairs (nil: none read)
 }
 
 // peerStats is one peer's share of the counters: stats[from:to] of the poll.
@@ -137,6 +138,12 @@ func (pp *pathPoll) take(limit int) []peerStats {
 	out := pp.peers[pp.next:end]
 	pp.next = end
 	return out
+}
+
+// polled reports whether the poll has counters of peer.
+func (pp *pathPoll) polled(peer wire.NID) bool {
+	_, ok := slices.BinarySearchFunc(pp.peers, peer, func(ps peerStats, p wire.NID) int { return cmp.Compare(ps.peer, p) })
+	return ok
 }
 
 // newPathPoll groups stats by peer (off the loop).
@@ -221,6 +228,9 @@ func (n *Node) runPaths(ctx context.Context) {
 				continue
 			}
 			poll := newPathPoll(stats)
+			if m.encap6 != nil {
+				poll.enc = n.readEncap6()
+			}
 			if time.Since(m.flowsAt) >= time.Second {
 				m.flowsAt = time.Now()
 				poll.flows = countSockets()
@@ -299,6 +309,9 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 	at := func(ns uint64) time.Time { return m.at(ns, now) }
 	if poll.next == 0 {
 		m.tracker.BeginPass()
+		if m.encap6 != nil {
+			m.encap6.stage.BeginPass()
+		}
 		n.tcpRemotePinsObserve(poll.stats, now)
 	}
 	if peers := poll.take(pathStepPairs); len(peers) > 0 {
@@ -320,7 +333,7 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 	for loc, q := range poll.best {
 		n.apply(n.cache.SetLocalQuality(loc, q, now), now)
 	}
-	n.stepEncap6(m, m.encap6, poll.stats, at, now)
+	n.endEncap6(m.encap6, poll.enc, poll.polled, now)
 	return now, true
 }
 
@@ -416,6 +429,13 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 	n.applyMultipath(m, bindings, cands)
 	if poll.flows != nil {
 		setFlows(m, poll.flows, bindings, cands)
+	}
+	if len(peers) > 0 {
+		nids := make([]wire.NID, len(peers))
+		for i, ps := range peers {
+			nids[i] = ps.peer
+		}
+		n.stepEncap6(m, m.encap6, poll.enc, nids, poll.stats[peers[0].from:peers[len(peers)-1].to], at, now)
 	}
 }
 

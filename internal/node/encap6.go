@@ -42,7 +42,23 @@ type encap6Monitor struct {
 	answers chan echoAnswer
 	seq     uint16
 	sent    map[uint16]sentEncap6
+	// out is the probes' queue to their sender (sendProbes): a mass move at a correspondent
+	// asks for thousands at once, two system calls each (issue 28: 3,361 in one poll's steps
+	// at the end of a mass move of 100,000, the loop's longest stall).
+	out chan encap6Probe
 }
+
+// encap6Probe is one probe for the sender.
+type encap6Probe struct {
+	sock     *echoSocket
+	src, dst netip.Addr
+	mark     uint32
+	seq      uint16
+	data     []byte
+}
+
+// encap6ProbeQueue is how many probes may wait for the sender.
+const encap6ProbeQueue = 4096
 
 type sentEncap6 struct {
 	key   paths.Key
@@ -66,7 +82,30 @@ func (n *Node) startEncap6(ctx context.Context) *encap6Monitor {
 		n.log.Warn("encap6 detection off", "err", err)
 		return nil
 	}
+	go n.sendEncap6Probes(ctx, m)
 	return m
+}
+
+// sendEncap6Probes sends the queued probes until ctx ends.
+func (n *Node) sendEncap6Probes(ctx context.Context, m *encap6Monitor) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-m.out:
+			n.sentEncap6Probe(p, sendEcho(p.sock, p.src, p.dst, p.mark, p.seq, p.data))
+		}
+	}
+}
+
+// sentEncap6Probe counts a probe sent or not.
+func (n *Node) sentEncap6Probe(p encap6Probe, err error) {
+	if err != nil {
+		n.count("encap6_probe_errors")
+		n.log.Debug("encap6 probe", "src", p.src, "dst", p.dst, "err", err)
+		return
+	}
+	n.count("encap6_probes_sent")
 }
 
 func openEncap6(ctx context.Context) (*encap6Monitor, error) {
@@ -95,7 +134,8 @@ func openEncap6(ctx context.Context) (*encap6Monitor, error) {
 		exthdr.Close()
 		return nil, fmt.Errorf("encap6 exthdr probes: IPV6_DSTOPTS: %w", err)
 	}
-	m := &encap6Monitor{stage: st, sock: plain, exthdr: exthdr, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{}}
+	m := &encap6Monitor{stage: st, sock: plain, exthdr: exthdr, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{},
+		out: make(chan encap6Probe, encap6ProbeQueue)}
 	go (&probeSocket{plain}).read(ctx, m.answers)
 	go (&probeSocket{exthdr}).read(ctx, m.answers)
 	go func() { <-ctx.Done(); plain.Close(); exthdr.Close() }()
@@ -248,32 +288,37 @@ func (n *Node) encap6On(b ilcc.Binding, k paths.Key, now time.Time) {
 // pair's probe slot, asking for a native answer.
 func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding, a pathprobe.Action, now time.Time) {
 	m.seq++
-	var err error
-	sock := m.sock
+	p := encap6Probe{sock: m.sock, seq: m.seq}
 	switch a.Probe {
 	case pathprobe.Plain, pathprobe.Exthdr:
-		src := wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
-		dst := wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
+		p.src = wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
+		p.dst = wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
 		if a.Probe == pathprobe.Exthdr {
-			sock = m.exthdr
+			p.sock = m.exthdr
 		}
-		err = sendEcho(sock, src, dst, 0, m.seq, plainProbePayload)
+		p.data = plainProbePayload
 	case pathprobe.Native:
 		slot := pm.slot(a.Key)
-		err = n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote})
-		if err == nil {
-			err = sendEcho(m.sock, b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot, m.seq,
-				append(probePayload(a.Key.Local, a.Key.Remote), 'N'))
+		if err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote}); err != nil {
+			n.sentEncap6Probe(p, err)
+			return
 		}
+		p.src, p.dst, p.mark = b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot
+		p.data = append(probePayload(a.Key.Local, a.Key.Remote), 'N')
 	}
-	if err != nil {
-		n.count("encap6_probe_errors")
-		n.log.Debug("encap6 probe", "pair", a.Key, "probe", a.Probe, "err", err)
-		return
+	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: p.sock.id, at: now}
+	// Only the sender writes on the sockets (a probe's mark is a socket option, set before
+	// each write): a full queue waits for it, a while.
+	select {
+	case m.out <- p:
+	case <-time.After(encap6QueueWait):
+		n.sentEncap6Probe(p, errors.New("probe queue full"))
 	}
-	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: sock.id, at: now}
-	n.count("encap6_probes_sent")
 }
+
+// encap6QueueWait is how long the loop waits for room in a full probe queue (the sender empties
+// it in some tens of milliseconds).
+const encap6QueueWait = 100 * time.Millisecond
 
 // sendEcho sends one echo request from src to dst with a socket mark (0: none).
 func sendEcho(s *echoSocket, src, dst netip.Addr, mark uint32, seq uint16, data []byte) error {

@@ -28,7 +28,7 @@ func TestAbandonedByKey(t *testing.T) {
 	peer := wire.NID(0x0a00_0000_0000_0007)
 	tr.Abandoned(peer, r2, now)
 	for _, p := range tr.sorted() {
-		k := p.key
+		k := p.s.Key
 		if got, want := !p.abandonedAt.IsZero(), k == (Key{peer, l1, r2}); got != want {
 			t.Fatalf("pair %v abandoned %v, want %v", k, got, want)
 		}

@@ -30,6 +30,7 @@ package paths
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -161,10 +162,17 @@ type Result struct {
 }
 
 type pair struct {
-	key     Key
-	state   State
-	suspect bool // the probe wanted now is a suspect probe
-	s       Sample
+	// s is the latest counters; s.Key is the pair's key from its creation on.
+	s     Sample
+	state State
+	// suspect: the probe wanted now is a suspect probe.
+	suspect bool
+	hasRTT  bool
+	// suspectAnswered: the current quiet episode's suspect probe was answered; suspectOK:
+	// the last suspect probe of any episode was.
+	suspectAnswered, suspectOK bool
+	flows                      int32
+	echoes                     uint32 // see rx
 	// rx is the pair's receipts over the last seconds but our probes' echoes (streamRx of
 	// them so far; echoes answered since the last Step): the peer echoes on the pair the probe
 	// came on (bpf/lib/paths.h), and counted as a stream, each end's suspect probes and their
@@ -174,24 +182,19 @@ type pair struct {
 	// apart, longer than a steady stream's steadyGap.
 	rx       activity
 	streamRx uint64
-	echoes   uint64
 	srtt     time.Duration
 	rttvar   time.Duration
-	hasRTT   bool
-	// The current quiet episode: when it started (zero: none), its suspect probe (zero: not
-	// sent yet) and whether that probe was answered.
-	episode         time.Time
-	suspectAt       time.Time
-	suspectAnswered bool
-	lastSuspect     time.Time // the last suspect probe of any episode
-	suspectOK       bool      // the last suspect probe of any episode was answered
-	deadRx          time.Time // LastRx when it was declared dead
-	provenAt        time.Time // when the latest probe that was answered left
-	lastProbe       time.Time
-	probes          []probe // recent probes, for loss
-	flows           int
-	next            time.Time // when judge may decide differently without new counters
-	abandonedAt     time.Time // when the peer last moved away from the pair's remote locator
+	// The current quiet episode: when it started (zero: none) and its suspect probe (zero:
+	// not sent yet).
+	episode     time.Time
+	suspectAt   time.Time
+	lastSuspect time.Time // the last suspect probe of any episode
+	deadRx      time.Time // LastRx when it was declared dead
+	provenAt    time.Time // when the latest probe that was answered left
+	lastProbe   time.Time
+	probes      []probe   // recent probes, for loss (at most probeWindow)
+	next        time.Time // when judge may decide differently without new counters
+	abandonedAt time.Time // when the peer last moved away from the pair's remote locator
 }
 
 // activity is a cumulative packet count at successive Steps, oldest first.
@@ -212,8 +215,14 @@ func (a activity) add(now time.Time, n uint64) activity {
 		a = a[:0] // the counter restarted (the datapath's entry was evicted)
 	}
 	a = append(a, heardAt{at: now, n: n})
-	for len(a) > 1 && now.Sub(a[0].at) > heardHistory {
-		a = a[1:]
+	drop := 0
+	for len(a)-drop > 1 && now.Sub(a[drop].at) > heardHistory {
+		drop++
+	}
+	if drop > 0 {
+		// Moved down in place: slicing off the front left the array to grow by the history
+		// dropped until append copied it (issue 28: 4 MB at 20,000 sessions).
+		a = append(a[:0], a[drop:]...)
 	}
 	return a
 }
@@ -343,7 +352,7 @@ type localCount struct{ pairs, dead, alive int }
 
 func (ps *peerPairs) find(k Key) *pair {
 	for _, p := range ps.pairs {
-		if p.key == k {
+		if p.s.Key == k {
 			return p
 		}
 	}
@@ -405,7 +414,7 @@ func (t *Tracker) Hold(peer wire.NID, now time.Time) {
 func (t *Tracker) Abandoned(peer wire.NID, remote wire.L64, now time.Time) {
 	if ps := t.peers[peer]; ps != nil {
 		for _, p := range ps.pairs {
-			if p.key.Remote == remote {
+			if p.s.Key.Remote == remote {
 				p.abandonedAt = now
 			}
 		}
@@ -516,15 +525,16 @@ func (t *Tracker) StepPeers(in []PeerInput, now time.Time) Result {
 		wanted = t.stepPeer(&in[i], now, &res, wanted)
 	}
 	for _, p := range t.budget(wanted, now) {
-		res.Probes = append(res.Probes, p.key)
+		res.Probes = append(res.Probes, p.s.Key)
 		p.lastProbe = now
 		if p.suspect {
 			p.lastSuspect = now
 		}
-		p.probes = append(p.probes, probe{at: now})
-		if len(p.probes) > probeWindow {
-			p.probes = p.probes[len(p.probes)-probeWindow:]
+		if len(p.probes) == probeWindow {
+			// In place: the window's array never grows past it.
+			p.probes = append(p.probes[:0], p.probes[1:]...)
 		}
+		p.probes = append(p.probes, probe{at: now})
 	}
 	return res
 }
@@ -548,14 +558,14 @@ func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*
 		}
 		p := ps.find(k)
 		if p == nil {
-			p = &pair{key: k}
+			p = &pair{s: Sample{Key: k}}
 			t.count(k, p.state, 1)
 		}
 		pairs = append(pairs, p)
 	}
 	for _, p := range ps.pairs {
 		if !slices.Contains(pairs, p) {
-			t.count(p.key, p.state, -1)
+			t.count(p.s.Key, p.state, -1)
 		}
 	}
 	ps.pairs = pairs
@@ -590,10 +600,10 @@ func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*
 			}
 		}
 		if to != from {
-			t.count(p.key, from, -1)
-			t.count(p.key, to, 1)
+			t.count(p.s.Key, from, -1)
+			t.count(p.s.Key, to, 1)
 			p.state = to
-			c := Change{Key: p.key, From: from, To: to}
+			c := Change{Key: p.s.Key, From: from, To: to}
 			if !p.s.LastRx.IsZero() {
 				c.SinceProof = now.Sub(p.s.LastRx)
 			}
@@ -620,7 +630,7 @@ func (t *Tracker) EndPass(limit int) (forgotten []wire.NID, done bool) {
 			continue
 		}
 		for _, p := range ps.pairs {
-			t.count(p.key, p.state, -1)
+			t.count(p.s.Key, p.state, -1)
 		}
 		last := t.order[len(t.order)-1]
 		t.order[ps.idx], last.idx = last, ps.idx
@@ -707,7 +717,7 @@ func (p *pair) observe(s Sample, now time.Time) {
 	}
 	p.s = s
 	got := s.RxPackets - before
-	p.streamRx += got - min(p.echoes, got) // an echo that came on another pair took nothing here
+	p.streamRx += got - min(uint64(p.echoes), got) // an echo that came on another pair took nothing here
 	p.echoes = 0
 	p.rx = p.rx.add(now, p.streamRx)
 }
@@ -854,7 +864,9 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 			p.probes[i].answered = true
 		}
 	}
-	p.echoes++
+	if p.echoes < math.MaxUint32 {
+		p.echoes++
+	}
 	if sent.After(p.provenAt) {
 		p.provenAt = sent
 	}
@@ -878,7 +890,7 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 // SetFlows records how many flows (sockets) use the pair, for the view.
 func (t *Tracker) SetFlows(k Key, n int) {
 	if p := t.find(k); p != nil {
-		p.flows = n
+		p.flows = int32(min(n, math.MaxInt32))
 	}
 }
 
@@ -957,14 +969,14 @@ func (t *Tracker) Views(now time.Time) []View {
 	out := []View{}
 	for _, p := range t.sorted() {
 		v := View{
-			Peer: p.key.Peer.String(), Local: p.key.Local.String(), Remote: p.key.Remote.String(),
+			Peer: p.s.Key.Peer.String(), Local: p.s.Key.Local.String(), Remote: p.s.Key.Remote.String(),
 			State: p.state, TxBytes: p.s.TxBytes, RxBytes: p.s.RxBytes, TxPackets: p.s.TxPackets,
-			RxPackets: p.s.RxPackets, Flows: p.flows,
+			RxPackets: p.s.RxPackets, Flows: int(p.flows),
 		}
-		if r, ok := t.RTT(p.key); ok {
+		if r, ok := t.RTT(p.s.Key); ok {
 			v.RTTMs = ms(r)
 		}
-		if l, ok := t.Loss(p.key, now, t.cfg.ProbeInterval); ok {
+		if l, ok := t.Loss(p.s.Key, now, t.cfg.ProbeInterval); ok {
 			v.Loss = &l
 		}
 		if !p.s.LastRx.IsZero() {

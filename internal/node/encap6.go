@@ -46,6 +46,9 @@ type encap6Monitor struct {
 	// asks for thousands at once, two system calls each (issue 28: 3,361 in one poll's steps
 	// at the end of a mass move of 100,000, the loop's longest stall).
 	out chan encap6Probe
+	// tokens and filled are the probe budget (encap6ProbesPerSecond).
+	tokens float64
+	filled time.Time
 }
 
 // encap6Probe is one probe for the sender.
@@ -55,6 +58,30 @@ type encap6Probe struct {
 	mark     uint32
 	seq      uint16
 	data     []byte
+}
+
+// encap6ProbesPerSecond caps the probes of all pairs together (a token bucket holding one
+// second's worth): a mass move at a correspondent whose correspondents then pause leaves every
+// moved pair unanswered, and each asked for a check of two probes at once (issue 28: 3,361 in
+// the steps of one poll). A check left out ends unanswered and is backed off (pathprobe).
+const encap6ProbesPerSecond = 1000
+
+// budget takes n probes from the bucket, or none if it holds fewer.
+func (m *encap6Monitor) budget(n int, now time.Time) bool {
+	if !m.filled.IsZero() && now.After(m.filled) {
+		m.tokens = min(encap6ProbesPerSecond, m.tokens+now.Sub(m.filled).Seconds()*encap6ProbesPerSecond)
+	}
+	if m.filled.IsZero() {
+		m.tokens = encap6ProbesPerSecond
+	}
+	if m.filled.IsZero() || now.After(m.filled) {
+		m.filled = now
+	}
+	if m.tokens < float64(n) {
+		return false
+	}
+	m.tokens -= float64(n)
+	return true
 }
 
 // encap6ProbeQueue is how many probes may wait for the sender.
@@ -219,14 +246,33 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, r *encap6Read, peer
 			On: e.On, ByPeer: e.ByPeer,
 		})
 	}
-	for _, a := range m.stage.StepSome(samples, now) {
+	acts := m.stage.StepSome(samples, now)
+	for i := 0; i < len(acts); i++ {
+		a := acts[i]
 		b := bindings[a.Key.Peer]
 		if a.Encapsulate {
 			n.encap6On(b, a.Key, now)
 			r.on[a.Key.Peer] = true
 			continue
 		}
-		n.sendEncap6Probe(pm, m, b, a, now)
+		// A check's plain and exthdr probes go together or not at all: a check without
+		// its plain probe ends unanswered (no-answer, backed off), never as a pair that
+		// drops the header.
+		j := i + 1
+		for j < len(acts) && acts[j].Key == a.Key && !acts[j].Encapsulate {
+			j++
+		}
+		probes := acts[i:j]
+		i = j - 1
+		if !m.budget(len(probes), now) {
+			for range probes {
+				n.count("encap6_probes_withheld")
+			}
+			continue
+		}
+		for _, a := range probes {
+			n.sendEncap6Probe(pm, m, b, a, now)
+		}
 	}
 	for _, nid := range peers {
 		if r.on[nid] || n.host.encap6[nid] {

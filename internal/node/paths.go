@@ -375,8 +375,13 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 		}
 		b, ok := n.cache.Binding(peer)
 		if len(heardFrom) == 0 || !ok || b.RemoteNonce.IsZero() {
-			// Not two-way (in the ILCC) yet: nothing would prove a pair.
-			delete(m.spread, peer)
+			// Not two-way (in the ILCC) yet: nothing would prove a pair. A spread written
+			// goes (a later session starts without it); none written stays known as none, so
+			// that a peer heard now and then is not written again each time (issue 28: 6,263
+			// such writes in the longest steps of a mass move's polls).
+			if m.spread[peer] != nil {
+				delete(m.spread, peer)
+			}
 			inputs = append(inputs, in)
 			continue
 		}
@@ -427,8 +432,12 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 		inputs = append(inputs, in)
 	}
 	res := m.tracker.StepPeers(inputs, now)
+	var mono int64 // one clock reading for the step's verdicts (a system call each: issue 28)
+	if len(res.Changes) > 0 {
+		mono = timeline.Now()
+	}
 	for _, c := range res.Changes {
-		n.emit(timeline.Event{Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),
+		n.emit(timeline.Event{MonoNS: mono, Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),
 			Detail: fmt.Sprintf("%v->%v %s -> %s", c.Key.Local, c.Key.Remote, c.From, c.To), Duration: c.SinceProof.Nanoseconds()})
 	}
 	if len(res.Changes) > 0 {

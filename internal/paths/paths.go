@@ -200,9 +200,10 @@ type pair struct {
 // activity is a cumulative packet count at successive Steps, oldest first.
 type activity []heardAt
 
-// heardAt is how many packets had come at a time.
+// heardAt is how many packets had come at a time (since the tracker's base: 16 bytes, not 32
+// with a time.Time; a pair keeps some 150 of them at 20-ms polls, issue 28).
 type heardAt struct {
-	at time.Time
+	at time.Duration
 	n  uint64
 }
 
@@ -210,30 +211,35 @@ type heardAt struct {
 // steadiness is judged over).
 const heardHistory = 3 * time.Second
 
-func (a activity) add(now time.Time, n uint64) activity {
+func (a activity) add(now time.Duration, n uint64) activity {
 	if len(a) > 0 && n < a[len(a)-1].n {
 		a = a[:0] // the counter restarted (the datapath's entry was evicted)
 	}
-	a = append(a, heardAt{at: now, n: n})
+	// What is older than the history goes first (the new count stays whatever its age), moved
+	// down in place: slicing off the front left the array to grow by the history dropped
+	// until append copied it, and append doubles (issue 28: 4 MB at 20,000 sessions).
 	drop := 0
-	for len(a)-drop > 1 && now.Sub(a[drop].at) > heardHistory {
+	for drop < len(a) && now-a[drop].at > heardHistory {
 		drop++
 	}
 	if drop > 0 {
-		// Moved down in place: slicing off the front left the array to grow by the history
-		// dropped until append copied it (issue 28: 4 MB at 20,000 sessions).
 		a = append(a[:0], a[drop:]...)
 	}
-	return a
+	if len(a) == cap(a) {
+		b := make(activity, len(a), len(a)+len(a)/4+4)
+		copy(b, a)
+		a = b
+	}
+	return append(a, heardAt{at: now, n: n})
 }
 
 // since is how many packets were counted at Steps after t. A Step's count covers the packets
 // since the Step before, which may have come before t: they are not counted (undercounting
 // keeps "the peer was heard elsewhere" from blocking a verdict on packets from before the
 // silence).
-func (a activity) since(t time.Time) uint64 {
+func (a activity) since(t time.Duration) uint64 {
 	for i, x := range a {
-		if x.at.After(t) {
+		if x.at > t {
 			if i == 0 {
 				return 0
 			}
@@ -249,31 +255,32 @@ func (a activity) since(t time.Time) uint64 {
 // (a stream's gap long enough to draw a suspect probe on a slower path is longer than
 // steadyGap once seen through the polls, and a stream that had one must still count as
 // flowing when it fails soon after). The history must reach back the whole second.
-func (a activity) steadyBefore(t time.Time) bool {
-	from := t.Add(-time.Second)
-	if len(a) == 0 || a[0].at.After(from) {
+func (a activity) steadyBefore(t time.Duration) bool {
+	from := t - time.Second
+	if len(a) == 0 || a[0].at > from {
 		return false
 	}
 	var prev *heardAt
-	lastRise := time.Time{}
+	var lastRise time.Duration
+	risen := false
 	count := uint64(0)
 	hiccup := false
 	// Counts before the second count only as the one just before it (a judge asks twice per
 	// pair per step: over the whole history this was most of a step's time).
-	i0 := max(sort.Search(len(a), func(i int) bool { return !a[i].at.Before(from) })-1, 0)
+	i0 := max(sort.Search(len(a), func(i int) bool { return a[i].at >= from })-1, 0)
 	for i := i0; i < len(a); i++ {
 		// The first Step after t counts too (the packets it saw came after the Step before
 		// it, up to t for a stream that stopped at t), if it came soon after.
 		x := &a[i]
-		if (prev != nil && prev.at.After(t)) || x.at.Sub(t) > steadyGap {
+		if (prev != nil && prev.at > t) || x.at-t > steadyGap {
 			break
 		}
-		if prev != nil && !x.at.Before(from) && x.n > prev.n {
+		if prev != nil && x.at >= from && x.n > prev.n {
 			count += x.n - prev.n
-			if lastRise.IsZero() {
-				lastRise = prev.at
+			if !risen {
+				lastRise, risen = prev.at, true
 			}
-			if gap := x.at.Sub(lastRise); gap > steadyGap {
+			if gap := x.at - lastRise; gap > steadyGap {
 				if hiccup || gap > hiccupGap {
 					return false
 				}
@@ -283,7 +290,7 @@ func (a activity) steadyBefore(t time.Time) bool {
 		}
 		prev = x
 	}
-	return count >= busyRx && !lastRise.IsZero() && t.Sub(lastRise) <= steadyGap
+	return count >= busyRx && risen && t-lastRise <= steadyGap
 }
 
 type probe struct {
@@ -330,6 +337,7 @@ type Tracker struct {
 	tokens float64                  // probe budget (MaxProbesPerSecond)
 	filled time.Time                // when tokens was last topped up
 	pass   uint64                   // the current pass (BeginPass)
+	base   time.Time                // what activity's times count from: the first step
 	swept  int                      // EndPass's position in order
 	// next is the earliest pair decision of the last finished pass, passNext that of the
 	// current one so far.
@@ -517,6 +525,9 @@ func (t *Tracker) BeginPass() {
 // among its candidates are forgotten) and budgets their probes. Its work is proportional to
 // the pairs given, not to the table: a daemon hands it a bounded share of a pass per turn.
 func (t *Tracker) StepPeers(in []PeerInput, now time.Time) Result {
+	if t.base.IsZero() {
+		t.base = now
+	}
 	var (
 		res    Result
 		wanted []*pair
@@ -575,7 +586,7 @@ func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*
 			continue
 		}
 		if p := ps.find(s.Key); p != nil {
-			p.observe(s, now)
+			p.observe(s, now, t.base)
 		}
 		// Packets from the peer on any pair (also pairs not among the candidates): a pair
 		// carrying data whose packets are answered on another pair (the peer has not switched
@@ -583,7 +594,7 @@ func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*
 		heard += s.RxPackets
 	}
 	if len(in.Samples) > 0 {
-		ps.heard = ps.heard.add(now, heard)
+		ps.heard = ps.heard.add(now.Sub(t.base), heard)
 	} else {
 		ps.heard = nil
 	}
@@ -592,7 +603,7 @@ func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*
 	}
 	for _, p := range ps.pairs {
 		from := p.state
-		to, probeNow := p.judge(t.cfg, now, ps.heard, ps.held)
+		to, probeNow := p.judge(t.cfg, now, ps.heard, ps.held, t.base)
 		if !ps.held.IsZero() && ps.held.Equal(now) {
 			probeNow = false
 			if p.suspect {
@@ -709,7 +720,7 @@ func (t *Tracker) budget(wanted []*pair, now time.Time) []*pair {
 }
 
 // observe takes the new counters; a packet received since the last sample proves the pair.
-func (p *pair) observe(s Sample, now time.Time) {
+func (p *pair) observe(s Sample, now, base time.Time) {
 	before := p.s.RxPackets
 	if s.RxPackets < p.s.RxPackets || s.TxPackets < p.s.TxPackets {
 		// The datapath's entry was evicted and recreated: start from the new counters.
@@ -719,14 +730,14 @@ func (p *pair) observe(s Sample, now time.Time) {
 	got := s.RxPackets - before
 	p.streamRx += got - min(uint64(p.echoes), got) // an echo that came on another pair took nothing here
 	p.echoes = 0
-	p.rx = p.rx.add(now, p.streamRx)
+	p.rx = p.rx.add(now.Sub(base), p.streamRx)
 }
 
 // judge returns the pair's new state and whether to probe it now; it sets p.next.
 //
 // heard is the peer's packets on all pairs; held its last Hold (zero: none): silence counts
-// from it at the earliest.
-func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) (State, bool) {
+// from it at the earliest; base the tracker's base (activity's times count from it).
+func (p *pair) judge(cfg Config, now time.Time, heard activity, held, base time.Time) (State, bool) {
 	s := p.s
 	state := p.state
 	p.suspect, p.next = false, time.Time{}
@@ -738,7 +749,7 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	// overdue.)
 	var start time.Time
 	dataQuiet := s.Unanswered >= cfg.MinUnanswered && !s.FirstUnanswered.IsZero()
-	rxStall := !s.LastRx.IsZero() && p.rx.steadyBefore(s.LastRx)
+	rxStall := !s.LastRx.IsZero() && p.rx.steadyBefore(s.LastRx.Sub(base))
 	switch {
 	case rxStall:
 		start = s.LastRx
@@ -774,8 +785,8 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	// (one sent for a gap just before the failure) push the verdict up to a spacing late.
 	// Otherwise (a bursty or pausing peer, our data answered elsewhere) the probe gets its
 	// RTT and at least Margin - SuspectAfter, four RTT variations (RFC 6298) if longer.
-	steady := heard.steadyBefore(p.episode)
-	flowing := rxStall || (dataQuiet && steady && heard.since(p.episode.Add(rtt)) < answeredElsewhereMin)
+	steady := heard.steadyBefore(p.episode.Sub(base))
+	flowing := rxStall || (dataQuiet && steady && heard.since(p.episode.Add(rtt).Sub(base)) < answeredElsewhereMin)
 	overdue := func() time.Time {
 		if flowing {
 			return later(start.Add(rtt+cfg.Margin), p.suspectAt.Add(rtt+probeGuard))

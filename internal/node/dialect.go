@@ -51,13 +51,18 @@ func (n *Node) sendLU(b ilcc.Binding, upd wire.LocatorUpdate) error {
 	return n.lusock.sendPeer(b.SessionLocal.Addr(), b.SessionRemote.Addr(), out)
 }
 
-// sendLUAck acknowledges an LU from b's correspondent in the layout that correspondent uses.
-func (n *Node) sendLUAck(b ilcc.Binding, ack wire.LocatorUpdate) error {
+// queueLUAck acknowledges an LU from b's correspondent in the layout that correspondent uses,
+// through the LU socket's ACK sender (luacks.go): queued, the sender counts it sent or failed;
+// not queued (no sender, its queue full), it was sent here.
+func (n *Node) queueLUAck(b ilcc.Binding, ack wire.LocatorUpdate) (queued bool, err error) {
 	out := wire.PeerLU{Update: ack}
 	if p := n.dialects.Profile(b.Peer); len(ack.Locators) == 1 {
 		out.Layout, out.Checksum = p.Layout, p.Checksum
 	}
-	return n.lusock.sendPeer(b.SessionLocal.Addr(), b.SessionRemote.Addr(), out)
+	if queued, err := n.lusock.queueAck(b.Peer, b.SessionLocal.Addr(), b.SessionRemote.Addr(), out); queued || err != nil {
+		return queued, err
+	}
+	return false, n.lusock.sendPeer(b.SessionLocal.Addr(), b.SessionRemote.Addr(), out)
 }
 
 // learnDialect records what a nonce-verified LU or LU-ACK from peer shows (called only once

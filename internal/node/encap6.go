@@ -42,7 +42,50 @@ type encap6Monitor struct {
 	answers chan echoAnswer
 	seq     uint16
 	sent    map[uint16]sentEncap6
+	// out is the probes' queue to their sender (sendProbes): a mass move at a correspondent
+	// asks for thousands at once, two system calls each (issue 28: 3,361 in one poll's steps
+	// at the end of a mass move of 100,000, the loop's longest stall).
+	out chan encap6Probe
+	// tokens and filled are the probe budget (encap6ProbesPerSecond).
+	tokens float64
+	filled time.Time
 }
+
+// encap6Probe is one probe for the sender.
+type encap6Probe struct {
+	sock     *echoSocket
+	src, dst netip.Addr
+	mark     uint32
+	seq      uint16
+	data     []byte
+}
+
+// encap6ProbesPerSecond caps the probes of all pairs together (a token bucket holding one
+// second's worth): a mass move at a correspondent whose correspondents then pause leaves every
+// moved pair unanswered, and each asked for a check of two probes at once (issue 28: 3,361 in
+// the steps of one poll). A check left out ends unanswered and is backed off (pathprobe).
+const encap6ProbesPerSecond = 1000
+
+// budget takes n probes from the bucket, or none if it holds fewer.
+func (m *encap6Monitor) budget(n int, now time.Time) bool {
+	if !m.filled.IsZero() && now.After(m.filled) {
+		m.tokens = min(encap6ProbesPerSecond, m.tokens+now.Sub(m.filled).Seconds()*encap6ProbesPerSecond)
+	}
+	if m.filled.IsZero() {
+		m.tokens = encap6ProbesPerSecond
+	}
+	if m.filled.IsZero() || now.After(m.filled) {
+		m.filled = now
+	}
+	if m.tokens < float64(n) {
+		return false
+	}
+	m.tokens -= float64(n)
+	return true
+}
+
+// encap6ProbeQueue is how many probes may wait for the sender.
+const encap6ProbeQueue = 4096
 
 type sentEncap6 struct {
 	key   paths.Key
@@ -66,7 +109,30 @@ func (n *Node) startEncap6(ctx context.Context) *encap6Monitor {
 		n.log.Warn("encap6 detection off", "err", err)
 		return nil
 	}
+	go n.sendEncap6Probes(ctx, m)
 	return m
+}
+
+// sendEncap6Probes sends the queued probes until ctx ends.
+func (n *Node) sendEncap6Probes(ctx context.Context, m *encap6Monitor) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-m.out:
+			n.sentEncap6Probe(p, sendEcho(p.sock, p.src, p.dst, p.mark, p.seq, p.data))
+		}
+	}
+}
+
+// sentEncap6Probe counts a probe sent or not.
+func (n *Node) sentEncap6Probe(p encap6Probe, err error) {
+	if err != nil {
+		n.count("encap6_probe_errors")
+		n.log.Debug("encap6 probe", "src", p.src, "dst", p.dst, "err", err)
+		return
+	}
+	n.count("encap6_probes_sent")
 }
 
 func openEncap6(ctx context.Context) (*encap6Monitor, error) {
@@ -95,18 +161,40 @@ func openEncap6(ctx context.Context) (*encap6Monitor, error) {
 		exthdr.Close()
 		return nil, fmt.Errorf("encap6 exthdr probes: IPV6_DSTOPTS: %w", err)
 	}
-	m := &encap6Monitor{stage: st, sock: plain, exthdr: exthdr, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{}}
+	m := &encap6Monitor{stage: st, sock: plain, exthdr: exthdr, answers: make(chan echoAnswer, 64), sent: map[uint16]sentEncap6{},
+		out: make(chan encap6Probe, encap6ProbeQueue)}
 	go (&probeSocket{plain}).read(ctx, m.answers)
 	go (&probeSocket{exthdr}).read(ctx, m.answers)
 	go func() { <-ctx.Done(); plain.Close(); exthdr.Close() }()
 	return m, nil
 }
 
-// stepEncap6 is one step on the loop, after the path monitor's with the same counters.
-func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, stats []datapath.PathStats, at func(uint64) time.Time, now time.Time) {
-	if m == nil {
-		return
+// encap6Read is the datapath's encap6 pairs, read off the loop with a path poll's counters.
+type encap6Read struct {
+	state map[datapath.PathKey]datapath.Encap6Pair
+	on    map[wire.NID]bool // peers with a pair on ILNPv6 in UDP/IPv6
+}
+
+// readEncap6 reads the datapath's encap6 pairs (off the loop); nil on an error (logged): the
+// poll then leaves encap6 alone.
+func (n *Node) readEncap6() *encap6Read {
+	pairs, err := n.dp.Encap6Pairs()
+	if err != nil {
+		n.log.Warn("encap6 pairs", "err", err)
+		return nil
 	}
+	r := &encap6Read{state: make(map[datapath.PathKey]datapath.Encap6Pair, len(pairs)), on: map[wire.NID]bool{}}
+	for _, p := range pairs {
+		r.state[p.Key] = p
+		if p.On {
+			r.on[p.Key.RemoteNID] = true
+		}
+	}
+	return r
+}
+
+// drainEncap6 takes in the probe answers already read.
+func drainEncap6(m *encap6Monitor) {
 	for drained := false; !drained; {
 		select {
 		case a := <-m.answers:
@@ -118,19 +206,16 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, stats []datapath.Pa
 			drained = true
 		}
 	}
-	pairs, err := n.dp.Encap6Pairs()
-	if err != nil {
-		n.log.Warn("encap6 pairs", "err", err)
+}
+
+// stepEncap6 is the stage's share of one step of a path poll on the loop, over the same
+// peers' counters (each peer's all): a poll at 100,000 sessions took it in one go, 213 ms of
+// the loop (issue 28).
+func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, r *encap6Read, peers []wire.NID, stats []datapath.PathStats, at func(uint64) time.Time, now time.Time) {
+	if m == nil || r == nil {
 		return
 	}
-	state := make(map[datapath.PathKey]datapath.Encap6Pair, len(pairs))
-	onPeers := map[wire.NID]bool{}
-	for _, p := range pairs {
-		state[p.Key] = p
-		if p.On {
-			onPeers[p.Key.RemoteNID] = true
-		}
-	}
+	drainEncap6(m)
 	usable := map[wire.L64]bool{}
 	for _, l := range n.cache.Locals() {
 		if l.State.Usable() {
@@ -154,29 +239,65 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, stats []datapath.Pa
 		if b.SessionLocal.NID != k.LocalNID {
 			continue
 		}
-		e := state[k]
+		e := r.state[k]
 		samples = append(samples, pathprobe.Sample{
 			Key:        paths.Key{Peer: k.RemoteNID, Local: k.Local, Remote: k.Remote},
 			Unanswered: st.Unanswered, FirstUnanswered: at(st.FirstUnansweredTxNs), LastTx: at(st.LastTxNs),
 			On: e.On, ByPeer: e.ByPeer,
 		})
 	}
-	for _, a := range m.stage.Step(samples, now) {
+	acts := m.stage.StepSome(samples, now)
+	for i := 0; i < len(acts); i++ {
+		a := acts[i]
 		b := bindings[a.Key.Peer]
 		if a.Encapsulate {
 			n.encap6On(b, a.Key, now)
-			onPeers[a.Key.Peer] = true
+			r.on[a.Key.Peer] = true
 			continue
 		}
-		n.sendEncap6Probe(pm, m, b, a, now)
+		// A check's plain and exthdr probes go together or not at all: a check without
+		// its plain probe ends unanswered (no-answer, backed off), never as a pair that
+		// drops the header.
+		j := i + 1
+		for j < len(acts) && acts[j].Key == a.Key && !acts[j].Encapsulate {
+			j++
+		}
+		probes := acts[i:j]
+		i = j - 1
+		if !m.budget(len(probes), now) {
+			for range probes {
+				n.count("encap6_probes_withheld")
+			}
+			continue
+		}
+		for _, a := range probes {
+			n.sendEncap6Probe(pm, m, b, a, now)
+		}
 	}
+	for _, nid := range peers {
+		if r.on[nid] || n.host.encap6[nid] {
+			n.setEncap6Route(nid, r.on[nid])
+		}
+	}
+}
+
+// endEncap6 ends a poll's encap6 stage: the pairs it did not see are forgotten, and the
+// correspondents it did not step (polled says which it did) get their route MTU as the datapath's
+// pairs say.
+func (n *Node) endEncap6(m *encap6Monitor, r *encap6Read, polled func(wire.NID) bool, now time.Time) {
+	if m == nil || r == nil {
+		return
+	}
+	m.stage.EndPass()
 	for nid := range n.host.encap6 {
-		if !onPeers[nid] {
+		if !polled(nid) && !r.on[nid] {
 			n.setEncap6Route(nid, false)
 		}
 	}
-	for nid := range onPeers {
-		n.setEncap6Route(nid, true)
+	for nid := range r.on {
+		if !polled(nid) {
+			n.setEncap6Route(nid, true)
+		}
 	}
 	for seq, s := range m.sent {
 		if now.Sub(s.at) > 10*time.Second {
@@ -213,32 +334,37 @@ func (n *Node) encap6On(b ilcc.Binding, k paths.Key, now time.Time) {
 // pair's probe slot, asking for a native answer.
 func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding, a pathprobe.Action, now time.Time) {
 	m.seq++
-	var err error
-	sock := m.sock
+	p := encap6Probe{sock: m.sock, seq: m.seq}
 	switch a.Probe {
 	case pathprobe.Plain, pathprobe.Exthdr:
-		src := wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
-		dst := wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
+		p.src = wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
+		p.dst = wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
 		if a.Probe == pathprobe.Exthdr {
-			sock = m.exthdr
+			p.sock = m.exthdr
 		}
-		err = sendEcho(sock, src, dst, 0, m.seq, plainProbePayload)
+		p.data = plainProbePayload
 	case pathprobe.Native:
 		slot := pm.slot(a.Key)
-		err = n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote})
-		if err == nil {
-			err = sendEcho(m.sock, b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot, m.seq,
-				append(probePayload(a.Key.Local, a.Key.Remote), 'N'))
+		if err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote}); err != nil {
+			n.sentEncap6Probe(p, err)
+			return
 		}
+		p.src, p.dst, p.mark = b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot
+		p.data = append(probePayload(a.Key.Local, a.Key.Remote), 'N')
 	}
-	if err != nil {
-		n.count("encap6_probe_errors")
-		n.log.Debug("encap6 probe", "pair", a.Key, "probe", a.Probe, "err", err)
-		return
+	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: p.sock.id, at: now}
+	// Only the sender writes on the sockets (a probe's mark is a socket option, set before
+	// each write): a full queue waits for it, a while.
+	select {
+	case m.out <- p:
+	case <-time.After(encap6QueueWait):
+		n.sentEncap6Probe(p, errors.New("probe queue full"))
 	}
-	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: sock.id, at: now}
-	n.count("encap6_probes_sent")
 }
+
+// encap6QueueWait is how long the loop waits for room in a full probe queue (the sender empties
+// it in some tens of milliseconds).
+const encap6QueueWait = 100 * time.Millisecond
 
 // sendEcho sends one echo request from src to dst with a socket mark (0: none).
 func sendEcho(s *echoSocket, src, dst netip.Addr, mark uint32, seq uint16, data []byte) error {

@@ -33,6 +33,8 @@ type luSocket struct {
 	// do receives the LUs that carry a Destination Options header (dialect.go); conn then
 	// only those without one, which onLU refuses as unverified.
 	do *net.IPConn
+	// acks sends LU-ACKs in batches (luacks.go); nil: each is sent on the loop.
+	acks *ackSender
 }
 
 // receivedLU is one LU or LU-ACK read from the socket.

@@ -234,6 +234,10 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	luIn := make(chan receivedLU, 64)
 	n.luQueue.Store(&luIn)
 	go n.lusock.read(ctx, luIn)
+	n.lusock.startAcks(ctx, func(wire.NID) { n.count("lu_ack_sent") }, func(peer wire.NID, err error) {
+		n.count("lu_send_errors")
+		n.log.Warn("LU-ACK send", "peer", peer, "err", err)
+	})
 	var echoIn chan receivedEcho // nil (never ready) without locator verification
 	if n.chsock != nil {
 		echoIn = make(chan receivedEcho, 64)
@@ -873,12 +877,15 @@ func (n *Node) sendAck(ack ilcc.Ack) {
 	if !ok {
 		return
 	}
-	if err := n.sendLUAck(b, ack.Update); err != nil {
+	queued, err := n.queueLUAck(b, ack.Update)
+	if err != nil {
 		n.count("lu_send_errors")
 		n.log.Warn("LU-ACK send", "peer", ack.Peer, "err", err)
 		return
 	}
-	n.count("lu_ack_sent")
+	if !queued {
+		n.count("lu_ack_sent")
+	}
 	n.emit(timeline.Event{Kind: timeline.LUAckSent, Peer: ack.Peer.String(),
 		Detail: fmt.Sprintf("locators=%d", len(ack.Update.Locators))})
 }

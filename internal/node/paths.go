@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime/trace"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -32,8 +32,8 @@ import (
 const pathPollInterval = 20 * time.Millisecond
 
 // pathPollShare bounds the loop time path liveness takes: a poll reads every pair's counters
-// and steps the tracker over all of them, O(sessions); one that took d is followed by the next
-// no sooner than d x pathPollShare after it began. A few sessions poll every 20 ms as before; at
+// and steps the tracker over all of them, O(sessions); one whose steps took d of the loop is
+// followed by the next no sooner than d x pathPollShare after it began. A few sessions poll every 20 ms as before; at
 // 3,000 proven sessions the polls took two thirds of the loop and a mass move's LUs waited
 // seconds (issue 28); with many more the verdicts come later, by the poll's own cost.
 const pathPollShare = 10
@@ -49,6 +49,13 @@ func (n *Node) luBacklog() bool {
 	q := n.luQueue.Load()
 	return q != nil && len(*q) >= cap(*q)/2
 }
+
+// pathStepPairs is how many pairs one step of a poll judges: a poll is a walk over the pairs
+// in steps of about this many, one loop turn each, so that whatever else waits for the loop
+// (a mass move's Locator Updates) runs between two steps: a few milliseconds of the loop at
+// any table size (issue 28: one poll over 21,772 pairs held the loop for 2 s, and the LU
+// socket overflowed behind it).
+const pathStepPairs = 2000
 
 // nextPathPoll is when the poll after one that began at start, took cost and wants the next
 // at want may run.
@@ -71,6 +78,7 @@ type pathMonitor struct {
 	seq     uint16
 	sent    map[uint16]sentProbe
 	down    map[healthKey]bool
+	downOf  map[wire.NID]map[wire.L64]bool        // down by peer (0: our locators), markDown
 	flowsAt time.Time                             // when the sockets were last counted
 	spread  map[wire.NID][]datapath.MultipathPair // what the multipath policy last wrote
 	// wallBase and monoBase are one instant on our clock and on CLOCK_MONOTONIC (ns).
@@ -80,9 +88,77 @@ type pathMonitor struct {
 	kick chan struct{} // a step now (pathsAbandoned)
 
 	encap6 *encap6Monitor // paths that drop Destination Options (encap6.go); nil: off
+}
 
-	mu    sync.Mutex
-	views []paths.View
+// markDown records h down or up in both indexes.
+func (m *pathMonitor) markDown(h healthKey, down bool) {
+	if down {
+		m.down[h] = true
+		if m.downOf[h.peer] == nil {
+			m.downOf[h.peer] = map[wire.L64]bool{}
+		}
+		m.downOf[h.peer][h.loc] = true
+		return
+	}
+	delete(m.down, h)
+	if d := m.downOf[h.peer]; d != nil {
+		delete(d, h.loc)
+		if len(d) == 0 {
+			delete(m.downOf, h.peer)
+		}
+	}
+}
+
+// pathPoll is one poll: the pair counters read off the loop, grouped by peer, and the walk's
+// place in them. The loop takes them pathStepPairs at a time (pollStep).
+type pathPoll struct {
+	stats []datapath.PathStats // every pair's counters, ordered by peer
+	peers []peerStats
+	next  int                       // the next peer to step
+	flows map[flowEnds]int          // the sockets, when this poll counts flows (nil: not)
+	best  map[wire.L64]ilcc.Quality // each local locator's best pair so far (applyPathQuality)
+	cost  time.Duration             // the loop time its steps took
+	enc   *encap6Read               // the datapath's encap6 pairs (nil: none read)
+}
+
+// peerStats is one peer's share of the counters: stats[from:to] of the poll.
+type peerStats struct {
+	peer     wire.NID
+	from, to int
+}
+
+// take hands out the next peers, whole, about limit pairs of them (at least one peer while
+// any remain; none once every peer was handed out).
+func (pp *pathPoll) take(limit int) []peerStats {
+	end, pairs := pp.next, 0
+	for end < len(pp.peers) && (end == pp.next || pairs+pp.peers[end].to-pp.peers[end].from <= limit) {
+		pairs += pp.peers[end].to - pp.peers[end].from
+		end++
+	}
+	out := pp.peers[pp.next:end]
+	pp.next = end
+	return out
+}
+
+// polled reports whether the poll has counters of peer.
+func (pp *pathPoll) polled(peer wire.NID) bool {
+	_, ok := slices.BinarySearchFunc(pp.peers, peer, func(ps peerStats, p wire.NID) int { return cmp.Compare(ps.peer, p) })
+	return ok
+}
+
+// newPathPoll groups stats by peer (off the loop).
+func newPathPoll(stats []datapath.PathStats) *pathPoll {
+	slices.SortStableFunc(stats, func(a, b datapath.PathStats) int { return cmp.Compare(a.Key.RemoteNID, b.Key.RemoteNID) })
+	pp := &pathPoll{stats: stats, best: map[wire.L64]ilcc.Quality{}}
+	for i := 0; i < len(stats); {
+		j := i + 1
+		for j < len(stats) && stats[j].Key.RemoteNID == stats[i].Key.RemoteNID {
+			j++
+		}
+		pp.peers = append(pp.peers, peerStats{peer: stats[i].Key.RemoteNID, from: i, to: j})
+		i = j
+	}
+	return pp
 }
 
 type sentProbe struct {
@@ -110,7 +186,7 @@ func (n *Node) runPaths(ctx context.Context) {
 	}
 	defer ps.Close()
 	m := &pathMonitor{tracker: tr, probes: ps, slots: map[paths.Key]uint32{}, sent: map[uint16]sentProbe{}, down: map[healthKey]bool{},
-		spread: map[wire.NID][]datapath.MultipathPair{}, kick: make(chan struct{}, 1)}
+		downOf: map[wire.NID]map[wire.L64]bool{}, spread: map[wire.NID][]datapath.MultipathPair{}, kick: make(chan struct{}, 1)}
 	m.encap6 = n.startEncap6(ctx)
 	n.pathmon.Store(m)
 	answers := make(chan echoAnswer, 64)
@@ -141,37 +217,67 @@ func (n *Node) runPaths(ctx context.Context) {
 				}
 			}
 			yielding = time.Time{}
-			var next time.Time
 			began := time.Now()
 			// The counters are read here, off the loop (issue 28: at 20,000 sessions the read
-			// was half of a poll, and the loop's longest stall in a mass move).
+			// was half of a poll, and the loop's longest stall in a mass move), and grouped by
+			// peer; the sockets too when the flows are due.
 			stats, err := n.dp.Paths()
 			if err != nil {
 				n.log.Warn("path counters", "err", err)
 				wake.Reset(pathPollInterval)
 				continue
 			}
-			if err := n.do(ctx, func() error {
-				// Answers already read go in first: a verdict must not miss one that is
-				// only waiting for the loop.
-				for drained := false; !drained; {
+			poll := newPathPoll(stats)
+			if m.encap6 != nil {
+				poll.enc = n.readEncap6()
+			}
+			if time.Since(m.flowsAt) >= time.Second {
+				m.flowsAt = time.Now()
+				poll.flows = countSockets()
+			}
+			poll.cost = time.Since(began)
+			// The walk, pathStepPairs pairs per loop turn.
+			var next time.Time
+			for done := false; !done; {
+				var step time.Duration
+				if err := n.do(ctx, func() error {
+					t0 := time.Now()
+					defer func() { step = time.Since(t0) }()
+					// Answers already read go in first: a verdict must not miss one that is
+					// only waiting for the loop.
+					for drained := false; !drained; {
+						select {
+						case a := <-answers:
+							n.pathAnswered(m, a)
+						default:
+							drained = true
+						}
+					}
+					var now time.Time
+					now, done = n.pollStep(m, poll)
+					poll.cost += time.Since(t0)
+					if done {
+						next = m.tracker.Next(now)
+						if next.IsZero() || next.After(now.Add(pathPollInterval)) {
+							next = now.Add(pathPollInterval)
+						}
+						next = nextPathPoll(began, poll.cost, next)
+						notBefore = nextPathPoll(began, poll.cost, began)
+					}
+					return nil
+				}); err != nil {
+					return
+				}
+				// While LUs queue, the walk keeps to its share of the loop step by step: the
+				// loop's select takes a step as often as an LU, and a step costs as much as
+				// a hundred LUs (at 100,000 sessions a poll's steps halved the LUs answered).
+				if !done && n.luBacklog() {
 					select {
-					case a := <-answers:
-						n.pathAnswered(m, a)
-					default:
-						drained = true
+					case <-ctx.Done():
+						return
+					case <-time.After(step * (pathPollShare - 1)):
 					}
 				}
-				now := n.pollPaths(m, stats)
-				next = m.tracker.Next(now)
-				if next.IsZero() || next.After(now.Add(pathPollInterval)) {
-					next = now.Add(pathPollInterval)
-				}
-				next = nextPathPoll(began, time.Since(began), next)
-				notBefore = nextPathPoll(began, time.Since(began), began)
-				return nil
-			}); err != nil {
-				return
 			}
 			wake.Reset(max(time.Until(next), time.Millisecond))
 		}
@@ -188,36 +294,96 @@ func (n *Node) pathAnswered(m *pathMonitor, a echoAnswer) {
 	n.tcpRemotePinAnswered(s.key, a.at.Sub(s.at))
 }
 
-// pollPaths is one step of the monitor on the loop, over stats (the pair counters, read just
-// before off the loop); it returns the step's time.
-func (n *Node) pollPaths(m *pathMonitor, stats []datapath.PathStats) time.Time {
-	now := time.Now()
-	mono := datapath.MonotonicNs()
-	locals := n.cache.Locals()
-	// The datapath counts pairs only for sessions that proved two-way traffic (bpf/lib/paths.h:
-	// ours once the peer answered, a responder's once its correspondent sent again after our
-	// answer), so a session is tracked, probed and told about our locators only once some
-	// pair of it received: a spoofed flood of first packets leaves nothing here.
-	// A peer's locator is probed once something arrived from it (or it is the one in use): a
-	// locator known only from DNS or the hosts file may not exist yet, and probing it would
-	// leave the router's neighbour entry for it failed when it appears (losing the first
-	// packets, the LU-ACK among them, for a second).
-	heardFrom := map[wire.NID]map[wire.L64]bool{}
-	for _, st := range stats {
-		if st.RxPackets > 0 {
-			if heardFrom[st.Key.RemoteNID] == nil {
-				heardFrom[st.Key.RemoteNID] = map[wire.L64]bool{}
-			}
-			heardFrom[st.Key.RemoteNID][st.Key.Remote] = true
+// at maps a datapath time (CLOCK_MONOTONIC_COARSE: CLOCK_MONOTONIC at the last tick) to ours
+// through one fixed base, so that one packet's time is the same instant at every step (a quiet
+// episode is known by its start; mapping through each step's own pair of clock readings made
+// it jitter by the coarse clock's tick and start afresh every step). Zero is never.
+func (m *pathMonitor) at(ns uint64, now time.Time) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	t := m.wallBase.Add(time.Duration(int64(ns) - int64(m.monoBase)))
+	if t.After(now) {
+		return now
+	}
+	return t
+}
+
+// pollStep is one step of a poll on the loop: the next peers' pairs, about pathStepPairs of
+// them; the last step also forgets the peers the poll did not see (in steps of its own) and
+// ends the poll (done). It returns the step's time.
+func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done bool) {
+	defer trace.StartRegion(context.Background(), "path poll step").End() // for `ilnp-lab scale --profile`
+	now = time.Now()
+	if m.monoBase == 0 {
+		m.wallBase, m.monoBase = now, datapath.MonotonicNs()
+	}
+	at := func(ns uint64) time.Time { return m.at(ns, now) }
+	if poll.next == 0 {
+		m.tracker.BeginPass()
+		if m.encap6 != nil {
+			m.encap6.stage.BeginPass()
+		}
+		n.tcpRemotePinsObserve(poll.stats, now)
+	}
+	if peers := poll.take(pathStepPairs); len(peers) > 0 {
+		n.pollPeers(m, poll, peers, now, at)
+		return now, false
+	}
+	forgotten, done := m.tracker.EndPass(pathStepPairs)
+	for _, peer := range forgotten {
+		delete(m.spread, peer)
+		for loc := range m.downOf[peer] {
+			h := healthKey{peer: peer, loc: loc}
+			m.markDown(h, false)
+			n.setHealth(h, false, now)
 		}
 	}
+	if !done {
+		return now, false
+	}
+	for loc, q := range poll.best {
+		n.apply(n.cache.SetLocalQuality(loc, q, now), now)
+	}
+	n.endEncap6(m.encap6, poll.enc, poll.polled, now)
+	return now, true
+}
+
+// pollPeers steps the tracker over the given peers' pairs.
+func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now time.Time, at func(uint64) time.Time) {
+	locals := n.cache.Locals()
+	multihomed := n.cache.Multihomed()
 	bindings := map[wire.NID]ilcc.Binding{}
 	var cands []paths.Key
-	multihomed := n.cache.Multihomed()
-	for peer := range heardFrom {
+	inputs := make([]paths.PeerInput, 0, len(peers))
+	for _, ps := range peers {
+		peer, stats := ps.peer, poll.stats[ps.from:ps.to]
+		in := paths.PeerInput{Peer: peer}
+		// The datapath counts pairs only for sessions that proved two-way traffic
+		// (bpf/lib/paths.h: ours once the peer answered, a responder's once its correspondent
+		// sent again after our answer), so a session is tracked, probed and told about our
+		// locators only once some pair of it received: a spoofed flood of first packets leaves
+		// nothing here. A peer's locator is probed once something arrived from it (or it is the
+		// one in use): a locator known only from DNS or the hosts file may not exist yet, and
+		// probing it would leave the router's neighbour entry for it failed when it appears
+		// (losing the first packets, the LU-ACK among them, for a second).
+		var heardFrom []wire.L64
+		for _, st := range stats {
+			if st.RxPackets > 0 && !slices.Contains(heardFrom, st.Key.Remote) {
+				heardFrom = append(heardFrom, st.Key.Remote)
+			}
+		}
 		b, ok := n.cache.Binding(peer)
-		if !ok || b.RemoteNonce.IsZero() {
-			continue // not two-way (in the ILCC) yet: nothing would prove a pair
+		if len(heardFrom) == 0 || !ok || b.RemoteNonce.IsZero() {
+			// Not two-way (in the ILCC) yet: nothing would prove a pair. A spread written
+			// goes (a later session starts without it); none written stays known as none, so
+			// that a peer heard now and then is not written again each time (issue 28: 6,263
+			// such writes in the longest steps of a mass move's polls).
+			if m.spread[peer] != nil {
+				delete(m.spread, peer)
+			}
+			inputs = append(inputs, in)
+			continue
 		}
 		bindings[peer] = b
 		if multihomed {
@@ -232,12 +398,9 @@ func (n *Node) pollPaths(m *pathMonitor, stats []datapath.PathStats) time.Time {
 		}
 		// Only our locators the peer was told of in an LU (or the session's own): a probe
 		// from another would only meet its unknown-locator check.
-		told := map[wire.L64]bool{}
-		for _, l := range n.cache.Told(peer) {
-			told[l] = true
-		}
+		told := n.cache.Told(peer)
 		for _, l := range locals {
-			if !l.State.Usable() || !told[l.Locator] {
+			if !l.State.Usable() || !slices.Contains(told, l.Locator) {
 				continue
 			}
 			for _, r := range b.RemoteLocators {
@@ -246,75 +409,63 @@ func (n *Node) pollPaths(m *pathMonitor, stats []datapath.PathStats) time.Time {
 				if encap.IsL32(l.Locator) != encap.IsL32(r.Locator) {
 					continue
 				}
-				if r.State.Usable() && (r.Locator == b.RemoteLocator || heardFrom[peer][r.Locator]) {
-					cands = append(cands, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
+				if r.State.Usable() && (r.Locator == b.RemoteLocator || slices.Contains(heardFrom, r.Locator)) {
+					in.Candidates = append(in.Candidates, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
 				}
 			}
 		}
-	}
-	slices.SortFunc(cands, func(a, b paths.Key) int {
-		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
-	})
-	// The datapath's times (CLOCK_MONOTONIC_COARSE: CLOCK_MONOTONIC at the last tick) map to
-	// ours through one fixed base, so that one packet's time is the same instant at every step
-	// (a quiet episode is known by its start; mapping through each step's own pair of clock
-	// readings made it jitter by the coarse clock's tick and start afresh every step).
-	if m.monoBase == 0 {
-		m.wallBase, m.monoBase = now, mono
-	}
-	at := func(ns uint64) time.Time {
-		if ns == 0 {
-			return time.Time{}
-		}
-		t := m.wallBase.Add(time.Duration(int64(ns) - int64(m.monoBase)))
-		if t.After(now) {
-			return now
-		}
-		return t
-	}
-	samples := make([]paths.Sample, 0, len(stats))
-	for _, st := range stats {
-		b, ok := bindings[st.Key.RemoteNID]
-		if !ok || b.SessionLocal.NID != st.Key.LocalNID {
-			continue
-		}
-		samples = append(samples, paths.Sample{
-			Key:       paths.Key{Peer: st.Key.RemoteNID, Local: st.Key.Local, Remote: st.Key.Remote},
-			TxPackets: st.TxPackets, TxBytes: st.TxBytes, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
-			LastTx: at(st.LastTxNs), LastRx: at(st.LastRxNs), FirstUnanswered: at(st.FirstUnansweredTxNs),
-			Unanswered: st.Unanswered,
+		slices.SortFunc(in.Candidates, func(a, b paths.Key) int {
+			return cmp.Or(cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
 		})
+		cands = append(cands, in.Candidates...)
+		for _, st := range stats {
+			if b.SessionLocal.NID != st.Key.LocalNID {
+				continue
+			}
+			in.Samples = append(in.Samples, paths.Sample{
+				Key:       paths.Key{Peer: peer, Local: st.Key.Local, Remote: st.Key.Remote},
+				TxPackets: st.TxPackets, TxBytes: st.TxBytes, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
+				LastTx: at(st.LastTxNs), LastRx: at(st.LastRxNs), FirstUnanswered: at(st.FirstUnansweredTxNs),
+				Unanswered: st.Unanswered,
+			})
+		}
+		inputs = append(inputs, in)
 	}
-	n.tcpRemotePinsObserve(stats, now)
-	res := m.tracker.Step(cands, samples, now)
+	res := m.tracker.StepPeers(inputs, now)
+	var mono int64 // one clock reading for the step's verdicts (a system call each: issue 28)
+	if len(res.Changes) > 0 {
+		mono = timeline.Now()
+	}
 	for _, c := range res.Changes {
-		n.emit(timeline.Event{Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),
+		n.emit(timeline.Event{MonoNS: mono, Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),
 			Detail: fmt.Sprintf("%v->%v %s -> %s", c.Key.Local, c.Key.Remote, c.From, c.To), Duration: c.SinceProof.Nanoseconds()})
 	}
 	if len(res.Changes) > 0 {
-		n.applyPathHealth(m, cands, locals, now)
+		n.applyPathHealth(m, peers, cands, locals, now)
 	}
 	for _, k := range res.Probes {
 		n.sendProbe(m, bindings[k.Peer], k, now)
 	}
-	n.applyPathQuality(m, cands, now)
+	qualityOf(m, poll.best, cands, now)
 	n.applyMultipath(m, bindings, cands)
-	if now.Sub(m.flowsAt) >= time.Second {
-		m.flowsAt = now
-		countFlows(m, bindings, cands)
+	if poll.flows != nil {
+		setFlows(m, poll.flows, bindings, cands)
 	}
-	n.stepEncap6(m, m.encap6, stats, at, now)
-	views := m.tracker.Views(now)
-	m.mu.Lock()
-	m.views = views
-	m.mu.Unlock()
-	return now
+	if len(peers) > 0 {
+		nids := make([]wire.NID, len(peers))
+		for i, ps := range peers {
+			nids[i] = ps.peer
+		}
+		n.stepEncap6(m, m.encap6, poll.enc, nids, poll.stats[peers[0].from:peers[len(peers)-1].to], at, now)
+	}
 }
 
 // applyPathHealth: a local locator is down when some pair through it is dead and none is
 // alive; so is a peer's remote locator among that peer's pairs. Only a dead verdict (or the
-// recovery from one) changes anything: the LU it may cause is one the peer needs.
-func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, all []ilcc.Local, now time.Time) {
+// recovery from one) changes anything: the LU it may cause is one the peer needs. It looks at
+// the peers of one step (cands are their pairs) and at our locators (the tracker's counts over
+// every pair).
+func (n *Node) applyPathHealth(m *pathMonitor, peers []peerStats, cands []paths.Key, all []ilcc.Local, now time.Time) {
 	// A local locator is only worth demoting when there is another usable one to move to (a
 	// single-homed CN's one locator stays as it is), even one the peer was not told of yet
 	// (the move's LU tells it); a peer's remote locator when the peer has another.
@@ -332,41 +483,47 @@ func (n *Node) applyPathHealth(m *pathMonitor, cands []paths.Key, all []ilcc.Loc
 		remotes[k.Peer][k.Remote] = true
 	}
 	dead, alive := map[healthKey]bool{}, map[healthKey]bool{}
+	if usable > 1 {
+		m.tracker.EachLocal(func(l wire.L64, d, a bool) {
+			dead[healthKey{loc: l}], alive[healthKey{loc: l}] = d, a
+		})
+	}
 	for _, k := range cands {
-		var hs []healthKey
-		if usable > 1 {
-			hs = append(hs, healthKey{loc: k.Local})
+		if len(remotes[k.Peer]) <= 1 {
+			continue
 		}
-		if len(remotes[k.Peer]) > 1 {
-			hs = append(hs, healthKey{peer: k.Peer, loc: k.Remote})
-		}
-		for _, h := range hs {
-			switch m.tracker.State(k) {
-			case paths.Dead:
-				dead[h] = true
-			case paths.Alive:
-				alive[h] = true
-			}
+		h := healthKey{peer: k.Peer, loc: k.Remote}
+		switch m.tracker.State(k) {
+		case paths.Dead:
+			dead[h] = true
+		case paths.Alive:
+			alive[h] = true
 		}
 	}
-	for h := range dead {
-		if !alive[h] && !m.down[h] {
-			m.down[h] = true
+	for h, d := range dead {
+		if d && !alive[h] && !m.down[h] {
+			m.markDown(h, true)
 			n.setHealth(h, true, now)
 		}
 	}
-	for h := range m.down {
-		if !dead[h] || alive[h] {
-			delete(m.down, h)
-			n.setHealth(h, false, now)
+	// What was down among our locators and these peers' locators and is no longer.
+	scope := []wire.NID{0}
+	for _, ps := range peers {
+		scope = append(scope, ps.peer)
+	}
+	for _, peer := range scope {
+		for loc := range m.downOf[peer] {
+			if h := (healthKey{peer: peer, loc: loc}); !dead[h] || alive[h] {
+				m.markDown(h, false)
+				n.setHealth(h, false, now)
+			}
 		}
 	}
 }
 
-// applyPathQuality gives the ILCC each local locator's best measured pair (lowest loss, then
-// RTT) for the quality policy.
-func (n *Node) applyPathQuality(m *pathMonitor, cands []paths.Key, now time.Time) {
-	best := map[wire.L64]ilcc.Quality{}
+// qualityOf folds pairs into each local locator's best measured pair (lowest loss, then RTT)
+// for the quality policy (applied at the poll's end).
+func qualityOf(m *pathMonitor, best map[wire.L64]ilcc.Quality, cands []paths.Key, now time.Time) {
 	for _, k := range cands {
 		rtt, ok := m.tracker.RTT(k)
 		if !ok || m.tracker.State(k) == paths.Dead {
@@ -378,16 +535,14 @@ func (n *Node) applyPathQuality(m *pathMonitor, cands []paths.Key, now time.Time
 			best[k.Local] = q
 		}
 	}
-	for loc, q := range best {
-		n.apply(n.cache.SetLocalQuality(loc, q, now), now)
-	}
 }
 
-// countFlows counts the TCP and UDP sockets of each session (between its view addresses) and
-// puts them on the session's active pair: every flow of a session takes that pair.
-func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []paths.Key) {
-	type ends struct{ src, dst netip.Addr }
-	count := map[ends]int{}
+// flowEnds is a socket's two addresses.
+type flowEnds struct{ src, dst netip.Addr }
+
+// countSockets counts the TCP and UDP sockets between each two addresses (off the loop).
+func countSockets() map[flowEnds]int {
+	count := map[flowEnds]int{}
 	var socks []*netlink.Socket
 	if tcp, err := netlink.SocketDiagTCP(unix.AF_INET6); err == nil {
 		socks = append(socks, tcp...)
@@ -399,14 +554,20 @@ func countFlows(m *pathMonitor, bindings map[wire.NID]ilcc.Binding, cands []path
 		src, ok1 := netip.AddrFromSlice(s.ID.Source)
 		dst, ok2 := netip.AddrFromSlice(s.ID.Destination)
 		if ok1 && ok2 {
-			count[ends{src.Unmap(), dst.Unmap()}]++
+			count[flowEnds{src.Unmap(), dst.Unmap()}]++
 		}
 	}
+	return count
+}
+
+// setFlows puts each session's sockets (between its view addresses) on its active pair: every
+// flow of a session takes that pair.
+func setFlows(m *pathMonitor, count map[flowEnds]int, bindings map[wire.NID]ilcc.Binding, cands []paths.Key) {
 	for _, k := range cands {
 		b := bindings[k.Peer]
 		flows := 0
 		if b.HasLocal && k.Local == b.LocalLocator && k.Remote == b.RemoteLocator {
-			flows = count[ends{b.SessionLocal.Addr(), b.SessionRemote.Addr()}]
+			flows = count[flowEnds{b.SessionLocal.Addr(), b.SessionRemote.Addr()}]
 		}
 		m.tracker.SetFlows(k, flows)
 	}
@@ -454,11 +615,8 @@ func (n *Node) applyMultipath(m *pathMonitor, bindings map[wire.NID]ilcc.Binding
 		}
 		m.spread[peer] = pairs
 	}
-	for peer := range m.spread {
-		if _, ok := bindings[peer]; !ok {
-			delete(m.spread, peer)
-		}
-	}
+	// The entries of peers without a binding go as their polls' steps meet them (pollPeers)
+	// or the tracker forgets them (pollStep).
 }
 
 // lossGiveUp is when an unanswered probe counts as lost.
@@ -598,15 +756,21 @@ func (n *Node) pathsAbandoned(peer wire.NID, old wire.L64) {
 // PathRow is one line of `ilnpctl show paths`.
 type PathRow = paths.View
 
-// ShowPaths lists every session's locator pairs as the liveness monitor last saw them.
+// ShowPaths lists every session's locator pairs as the liveness monitor last saw them. The
+// rows are made on the loop when asked for (a poll no longer makes them for every pair each
+// time: issue 28).
 func (n *Node) ShowPaths(ctx context.Context) (any, error) {
 	m := n.pathmon.Load()
 	if m == nil {
 		return []PathRow{}, nil
 	}
-	m.mu.Lock()
-	rows := append([]PathRow{}, m.views...)
-	m.mu.Unlock()
+	var rows []PathRow
+	if err := n.do(ctx, func() error {
+		rows = m.tracker.Views(time.Now())
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	if e6 := n.encap6Rows(); len(e6) > 0 {
 		local := n.nid
 		for i, r := range rows {

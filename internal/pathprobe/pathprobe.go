@@ -153,12 +153,14 @@ type pair struct {
 	lastNative        time.Time
 	verdict           Verdict
 	checks, encaps    int
+	pass              uint64 // the last pass (BeginPass) that sampled it
 }
 
 // Stage is the detection's state over every pair. Not safe for concurrent use.
 type Stage struct {
 	cfg   Config
 	pairs map[Key]*pair
+	pass  uint64
 }
 
 // New makes a stage.
@@ -184,32 +186,49 @@ func (s *Stage) Answered(k Key, p Probe, sent, at time.Time) {
 }
 
 // Step takes the pairs as they are now and returns what to do. Pairs not sampled are forgotten.
+// It is one whole pass: BeginPass, StepSome over every pair, EndPass.
 func (s *Stage) Step(samples []Sample, now time.Time) []Action {
+	s.BeginPass()
+	acts := s.StepSome(samples, now)
+	s.EndPass()
+	return acts
+}
+
+// BeginPass starts a pass: the pairs that no StepSome samples until EndPass are forgotten then.
+// A daemon with many pairs samples them a share at a time, one share per turn of its loop
+// (issue 28).
+func (s *Stage) BeginPass() { s.pass++ }
+
+// StepSome takes some pairs as they are now and returns what to do with them.
+func (s *Stage) StepSome(samples []Sample, now time.Time) []Action {
 	var acts []Action
-	// Only a pair with state of its own is kept: one that was never checked, is not on and
-	// waits for nothing is what a new pair is (issue 28: a pair per session at 100,000s of
-	// sessions, almost all of them that).
-	seen := map[Key]bool{}
 	for _, sm := range samples {
 		st := s.pairs[sm.Key]
 		if st == nil {
 			st = &pair{}
 		}
 		acts = append(acts, s.step(sm, st, now)...)
-		if *st == (pair{}) {
+		// Only a pair with state of its own is kept: one that was never checked, is not on and
+		// waits for nothing is what a new pair is (issue 28: a pair per session at 100,000s of
+		// sessions, almost all of them that).
+		if st.pass = 0; *st == (pair{}) {
 			delete(s.pairs, sm.Key)
 			continue
 		}
+		st.pass = s.pass
 		s.pairs[sm.Key] = st
-		seen[sm.Key] = true
-	}
-	for k := range s.pairs {
-		if !seen[k] {
-			delete(s.pairs, k)
-		}
 	}
 	slices.SortFunc(acts, func(a, b Action) int { return compareKeys(a.Key, b.Key) })
 	return acts
+}
+
+// EndPass forgets the pairs the pass did not sample.
+func (s *Stage) EndPass() {
+	for k, st := range s.pairs {
+		if st.pass != s.pass {
+			delete(s.pairs, k)
+		}
+	}
 }
 
 func (s *Stage) step(sm Sample, st *pair, now time.Time) []Action {

@@ -30,7 +30,9 @@ package paths
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"ilnp/internal/timeline"
@@ -160,10 +162,17 @@ type Result struct {
 }
 
 type pair struct {
-	key     Key
-	state   State
-	suspect bool // the probe wanted now is a suspect probe
-	s       Sample
+	// s is the latest counters; s.Key is the pair's key from its creation on.
+	s     Sample
+	state State
+	// suspect: the probe wanted now is a suspect probe.
+	suspect bool
+	hasRTT  bool
+	// suspectAnswered: the current quiet episode's suspect probe was answered; suspectOK:
+	// the last suspect probe of any episode was.
+	suspectAnswered, suspectOK bool
+	flows                      int32
+	echoes                     uint32 // see rx
 	// rx is the pair's receipts over the last seconds but our probes' echoes (streamRx of
 	// them so far; echoes answered since the last Step): the peer echoes on the pair the probe
 	// came on (bpf/lib/paths.h), and counted as a stream, each end's suspect probes and their
@@ -173,32 +182,28 @@ type pair struct {
 	// apart, longer than a steady stream's steadyGap.
 	rx       activity
 	streamRx uint64
-	echoes   uint64
 	srtt     time.Duration
 	rttvar   time.Duration
-	hasRTT   bool
-	// The current quiet episode: when it started (zero: none), its suspect probe (zero: not
-	// sent yet) and whether that probe was answered.
-	episode         time.Time
-	suspectAt       time.Time
-	suspectAnswered bool
-	lastSuspect     time.Time // the last suspect probe of any episode
-	suspectOK       bool      // the last suspect probe of any episode was answered
-	deadRx          time.Time // LastRx when it was declared dead
-	provenAt        time.Time // when the latest probe that was answered left
-	lastProbe       time.Time
-	probes          []probe // recent probes, for loss
-	flows           int
-	next            time.Time // when judge may decide differently without new counters
-	abandonedAt     time.Time // when the peer last moved away from the pair's remote locator
+	// The current quiet episode: when it started (zero: none) and its suspect probe (zero:
+	// not sent yet).
+	episode     time.Time
+	suspectAt   time.Time
+	lastSuspect time.Time // the last suspect probe of any episode
+	deadRx      time.Time // LastRx when it was declared dead
+	provenAt    time.Time // when the latest probe that was answered left
+	lastProbe   time.Time
+	probes      []probe   // recent probes, for loss (at most probeWindow)
+	next        time.Time // when judge may decide differently without new counters
+	abandonedAt time.Time // when the peer last moved away from the pair's remote locator
 }
 
 // activity is a cumulative packet count at successive Steps, oldest first.
 type activity []heardAt
 
-// heardAt is how many packets had come at a time.
+// heardAt is how many packets had come at a time (since the tracker's base: 16 bytes, not 32
+// with a time.Time; a pair keeps some 150 of them at 20-ms polls, issue 28).
 type heardAt struct {
-	at time.Time
+	at time.Duration
 	n  uint64
 }
 
@@ -206,24 +211,35 @@ type heardAt struct {
 // steadiness is judged over).
 const heardHistory = 3 * time.Second
 
-func (a activity) add(now time.Time, n uint64) activity {
+func (a activity) add(now time.Duration, n uint64) activity {
 	if len(a) > 0 && n < a[len(a)-1].n {
 		a = a[:0] // the counter restarted (the datapath's entry was evicted)
 	}
-	a = append(a, heardAt{at: now, n: n})
-	for len(a) > 1 && now.Sub(a[0].at) > heardHistory {
-		a = a[1:]
+	// What is older than the history goes first (the new count stays whatever its age), moved
+	// down in place: slicing off the front left the array to grow by the history dropped
+	// until append copied it, and append doubles (issue 28: 4 MB at 20,000 sessions).
+	drop := 0
+	for drop < len(a) && now-a[drop].at > heardHistory {
+		drop++
 	}
-	return a
+	if drop > 0 {
+		a = append(a[:0], a[drop:]...)
+	}
+	if len(a) == cap(a) {
+		b := make(activity, len(a), len(a)+len(a)/4+4)
+		copy(b, a)
+		a = b
+	}
+	return append(a, heardAt{at: now, n: n})
 }
 
 // since is how many packets were counted at Steps after t. A Step's count covers the packets
 // since the Step before, which may have come before t: they are not counted (undercounting
 // keeps "the peer was heard elsewhere" from blocking a verdict on packets from before the
 // silence).
-func (a activity) since(t time.Time) uint64 {
+func (a activity) since(t time.Duration) uint64 {
 	for i, x := range a {
-		if x.at.After(t) {
+		if x.at > t {
 			if i == 0 {
 				return 0
 			}
@@ -239,28 +255,32 @@ func (a activity) since(t time.Time) uint64 {
 // (a stream's gap long enough to draw a suspect probe on a slower path is longer than
 // steadyGap once seen through the polls, and a stream that had one must still count as
 // flowing when it fails soon after). The history must reach back the whole second.
-func (a activity) steadyBefore(t time.Time) bool {
-	from := t.Add(-time.Second)
-	if len(a) == 0 || a[0].at.After(from) {
+func (a activity) steadyBefore(t time.Duration) bool {
+	from := t - time.Second
+	if len(a) == 0 || a[0].at > from {
 		return false
 	}
 	var prev *heardAt
-	lastRise := time.Time{}
+	var lastRise time.Duration
+	risen := false
 	count := uint64(0)
 	hiccup := false
-	for i := range a {
+	// Counts before the second count only as the one just before it (a judge asks twice per
+	// pair per step: over the whole history this was most of a step's time).
+	i0 := max(sort.Search(len(a), func(i int) bool { return a[i].at >= from })-1, 0)
+	for i := i0; i < len(a); i++ {
 		// The first Step after t counts too (the packets it saw came after the Step before
 		// it, up to t for a stream that stopped at t), if it came soon after.
 		x := &a[i]
-		if (prev != nil && prev.at.After(t)) || x.at.Sub(t) > steadyGap {
+		if (prev != nil && prev.at > t) || x.at-t > steadyGap {
 			break
 		}
-		if prev != nil && !x.at.Before(from) && x.n > prev.n {
+		if prev != nil && x.at >= from && x.n > prev.n {
 			count += x.n - prev.n
-			if lastRise.IsZero() {
-				lastRise = prev.at
+			if !risen {
+				lastRise, risen = prev.at, true
 			}
-			if gap := x.at.Sub(lastRise); gap > steadyGap {
+			if gap := x.at - lastRise; gap > steadyGap {
 				if hiccup || gap > hiccupGap {
 					return false
 				}
@@ -270,7 +290,7 @@ func (a activity) steadyBefore(t time.Time) bool {
 		}
 		prev = x
 	}
-	return count >= busyRx && !lastRise.IsZero() && t.Sub(lastRise) <= steadyGap
+	return count >= busyRx && risen && t-lastRise <= steadyGap
 }
 
 type probe struct {
@@ -305,14 +325,82 @@ const reprobeAfter = 250 * time.Millisecond
 const probeWindow = 10
 
 // Tracker holds the pairs' states. It is not safe for concurrent use (the daemon's loop owns it).
+//
+// The pairs are kept per peer: a poll at a correspondent with 100,000 sessions judges them a
+// few thousand at a time (StepPeers, one loop turn each), not all at once (issue 28: one poll
+// over 21,772 pairs held the daemon's loop for 2 s in a mass move).
 type Tracker struct {
 	cfg    Config
-	pairs  map[Key]*pair
-	locals map[wire.L64]int       // pairs per local locator: a handful of locators, whatever the sessions
-	heard  map[wire.NID]activity  // packets from each peer, all pairs together
-	held   map[wire.NID]time.Time // Hold: the peer's last unsettled moment
-	tokens float64                // probe budget (MaxProbesPerSecond)
-	filled time.Time              // when tokens was last topped up
+	peers  map[wire.NID]*peerPairs
+	order  []*peerPairs             // every peer, for EndPass's bounded walk
+	locals map[wire.L64]*localCount // per local locator: a handful, whatever the sessions
+	tokens float64                  // probe budget (MaxProbesPerSecond)
+	filled time.Time                // when tokens was last topped up
+	pass   uint64                   // the current pass (BeginPass)
+	base   time.Time                // what activity's times count from: the first step
+	swept  int                      // EndPass's position in order
+	// next is the earliest pair decision of the last finished pass, passNext that of the
+	// current one so far.
+	next, passNext time.Time
+}
+
+// peerPairs is one peer's pairs and what is known of the peer as a whole.
+type peerPairs struct {
+	peer  wire.NID
+	pairs []*pair   // ordered by key
+	heard activity  // packets from the peer, all its pairs together
+	held  time.Time // Hold: the peer's last unsettled moment (zero: none)
+	pass  uint64    // the last pass that stepped it
+	idx   int       // its place in Tracker.order
+}
+
+// localCount is how many pairs through a local locator there are, and how many are dead and
+// alive (applyPathHealth's question, answered without a pass over every pair).
+type localCount struct{ pairs, dead, alive int }
+
+func (ps *peerPairs) find(k Key) *pair {
+	for _, p := range ps.pairs {
+		if p.s.Key == k {
+			return p
+		}
+	}
+	return nil
+}
+
+func (t *Tracker) find(k Key) *pair {
+	if ps := t.peers[k.Peer]; ps != nil {
+		return ps.find(k)
+	}
+	return nil
+}
+
+func (t *Tracker) peer(peer wire.NID) *peerPairs {
+	ps := t.peers[peer]
+	if ps == nil {
+		ps = &peerPairs{peer: peer, pass: t.pass, idx: len(t.order)}
+		t.peers[peer] = ps
+		t.order = append(t.order, ps)
+	}
+	return ps
+}
+
+// count adds d to the pair's share of its local locator's counts.
+func (t *Tracker) count(k Key, s State, d int) {
+	c := t.locals[k.Local]
+	if c == nil {
+		c = &localCount{}
+		t.locals[k.Local] = c
+	}
+	c.pairs += d
+	switch s {
+	case Dead:
+		c.dead += d
+	case Alive:
+		c.alive += d
+	}
+	if c.pairs <= 0 {
+		delete(t.locals, k.Local)
+	}
 }
 
 // Hold tells the tracker that the peer cannot yet be expected to answer on our pairs (a
@@ -321,7 +409,7 @@ type Tracker struct {
 // pairs are neither probed nor declared dead then, and afterwards their silence counts only
 // from the last hold, so that the peer has an RTT and the margin to move to us as told.
 func (t *Tracker) Hold(peer wire.NID, now time.Time) {
-	t.held[peer] = now
+	t.peer(peer).held = now
 }
 
 // Abandoned tells the tracker that peer has moved away from its locator remote (its Locator
@@ -329,12 +417,14 @@ func (t *Tracker) Hold(peer wire.NID, now time.Time) {
 // and unanswered, is dead at once. Two signals then agree: the peer left the locator, and our
 // traffic on the pair stopped being answered. A pair that is not suspect is left to its probe
 // (the peer may have moved for its policy's sake).
-// It looks the peer's pairs up by key, one per local locator: a pass over every pair cost
-// O(sessions) per LU at a correspondent in a mass move (issue 28).
+// It looks at the peer's pairs only: a pass over every pair cost O(sessions) per LU at a
+// correspondent in a mass move (issue 28).
 func (t *Tracker) Abandoned(peer wire.NID, remote wire.L64, now time.Time) {
-	for local := range t.locals {
-		if p := t.pairs[Key{Peer: peer, Local: local, Remote: remote}]; p != nil {
-			p.abandonedAt = now
+	if ps := t.peers[peer]; ps != nil {
+		for _, p := range ps.pairs {
+			if p.s.Key.Remote == remote {
+				p.abandonedAt = now
+			}
 		}
 	}
 }
@@ -369,7 +459,7 @@ func New(cfg Config) (*Tracker, error) {
 	case cfg.MaxProbesPerSecond < 0:
 		return nil, fmt.Errorf("paths config: max probes per second %d: want at least 1", cfg.MaxProbesPerSecond)
 	}
-	return &Tracker{cfg: cfg, pairs: map[Key]*pair{}, locals: map[wire.L64]int{}, heard: map[wire.NID]activity{}, held: map[wire.NID]time.Time{},
+	return &Tracker{cfg: cfg, peers: map[wire.NID]*peerPairs{}, locals: map[wire.L64]*localCount{},
 		tokens: float64(cfg.MaxProbesPerSecond)}, nil
 }
 
@@ -383,65 +473,148 @@ func (p *pair) rtt(cfg Config) time.Duration {
 // Step brings the tracker up to now: candidates are the pairs the sessions may use (every
 // usable local locator with every usable remote one of each session; pairs no longer listed
 // are forgotten), samples the datapath's counters (pairs not among the candidates are ignored).
+// It is one whole pass (BeginPass, StepPeers over every peer, EndPass).
 func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result {
-	want := make(map[Key]bool, len(candidates))
+	byPeer := map[wire.NID]*PeerInput{}
+	var in []*PeerInput
+	get := func(peer wire.NID) *PeerInput {
+		pi := byPeer[peer]
+		if pi == nil {
+			pi = &PeerInput{Peer: peer}
+			byPeer[peer] = pi
+			in = append(in, pi)
+		}
+		return pi
+	}
 	for _, k := range candidates {
-		want[k] = true
-		if t.pairs[k] == nil {
-			t.pairs[k] = &pair{key: k}
-			t.locals[k.Local]++
-		}
-	}
-	for k := range t.pairs {
-		if !want[k] {
-			delete(t.pairs, k)
-			if t.locals[k.Local]--; t.locals[k.Local] <= 0 {
-				delete(t.locals, k.Local)
-			}
-		}
+		pi := get(k.Peer)
+		pi.Candidates = append(pi.Candidates, k)
 	}
 	for _, s := range samples {
-		if p := t.pairs[s.Key]; p != nil {
-			p.observe(s, now)
-		}
+		pi := get(s.Key.Peer)
+		pi.Samples = append(pi.Samples, s)
 	}
-	// Packets from each peer on any pair (also pairs not among the candidates): a pair
-	// carrying data whose packets are answered on another pair (the peer has not switched yet,
-	// or chose otherwise) may well be delivering, and only its probe can tell.
-	heard := map[wire.NID]uint64{}
-	for _, s := range samples {
-		heard[s.Key.Peer] += s.RxPackets
+	slices.SortFunc(in, func(a, b *PeerInput) int { return cmp.Compare(a.Peer, b.Peer) })
+	inputs := make([]PeerInput, len(in))
+	for i, pi := range in {
+		inputs[i] = *pi
 	}
-	for peer, n := range heard {
-		t.heard[peer] = t.heard[peer].add(now, n)
-	}
-	for peer := range t.heard {
-		if _, ok := heard[peer]; !ok {
-			delete(t.heard, peer)
-		}
-	}
-	for peer, h := range t.held {
-		if _, ok := heard[peer]; !ok || now.Sub(h) > heardHistory {
-			delete(t.held, peer)
-		}
+	t.BeginPass()
+	res := t.StepPeers(inputs, now)
+	t.EndPass(len(t.order))
+	return res
+}
+
+// PeerInput is one peer's share of a step: the pairs its sessions may use (all with Peer) and
+// the datapath's counters of its pairs (all with Key.Peer == Peer).
+type PeerInput struct {
+	Peer       wire.NID
+	Candidates []Key
+	Samples    []Sample
+}
+
+// BeginPass starts a pass: the StepPeers calls up to the EndPass that returns done together
+// step every peer once (a peer not stepped is forgotten).
+func (t *Tracker) BeginPass() {
+	t.pass++
+	t.swept = 0
+	t.passNext = time.Time{}
+}
+
+// StepPeers brings the given peers' pairs up to now (each peer as Step would: its pairs not
+// among its candidates are forgotten) and budgets their probes. Its work is proportional to
+// the pairs given, not to the table: a daemon hands it a bounded share of a pass per turn.
+func (t *Tracker) StepPeers(in []PeerInput, now time.Time) Result {
+	if t.base.IsZero() {
+		t.base = now
 	}
 	var (
 		res    Result
 		wanted []*pair
 	)
-	for _, p := range t.sorted() {
+	for i := range in {
+		wanted = t.stepPeer(&in[i], now, &res, wanted)
+	}
+	for _, p := range t.budget(wanted, now) {
+		res.Probes = append(res.Probes, p.s.Key)
+		p.lastProbe = now
+		if p.suspect {
+			p.lastSuspect = now
+		}
+		if len(p.probes) == probeWindow {
+			// In place: the window's array never grows past it.
+			p.probes = append(p.probes[:0], p.probes[1:]...)
+		}
+		p.probes = append(p.probes, probe{at: now})
+	}
+	return res
+}
+
+func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*pair) []*pair {
+	ps := t.peers[in.Peer]
+	if ps == nil {
+		if len(in.Candidates) == 0 && len(in.Samples) == 0 {
+			return wanted
+		}
+		ps = t.peer(in.Peer)
+	}
+	ps.pass = t.pass
+	keys := slices.Clone(in.Candidates)
+	slices.SortFunc(keys, Key.compare)
+	keys = slices.Compact(keys)
+	pairs := make([]*pair, 0, len(keys))
+	for _, k := range keys {
+		if k.Peer != in.Peer {
+			continue
+		}
+		p := ps.find(k)
+		if p == nil {
+			p = &pair{s: Sample{Key: k}}
+			t.count(k, p.state, 1)
+		}
+		pairs = append(pairs, p)
+	}
+	for _, p := range ps.pairs {
+		if !slices.Contains(pairs, p) {
+			t.count(p.s.Key, p.state, -1)
+		}
+	}
+	ps.pairs = pairs
+	var heard uint64
+	for _, s := range in.Samples {
+		if s.Key.Peer != in.Peer {
+			continue
+		}
+		if p := ps.find(s.Key); p != nil {
+			p.observe(s, now, t.base)
+		}
+		// Packets from the peer on any pair (also pairs not among the candidates): a pair
+		// carrying data whose packets are answered on another pair (the peer has not switched
+		// yet, or chose otherwise) may well be delivering, and only its probe can tell.
+		heard += s.RxPackets
+	}
+	if len(in.Samples) > 0 {
+		ps.heard = ps.heard.add(now.Sub(t.base), heard)
+	} else {
+		ps.heard = nil
+	}
+	if !ps.held.IsZero() && (len(in.Samples) == 0 || now.Sub(ps.held) > heardHistory) {
+		ps.held = time.Time{}
+	}
+	for _, p := range ps.pairs {
 		from := p.state
-		held, isHeld := t.held[p.key.Peer]
-		to, probeNow := p.judge(t.cfg, now, t.heard[p.key.Peer], held)
-		if isHeld && held.Equal(now) {
+		to, probeNow := p.judge(t.cfg, now, ps.heard, ps.held, t.base)
+		if !ps.held.IsZero() && ps.held.Equal(now) {
 			probeNow = false
 			if p.suspect {
 				p.suspectAt, p.suspect = time.Time{}, false
 			}
 		}
 		if to != from {
+			t.count(p.s.Key, from, -1)
+			t.count(p.s.Key, to, 1)
 			p.state = to
-			c := Change{Key: p.key, From: from, To: to}
+			c := Change{Key: p.s.Key, From: from, To: to}
 			if !p.s.LastRx.IsZero() {
 				c.SinceProof = now.Sub(p.s.LastRx)
 			}
@@ -450,29 +623,66 @@ func (t *Tracker) Step(candidates []Key, samples []Sample, now time.Time) Result
 		if probeNow {
 			wanted = append(wanted, p)
 		}
-	}
-	for _, p := range t.budget(wanted, now) {
-		res.Probes = append(res.Probes, p.key)
-		p.lastProbe = now
-		if p.suspect {
-			p.lastSuspect = now
-		}
-		p.probes = append(p.probes, probe{at: now})
-		if len(p.probes) > probeWindow {
-			p.probes = p.probes[len(p.probes)-probeWindow:]
+		if p.next.After(now) && (t.passNext.IsZero() || p.next.Before(t.passNext)) {
+			t.passNext = p.next
 		}
 	}
-	return res
+	return wanted
+}
+
+// EndPass forgets, at most limit peers looked at per call, the peers this pass did not step;
+// done once it has looked at every peer (call it again until then), and it returns the
+// peers it forgot.
+func (t *Tracker) EndPass(limit int) (forgotten []wire.NID, done bool) {
+	for n := 0; t.swept < len(t.order) && n < max(limit, 1); n++ {
+		ps := t.order[t.swept]
+		if ps.pass == t.pass {
+			t.swept++
+			continue
+		}
+		for _, p := range ps.pairs {
+			t.count(p.s.Key, p.state, -1)
+		}
+		last := t.order[len(t.order)-1]
+		t.order[ps.idx], last.idx = last, ps.idx
+		t.order[len(t.order)-1] = nil
+		t.order = t.order[:len(t.order)-1]
+		delete(t.peers, ps.peer)
+		forgotten = append(forgotten, ps.peer)
+	}
+	if t.swept < len(t.order) {
+		return forgotten, false
+	}
+	t.next = t.passNext
+	return forgotten, true
+}
+
+// Pairs is how many pairs the tracker holds.
+func (t *Tracker) Pairs() int {
+	n := 0
+	for _, c := range t.locals {
+		n += c.pairs
+	}
+	return n
+}
+
+// EachLocal calls f for every local locator some pair goes through: whether one of them is
+// dead and whether one is alive.
+func (t *Tracker) EachLocal(f func(local wire.L64, dead, alive bool)) {
+	for l, c := range t.locals {
+		f(l, c.dead > 0, c.alive > 0)
+	}
 }
 
 // Next is the earliest time after now at which a Step could decide differently although
 // nothing new arrived (a suspect probe due, a probe's answer overdue); zero: none is pending
-// beyond the periodic probes. A daemon that polls the counters wakes then too.
+// beyond the periodic probes. A daemon that polls the counters wakes then too. It is known
+// per pass: the earliest of the last finished pass and of the current one so far.
 func (t *Tracker) Next(now time.Time) time.Time {
 	var next time.Time
-	for _, p := range t.pairs {
-		if p.next.After(now) && (next.IsZero() || p.next.Before(next)) {
-			next = p.next
+	for _, n := range []time.Time{t.next, t.passNext} {
+		if n.After(now) && (next.IsZero() || n.Before(next)) {
+			next = n
 		}
 	}
 	return next
@@ -510,7 +720,7 @@ func (t *Tracker) budget(wanted []*pair, now time.Time) []*pair {
 }
 
 // observe takes the new counters; a packet received since the last sample proves the pair.
-func (p *pair) observe(s Sample, now time.Time) {
+func (p *pair) observe(s Sample, now, base time.Time) {
 	before := p.s.RxPackets
 	if s.RxPackets < p.s.RxPackets || s.TxPackets < p.s.TxPackets {
 		// The datapath's entry was evicted and recreated: start from the new counters.
@@ -518,16 +728,16 @@ func (p *pair) observe(s Sample, now time.Time) {
 	}
 	p.s = s
 	got := s.RxPackets - before
-	p.streamRx += got - min(p.echoes, got) // an echo that came on another pair took nothing here
+	p.streamRx += got - min(uint64(p.echoes), got) // an echo that came on another pair took nothing here
 	p.echoes = 0
-	p.rx = p.rx.add(now, p.streamRx)
+	p.rx = p.rx.add(now.Sub(base), p.streamRx)
 }
 
 // judge returns the pair's new state and whether to probe it now; it sets p.next.
 //
 // heard is the peer's packets on all pairs; held its last Hold (zero: none): silence counts
-// from it at the earliest.
-func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) (State, bool) {
+// from it at the earliest; base the tracker's base (activity's times count from it).
+func (p *pair) judge(cfg Config, now time.Time, heard activity, held, base time.Time) (State, bool) {
 	s := p.s
 	state := p.state
 	p.suspect, p.next = false, time.Time{}
@@ -539,7 +749,7 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	// overdue.)
 	var start time.Time
 	dataQuiet := s.Unanswered >= cfg.MinUnanswered && !s.FirstUnanswered.IsZero()
-	rxStall := !s.LastRx.IsZero() && p.rx.steadyBefore(s.LastRx)
+	rxStall := !s.LastRx.IsZero() && p.rx.steadyBefore(s.LastRx.Sub(base))
 	switch {
 	case rxStall:
 		start = s.LastRx
@@ -575,8 +785,8 @@ func (p *pair) judge(cfg Config, now time.Time, heard activity, held time.Time) 
 	// (one sent for a gap just before the failure) push the verdict up to a spacing late.
 	// Otherwise (a bursty or pausing peer, our data answered elsewhere) the probe gets its
 	// RTT and at least Margin - SuspectAfter, four RTT variations (RFC 6298) if longer.
-	steady := heard.steadyBefore(p.episode)
-	flowing := rxStall || (dataQuiet && steady && heard.since(p.episode.Add(rtt)) < answeredElsewhereMin)
+	steady := heard.steadyBefore(p.episode.Sub(base))
+	flowing := rxStall || (dataQuiet && steady && heard.since(p.episode.Add(rtt).Sub(base)) < answeredElsewhereMin)
 	overdue := func() time.Time {
 		if flowing {
 			return later(start.Add(rtt+cfg.Margin), p.suspectAt.Add(rtt+probeGuard))
@@ -656,7 +866,7 @@ func later(a, b time.Time) time.Time {
 // when it was the suspect probe of the pair's quiet episode, the pair's proof that it still
 // carries our packets.
 func (t *Tracker) Answered(k Key, sent, now time.Time) {
-	p := t.pairs[k]
+	p := t.find(k)
 	if p == nil || now.Before(sent) {
 		return
 	}
@@ -665,7 +875,9 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 			p.probes[i].answered = true
 		}
 	}
-	p.echoes++
+	if p.echoes < math.MaxUint32 {
+		p.echoes++
+	}
 	if sent.After(p.provenAt) {
 		p.provenAt = sent
 	}
@@ -688,14 +900,14 @@ func (t *Tracker) Answered(k Key, sent, now time.Time) {
 
 // SetFlows records how many flows (sockets) use the pair, for the view.
 func (t *Tracker) SetFlows(k Key, n int) {
-	if p := t.pairs[k]; p != nil {
-		p.flows = n
+	if p := t.find(k); p != nil {
+		p.flows = int32(min(n, math.MaxInt32))
 	}
 }
 
 // State returns a pair's state (Unknown for pairs not tracked).
 func (t *Tracker) State(k Key) State {
-	if p := t.pairs[k]; p != nil {
+	if p := t.find(k); p != nil {
 		return p.state
 	}
 	return Unknown
@@ -703,7 +915,7 @@ func (t *Tracker) State(k Key) State {
 
 // RTT returns a pair's smoothed probe RTT; ok is false before the first answer.
 func (t *Tracker) RTT(k Key) (time.Duration, bool) {
-	if p := t.pairs[k]; p != nil && p.hasRTT {
+	if p := t.find(k); p != nil && p.hasRTT {
 		return p.srtt, true
 	}
 	return 0, false
@@ -712,7 +924,7 @@ func (t *Tracker) RTT(k Key) (time.Duration, bool) {
 // Loss is the share of the recent probes of k (answered or given up: older than give-up)
 // that got no answer; ok is false with none.
 func (t *Tracker) Loss(k Key, now time.Time, giveUp time.Duration) (float64, bool) {
-	p := t.pairs[k]
+	p := t.find(k)
 	if p == nil {
 		return 0, false
 	}
@@ -732,12 +944,14 @@ func (t *Tracker) Loss(k Key, now time.Time, giveUp time.Duration) (float64, boo
 	return float64(lost) / float64(n), true
 }
 
+// sorted is every pair, ordered by key.
 func (t *Tracker) sorted() []*pair {
-	out := make([]*pair, 0, len(t.pairs))
-	for _, p := range t.pairs {
-		out = append(out, p)
+	peers := slices.Clone(t.order)
+	slices.SortFunc(peers, func(a, b *peerPairs) int { return cmp.Compare(a.peer, b.peer) })
+	var out []*pair
+	for _, ps := range peers {
+		out = append(out, ps.pairs...)
 	}
-	slices.SortFunc(out, func(a, b *pair) int { return a.key.compare(b.key) })
 	return out
 }
 
@@ -766,14 +980,14 @@ func (t *Tracker) Views(now time.Time) []View {
 	out := []View{}
 	for _, p := range t.sorted() {
 		v := View{
-			Peer: p.key.Peer.String(), Local: p.key.Local.String(), Remote: p.key.Remote.String(),
+			Peer: p.s.Key.Peer.String(), Local: p.s.Key.Local.String(), Remote: p.s.Key.Remote.String(),
 			State: p.state, TxBytes: p.s.TxBytes, RxBytes: p.s.RxBytes, TxPackets: p.s.TxPackets,
-			RxPackets: p.s.RxPackets, Flows: p.flows,
+			RxPackets: p.s.RxPackets, Flows: int(p.flows),
 		}
-		if r, ok := t.RTT(p.key); ok {
+		if r, ok := t.RTT(p.s.Key); ok {
 			v.RTTMs = ms(r)
 		}
-		if l, ok := t.Loss(p.key, now, t.cfg.ProbeInterval); ok {
+		if l, ok := t.Loss(p.s.Key, now, t.cfg.ProbeInterval); ok {
 			v.Loss = &l
 		}
 		if !p.s.LastRx.IsZero() {

@@ -1,0 +1,73 @@
+package node
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"ilnp/internal/datapath"
+	"ilnp/internal/wire"
+)
+
+// A poll over many pairs is walked in steps of at most pathStepPairs pairs, each peer whole and
+// exactly once, every pair reached (issue 28: one poll over 21,772 pairs held the loop 2 s).
+func TestPathPollSteps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(28, 1))
+	var stats []datapath.PathStats
+	want := map[datapath.PathKey]bool{}
+	for i := 0; i < 30_000; i++ {
+		peer := wire.NID(0x0a00_0000_0000_0000 + uint64(rng.IntN(12_000)))
+		k := datapath.PathKey{LocalNID: 1, RemoteNID: peer, Local: wire.L64(1 + rng.IntN(3)), Remote: wire.L64(0x10 + i)}
+		stats = append(stats, datapath.PathStats{Key: k})
+		want[k] = true
+	}
+	poll := newPathPoll(stats)
+	seenPeer := map[wire.NID]bool{}
+	reached := map[datapath.PathKey]bool{}
+	steps := 0
+	for {
+		step := poll.take(pathStepPairs)
+		if len(step) == 0 {
+			break
+		}
+		steps++
+		pairs := 0
+		for _, ps := range step {
+			if seenPeer[ps.peer] {
+				t.Fatalf("peer %v handed out twice", ps.peer)
+			}
+			seenPeer[ps.peer] = true
+			for _, st := range poll.stats[ps.from:ps.to] {
+				if st.Key.RemoteNID != ps.peer {
+					t.Fatalf("peer %v's share holds %v", ps.peer, st.Key)
+				}
+				reached[st.Key] = true
+				pairs++
+			}
+		}
+		if pairs > pathStepPairs && len(step) > 1 {
+			t.Fatalf("step %d judges %d pairs of %d peers, want at most %d", steps, pairs, len(step), pathStepPairs)
+		}
+	}
+	if len(reached) != len(want) {
+		t.Fatalf("the walk reached %d of %d pairs", len(reached), len(want))
+	}
+	if min := len(stats) / pathStepPairs; steps < min {
+		t.Fatalf("%d steps over %d pairs, want at least %d", steps, len(stats), min)
+	}
+	// A peer with more pairs than a step is handed out alone, whole.
+	var big []datapath.PathStats
+	for i := 0; i < pathStepPairs+5; i++ {
+		big = append(big, datapath.PathStats{Key: datapath.PathKey{RemoteNID: 7, Remote: wire.L64(i + 1)}})
+	}
+	big = append(big, datapath.PathStats{Key: datapath.PathKey{RemoteNID: 8, Remote: 1}})
+	poll = newPathPoll(big)
+	if s := poll.take(pathStepPairs); len(s) != 1 || s[0].to-s[0].from != pathStepPairs+5 {
+		t.Fatalf("first step %+v, want peer 7 alone with all its pairs", s)
+	}
+	if s := poll.take(pathStepPairs); len(s) != 1 || s[0].peer != 8 {
+		t.Fatalf("second step %+v, want peer 8", s)
+	}
+	if s := poll.take(pathStepPairs); len(s) != 0 {
+		t.Fatalf("third step %+v, want none", s)
+	}
+}

@@ -6,7 +6,7 @@
 # Run as root under the lab lock: flock /work/briefs/lab.lock scripts/tput-floor/run.sh
 set -e
 DIR=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d)
+WORK=$(mktemp -d /tmp/tputfloorXXXXXX) # no dot: libbpf turns dots in pin paths into underscores
 clang -O2 -g -target bpf -I/usr/include/x86_64-linux-gnu -c "$DIR/min.c" -o "$WORK/min.o"
 mkdir -p "$WORK/bpffs"; mount -t bpf bpf "$WORK/bpffs"
 A=flA-$$; R=flR-$$; B=flB-$$

@@ -84,6 +84,21 @@ struct ilnp_pkt {
 	__u8 nonce[ILNP_NONCE_MAX];
 };
 
+/* Reads len (a constant) bytes at off: in place when the linear data holds them (no helper
+ * call: the headers of TSO/GRO packets and of most others are linear), through the helper
+ * otherwise. off is clamped first: the verifier gives a packet pointer a range only while its
+ * offset stays below 64 KiB. */
+static __always_inline int ilnp_peek(struct __sk_buff *skb, __u32 off, void *to, const __u32 len)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+
+	if (off <= 0x7fff && data + off + len <= data_end) {
+		__builtin_memcpy(to, data + off, len);
+		return 0;
+	}
+	return bpf_skb_load_bytes(skb, off, to, len);
+}
+
 /* Returns 0 for IPv6 in Ethernet, -1 otherwise. The EtherType is read in place when the
  * linear part holds it (no helper call). */
 static __always_inline int ilnp_is_ipv6(struct __sk_buff *skb)
@@ -118,7 +133,14 @@ __noinline int ilnp_scan_dstopts(struct __sk_buff *skb, struct ilnp_pkt *pkt, __
 	/* Hide the clamp from the compiler so the check below is done on the very register
 	 * passed to the helper, where the verifier sees it. */
 	asm volatile("" : "+r"(scan));
-	if (scan < 8 || scan > ILNP_DO_SCAN || bpf_skb_load_bytes(skb, off, buf, scan) < 0) {
+	if (scan < 8 || scan > ILNP_DO_SCAN) {
+		pkt->malformed = ILNP_BAD_EXT;
+		return 0;
+	}
+	/* The two sizes every ILNP sender uses (4- and 12-byte nonce alone) are read in place. */
+	if (scan == 8 ? ilnp_peek(skb, off, buf, 8) < 0
+	    : scan == 16 ? ilnp_peek(skb, off, buf, 16) < 0
+			 : bpf_skb_load_bytes(skb, off, buf, scan) < 0) {
 		pkt->malformed = ILNP_BAD_EXT;
 		return 0;
 	}
@@ -161,8 +183,11 @@ __noinline int ilnp_scan_dstopts(struct __sk_buff *skb, struct ilnp_pkt *pkt, __
 		pkt->nonce_len = nonce_len;
 		pkt->nonce_opt_off = off + nonce_at;
 		pkt->nonce_hdr_len = len;
-		if (bpf_skb_load_bytes(skb, off + nonce_at + 2, pkt->nonce, nonce_len == 12 ? 12 : 4) < 0)
-			pkt->malformed = ILNP_BAD_NONCE_OPT;
+		/* Already in buf (checked above: p + 2 + olen <= scan); the bytes past a 4-byte
+		 * nonce stay zero, as the nonce index keys expect. */
+		for (int j = 0; j < ILNP_NONCE_MAX; j++)
+			if (j < nonce_len)
+				pkt->nonce[j] = buf[(nonce_at + 2 + j) & (ILNP_DO_SCAN - 1)];
 	}
 	if (first && nonces == 1 && others == 0)
 		pkt->nonce_strippable = 1;
@@ -205,7 +230,7 @@ static __always_inline int ilnp_parse(struct __sk_buff *skb, struct ilnp_pkt *pk
 		case ILNP_NH_ROUTING:
 		case ILNP_NH_DSTOPTS:
 		case ILNP_NH_AUTH:
-			if (bpf_skb_load_bytes(skb, off, hdr, 2) < 0) {
+			if (ilnp_peek(skb, off, hdr, 2) < 0) {
 				pkt->malformed = ILNP_BAD_EXT;
 				return 0;
 			}
@@ -275,7 +300,7 @@ upper:
 	case ILNP_NH_ICMPV6: {
 		__u8 icmp[2];
 
-		if (off + 4 > end || bpf_skb_load_bytes(skb, off, icmp, 2) < 0) {
+		if (off + 4 > end || ilnp_peek(skb, off, icmp, 2) < 0) {
 			pkt->malformed = ILNP_BAD_L4;
 			break;
 		}

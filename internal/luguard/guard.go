@@ -25,6 +25,7 @@ import (
 	"slices"
 	"time"
 
+	"ilnp/internal/budget"
 	"ilnp/internal/wire"
 )
 
@@ -83,8 +84,7 @@ func (v Verdict) String() string {
 
 type peer struct {
 	applied []Digest // oldest first, at most History
-	tokens  float64
-	refill  time.Time
+	acks    budget.Bucket
 }
 
 // Guard holds the state of every correspondent.
@@ -107,7 +107,7 @@ func New(burst int, perSecond float64) *Guard {
 func (g *Guard) peer(p wire.NID) *peer {
 	st := g.peers[p]
 	if st == nil {
-		st = &peer{tokens: g.burst}
+		st = &peer{}
 		g.peers[p] = st
 	}
 	return st
@@ -140,18 +140,7 @@ func (g *Guard) Applied(p wire.NID, d Digest) {
 
 // AllowAck takes one ACK to p from its budget at now; false: over it, send none.
 func (g *Guard) AllowAck(p wire.NID, now time.Time) bool {
-	st := g.peer(p)
-	if !st.refill.IsZero() && now.After(st.refill) {
-		st.tokens = min(g.burst, st.tokens+now.Sub(st.refill).Seconds()*g.rate)
-	}
-	if st.refill.IsZero() || now.After(st.refill) {
-		st.refill = now
-	}
-	if st.tokens < 1 {
-		return false
-	}
-	st.tokens--
-	return true
+	return g.peer(p).acks.Take(1, g.burst, g.rate, now)
 }
 
 // Forget drops p's state (its session ended).

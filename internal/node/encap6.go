@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/budget"
 	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
@@ -46,9 +47,8 @@ type encap6Monitor struct {
 	// asks for thousands at once, two system calls each (issue 28: 3,361 in one poll's steps
 	// at the end of a mass move of 100,000, the loop's longest stall).
 	out chan encap6Probe
-	// tokens and filled are the probe budget (encap6ProbesPerSecond).
-	tokens float64
-	filled time.Time
+	// probes is the probe budget (encap6ProbesPerSecond).
+	probes budget.Bucket
 }
 
 // encap6Probe is one probe for the sender.
@@ -68,20 +68,7 @@ const encap6ProbesPerSecond = 1000
 
 // budget takes n probes from the bucket, or none if it holds fewer.
 func (m *encap6Monitor) budget(n int, now time.Time) bool {
-	if !m.filled.IsZero() && now.After(m.filled) {
-		m.tokens = min(encap6ProbesPerSecond, m.tokens+now.Sub(m.filled).Seconds()*encap6ProbesPerSecond)
-	}
-	if m.filled.IsZero() {
-		m.tokens = encap6ProbesPerSecond
-	}
-	if m.filled.IsZero() || now.After(m.filled) {
-		m.filled = now
-	}
-	if m.tokens < float64(n) {
-		return false
-	}
-	m.tokens -= float64(n)
-	return true
+	return m.probes.Take(float64(n), encap6ProbesPerSecond, encap6ProbesPerSecond, now)
 }
 
 // encap6ProbeQueue is how many probes may wait for the sender.

@@ -81,6 +81,9 @@ type pathMonitor struct {
 	downOf  map[wire.NID]map[wire.L64]bool        // down by peer (0: our locators), markDown
 	flowsAt time.Time                             // when the sockets were last counted
 	spread  map[wire.NID][]datapath.MultipathPair // what the multipath policy last wrote
+	// spreadSettled: a whole poll has passed, so a lone peer (paths.PeerInput.Lone) without
+	// an entry in spread has no spread written (the first pass removes an earlier daemon's).
+	spreadSettled bool
 	// wallBase and monoBase are one instant on our clock and on CLOCK_MONOTONIC (ns).
 	wallBase time.Time
 	monoBase uint64
@@ -342,6 +345,16 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 	if !done {
 		return now, false
 	}
+	m.spreadSettled = true
+	if len(m.downOf[0]) > 0 && usableLocals(n.cache.Locals()) <= 1 {
+		// No other locator of ours to move to: a local locator is not kept down (as
+		// applyPathHealth would at its next verdict, which lone peers no longer bring).
+		for loc := range m.downOf[0] {
+			h := healthKey{loc: loc}
+			m.markDown(h, false)
+			n.setHealth(h, false, now)
+		}
+	}
 	for loc, q := range poll.best {
 		n.apply(n.cache.SetLocalQuality(loc, q, now), now)
 	}
@@ -353,6 +366,7 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now time.Time, at func(uint64) time.Time) {
 	locals := n.cache.Locals()
 	multihomed := n.cache.Multihomed()
+	oneLocal := usableLocals(locals) <= 1
 	bindings := map[wire.NID]ilcc.Binding{}
 	var cands []paths.Key
 	inputs := make([]paths.PeerInput, 0, len(peers))
@@ -367,12 +381,7 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 		// one in use): a locator known only from DNS or the hosts file may not exist yet, and
 		// probing it would leave the router's neighbour entry for it failed when it appears
 		// (losing the first packets, the LU-ACK among them, for a second).
-		var heardFrom []wire.L64
-		for _, st := range stats {
-			if st.RxPackets > 0 && !slices.Contains(heardFrom, st.Key.Remote) {
-				heardFrom = append(heardFrom, st.Key.Remote)
-			}
-		}
+		heardFrom := heardFromOf(stats)
 		b, ok := n.cache.Binding(peer)
 		if len(heardFrom) == 0 || !ok || b.RemoteNonce.IsZero() {
 			// Not two-way (in the ILCC) yet: nothing would prove a pair. A spread written
@@ -385,49 +394,40 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 			inputs = append(inputs, in)
 			continue
 		}
-		bindings[peer] = b
 		if multihomed {
 			// Once per correspondent that never got an LU (ilcc.Announce), also when the
 			// node becomes multihomed later (a second locator, or `ilnpctl set policy`).
 			n.apply(n.cache.Announce(peer, now), now)
 		}
+		in.Candidates = n.pathCandidates(peer, b, locals, heardFrom)
+		// One pair and no other locator of ours: its verdicts could move nothing (no pair to
+		// fail over to, no local locator to demote, nothing to spread over), so it is not
+		// tracked, probed or spread (issue 28: most of a busy correspondent's sessions, and
+		// most of its path liveness heap). ShowPaths lists it from its counters.
+		if in.Lone = oneLocal && len(in.Candidates) == 1; in.Lone {
+			if _, ok := m.spread[peer]; ok || !m.spreadSettled {
+				// A spread written before (or, in the first pass, by an earlier daemon) goes.
+				if err := n.dp.SetMultipath(b.SessionLocal.NID, peer, nil); err != nil {
+					n.log.Warn("multipath", "peer", peer, "err", err)
+				} else {
+					delete(m.spread, peer)
+				}
+			}
+			inputs = append(inputs, in)
+			continue
+		}
+		bindings[peer] = b
 		// While an LU to the peer is out, it may not know the locator we send from and keeps
 		// sending to the one it knows: its pairs are not judged (a move is not a failure).
 		if _, out := n.engine.Outstanding(peer); out {
 			m.tracker.Hold(peer, now)
 		}
-		// Only our locators the peer was told of in an LU (or the session's own): a probe
-		// from another would only meet its unknown-locator check.
-		told := n.cache.Told(peer)
-		for _, l := range locals {
-			if !l.State.Usable() || !slices.Contains(told, l.Locator) {
-				continue
-			}
-			for _, r := range b.RemoteLocators {
-				// A pair is of one family: an IPv4 locator is reached only from one of ours,
-				// inside UDP/IPv4 (bpf/lib/encap.h), an IPv6 one only natively.
-				if encap.IsL32(l.Locator) != encap.IsL32(r.Locator) {
-					continue
-				}
-				if r.State.Usable() && (r.Locator == b.RemoteLocator || slices.Contains(heardFrom, r.Locator)) {
-					in.Candidates = append(in.Candidates, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
-				}
-			}
-		}
-		slices.SortFunc(in.Candidates, func(a, b paths.Key) int {
-			return cmp.Or(cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
-		})
 		cands = append(cands, in.Candidates...)
 		for _, st := range stats {
 			if b.SessionLocal.NID != st.Key.LocalNID {
 				continue
 			}
-			in.Samples = append(in.Samples, paths.Sample{
-				Key:       paths.Key{Peer: peer, Local: st.Key.Local, Remote: st.Key.Remote},
-				TxPackets: st.TxPackets, TxBytes: st.TxBytes, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
-				LastTx: at(st.LastTxNs), LastRx: at(st.LastRxNs), FirstUnanswered: at(st.FirstUnansweredTxNs),
-				Unanswered: st.Unanswered,
-			})
+			in.Samples = append(in.Samples, sampleOf(st, at))
 		}
 		inputs = append(inputs, in)
 	}
@@ -460,6 +460,66 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 	}
 }
 
+// sampleOf is a pair's counters as the tracker takes them.
+func sampleOf(st datapath.PathStats, at func(uint64) time.Time) paths.Sample {
+	return paths.Sample{
+		Key:       paths.Key{Peer: st.Key.RemoteNID, Local: st.Key.Local, Remote: st.Key.Remote},
+		TxPackets: st.TxPackets, TxBytes: st.TxBytes, RxPackets: st.RxPackets, RxBytes: st.RxBytes,
+		LastTx: at(st.LastTxNs), LastRx: at(st.LastRxNs), FirstUnanswered: at(st.FirstUnansweredTxNs),
+		Unanswered: st.Unanswered,
+	}
+}
+
+// heardFromOf is the peer's locators some packet of one peer's pair counters arrived from.
+func heardFromOf(stats []datapath.PathStats) []wire.L64 {
+	var heardFrom []wire.L64
+	for _, st := range stats {
+		if st.RxPackets > 0 && !slices.Contains(heardFrom, st.Key.Remote) {
+			heardFrom = append(heardFrom, st.Key.Remote)
+		}
+	}
+	return heardFrom
+}
+
+// pathCandidates is the pairs of peer's session b that path liveness may judge, ordered by
+// local and remote locator.
+func (n *Node) pathCandidates(peer wire.NID, b ilcc.Binding, locals []ilcc.Local, heardFrom []wire.L64) []paths.Key {
+	var cands []paths.Key
+	// Only our locators the peer was told of in an LU (or the session's own): a probe
+	// from another would only meet its unknown-locator check.
+	told := n.cache.Told(peer)
+	for _, l := range locals {
+		if !l.State.Usable() || !slices.Contains(told, l.Locator) {
+			continue
+		}
+		for _, r := range b.RemoteLocators {
+			// A pair is of one family: an IPv4 locator is reached only from one of ours,
+			// inside UDP/IPv4 (bpf/lib/encap.h), an IPv6 one only natively.
+			if encap.IsL32(l.Locator) != encap.IsL32(r.Locator) {
+				continue
+			}
+			if r.State.Usable() && (r.Locator == b.RemoteLocator || slices.Contains(heardFrom, r.Locator)) {
+				cands = append(cands, paths.Key{Peer: peer, Local: l.Locator, Remote: r.Locator})
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b paths.Key) int {
+		return cmp.Or(cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
+	})
+	return cands
+}
+
+// usableLocals is how many of our locators are usable.
+func usableLocals(all []ilcc.Local) int {
+	usable := 0
+	for _, l := range all {
+		if l.State.Usable() {
+			usable++
+		}
+	}
+	return usable
+}
+
 // applyPathHealth: a local locator is down when some pair through it is dead and none is
 // alive; so is a peer's remote locator among that peer's pairs. Only a dead verdict (or the
 // recovery from one) changes anything: the LU it may cause is one the peer needs. It looks at
@@ -469,12 +529,7 @@ func (n *Node) applyPathHealth(m *pathMonitor, peers []peerStats, cands []paths.
 	// A local locator is only worth demoting when there is another usable one to move to (a
 	// single-homed CN's one locator stays as it is), even one the peer was not told of yet
 	// (the move's LU tells it); a peer's remote locator when the peer has another.
-	usable := 0
-	for _, l := range all {
-		if l.State.Usable() {
-			usable++
-		}
-	}
+	usable := usableLocals(all)
 	remotes := map[wire.NID]map[wire.L64]bool{}
 	for _, k := range cands {
 		if remotes[k.Peer] == nil {
@@ -764,9 +819,24 @@ func (n *Node) ShowPaths(ctx context.Context) (any, error) {
 	if m == nil {
 		return []PathRow{}, nil
 	}
+	// The pairs of lone peers (paths.PeerInput.Lone) are not tracked: they are listed from the
+	// datapath's counters, read here off the loop with the sockets.
+	stats, err := n.dp.Paths()
+	if err != nil {
+		return nil, fmt.Errorf("path counters: %w", err)
+	}
+	poll := newPathPoll(stats)
+	flows := countSockets()
 	var rows []PathRow
 	if err := n.do(ctx, func() error {
-		rows = m.tracker.Views(time.Now())
+		now := time.Now()
+		rows = m.tracker.Views(now)
+		if lone := n.loneViews(m, poll, flows, now); len(lone) > 0 {
+			rows = append(rows, lone...)
+			slices.SortFunc(rows, func(a, b PathRow) int {
+				return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
+			})
+		}
 		return nil
 	}); err != nil {
 		return nil, err
@@ -787,6 +857,41 @@ func (n *Node) ShowPaths(ctx context.Context) (any, error) {
 		}
 	}
 	return rows, nil
+}
+
+// loneViews are the rows of the pairs of lone peers (the one candidate pair of a two-way
+// session while this node has one usable locator), from the counters of poll. On the loop.
+func (n *Node) loneViews(m *pathMonitor, poll *pathPoll, flows map[flowEnds]int, now time.Time) []PathRow {
+	locals := n.cache.Locals()
+	if m.monoBase == 0 || usableLocals(locals) > 1 {
+		return nil
+	}
+	at := func(ns uint64) time.Time { return m.at(ns, now) }
+	var rows []PathRow
+	for _, ps := range poll.peers {
+		stats := poll.stats[ps.from:ps.to]
+		heardFrom := heardFromOf(stats)
+		b, ok := n.cache.Binding(ps.peer)
+		if len(heardFrom) == 0 || !ok || b.RemoteNonce.IsZero() {
+			continue
+		}
+		cands := n.pathCandidates(ps.peer, b, locals, heardFrom)
+		if len(cands) != 1 {
+			continue
+		}
+		k := cands[0]
+		for _, st := range stats {
+			if st.Key.LocalNID != b.SessionLocal.NID || st.Key.Local != k.Local || st.Key.Remote != k.Remote {
+				continue
+			}
+			f := 0
+			if b.HasLocal && k.Local == b.LocalLocator && k.Remote == b.RemoteLocator {
+				f = flows[flowEnds{b.SessionLocal.Addr(), b.SessionRemote.Addr()}]
+			}
+			rows = append(rows, m.tracker.LoneView(sampleOf(st, at), f, now))
+		}
+	}
+	return rows
 }
 
 // SetPolicy switches the handoff policy at run time (`ilnpctl set policy`).

@@ -511,6 +511,12 @@ type PeerInput struct {
 	Peer       wire.NID
 	Candidates []Key
 	Samples    []Sample
+	// Lone: whatever the peer's pairs do, no verdict could change anything (one candidate
+	// pair, and no other locator of ours to move to): the tracker keeps nothing of the peer
+	// (what it held goes, and EndPass forgets the peer), judges and probes none of its pairs
+	// and reports no change of theirs. Most sessions of a correspondent with many are so;
+	// their records were most of its path liveness heap (issue 28). LoneView shows such a pair.
+	Lone bool
 }
 
 // BeginPass starts a pass: the StepPeers calls up to the EndPass that returns done together
@@ -552,6 +558,16 @@ func (t *Tracker) StepPeers(in []PeerInput, now time.Time) Result {
 
 func (t *Tracker) stepPeer(in *PeerInput, now time.Time, res *Result, wanted []*pair) []*pair {
 	ps := t.peers[in.Peer]
+	if in.Lone {
+		if ps != nil {
+			// Not stepped in this pass: EndPass forgets it.
+			for _, p := range ps.pairs {
+				t.count(p.s.Key, p.state, -1)
+			}
+			ps.pairs, ps.heard, ps.held = nil, nil, time.Time{}
+		}
+		return wanted
+	}
 	if ps == nil {
 		if len(in.Candidates) == 0 && len(in.Samples) == 0 {
 			return wanted
@@ -996,6 +1012,23 @@ func (t *Tracker) Views(now time.Time) []View {
 		out = append(out, v)
 	}
 	return out
+}
+
+// LoneView is the row of a pair the tracker keeps nothing of (PeerInput.Lone), from its
+// counters s: alive while it delivered within the time an idle pair is given to prove itself
+// (ProbeInterval + InitialRTT + Margin), unknown otherwise; no RTT or loss (it is not probed).
+func (t *Tracker) LoneView(s Sample, flows int, now time.Time) View {
+	v := View{
+		Peer: s.Key.Peer.String(), Local: s.Key.Local.String(), Remote: s.Key.Remote.String(),
+		TxBytes: s.TxBytes, RxBytes: s.RxBytes, TxPackets: s.TxPackets, RxPackets: s.RxPackets, Flows: flows,
+	}
+	if !s.LastRx.IsZero() {
+		v.LastProofMsAgo = ms(now.Sub(s.LastRx))
+		if now.Sub(s.LastRx) <= t.cfg.ProbeInterval+t.cfg.InitialRTT+t.cfg.Margin {
+			v.State = Alive
+		}
+	}
+	return v
 }
 
 func ms(d time.Duration) *float64 {

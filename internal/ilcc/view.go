@@ -75,6 +75,19 @@ func (c *Cache) Binding(nid wire.NID) (Binding, bool) {
 	return c.bindingFor(p), true
 }
 
+// SessionView returns the session view of the session with nid: this node's I-LV and the
+// correspondent's (ok false: no session). It copies nothing else: the daemon asks it for
+// every peer route it writes, instead of keeping a map of its own (issue 28).
+func (c *Cache) SessionView(nid wire.NID) (local, remote wire.ILV, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[nid]
+	if p == nil {
+		return wire.ILV{}, wire.ILV{}, false
+	}
+	return p.sessLocal, p.sessRemote, true
+}
+
 // Bindings returns every correspondent's datapath entry, ordered by peer (for a full resync).
 func (c *Cache) Bindings() []Binding {
 	c.mu.Lock()

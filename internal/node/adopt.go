@@ -165,7 +165,6 @@ func (n *Node) adopt() error {
 		if err := n.host.addIdentity(s.LocalAddr()); err != nil {
 			n.log.Warn("identity address", "err", err)
 		}
-		n.host.peerView[s.RemoteAddr()] = s.LocalAddr()
 		n.routeAdopted(s.RemoteAddr())
 		n.apply(eff, now)
 		n.lvResumed(s, unverified)

@@ -46,11 +46,13 @@ type host struct {
 	peerSrc map[netip.Addr]wire.NID
 	active  wire.L64
 	onLink  map[netip.Addr]int
-	// peerView is, per correspondent session view, this node's own view of the session: the
-	// route's source hint, so that a new socket towards the correspondent joins the session
-	// (the datapath translates only the session's address pair) however the node moved since,
-	// or when its view is its IPv4 locator's (a correspondent behind a NAT reached it there).
-	peerView map[netip.Addr]netip.Addr
+	// viewOf is, for a correspondent's session view, this node's own view of the session:
+	// the route's source hint, so that a new socket towards the correspondent joins the
+	// session (the datapath translates only the session's address pair) however the node
+	// moved since, or when its view is its IPv4 locator's (a correspondent behind a NAT
+	// reached it there). The ILCC holds it (Node.sessionViewOf): a map of its own here was
+	// some 100 bytes a session (issue 28). nil: none.
+	viewOf func(peer netip.Addr) (netip.Addr, bool)
 	// existing: the kernel's peer routes when a restarted daemon adopts them (loadRoutes);
 	// routePeer takes one that is already as it would write it instead of writing it again.
 	existing map[netip.Addr]*netlink.Route
@@ -78,7 +80,6 @@ func newHost(headroom int) (*host, error) {
 		clamps:      map[netip.Addr]int{},
 		peerSrc:     map[netip.Addr]wire.NID{},
 		onLink:      map[netip.Addr]int{},
-		peerView:    map[netip.Addr]netip.Addr{},
 	}, nil
 }
 
@@ -160,7 +161,7 @@ func (h *host) writePeerRoute(peer netip.Addr, ifindex int, router netip.Addr, f
 	if router.IsValid() {
 		pr.gw = router
 	}
-	if view, ok := h.peerView[peer]; ok && h.identities[view] {
+	if view, ok := h.sessionView(peer); ok && h.identities[view] {
 		pr.src = view
 	} else if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
 		pr.src = wire.ILV{Locator: h.active, NID: nid}.Addr()
@@ -208,6 +209,14 @@ func (h *host) route(peer netip.Addr, pr peerRoute) *netlink.Route {
 		r.Src = pr.src.AsSlice()
 	}
 	return r
+}
+
+// sessionView is this node's view of the session whose correspondent's view is peer.
+func (h *host) sessionView(peer netip.Addr) (netip.Addr, bool) {
+	if h.viewOf == nil {
+		return netip.Addr{}, false
+	}
+	return h.viewOf(peer)
 }
 
 // recordRoute notes pr as the route to peer.
@@ -329,7 +338,6 @@ func (h *host) unroutePeer(nid wire.NID) error {
 			continue
 		}
 		delete(h.peerRoutes, peer)
-		delete(h.peerView, peer)
 	}
 	if len(kept) == 0 {
 		delete(h.peerAddrs, nid)

@@ -344,6 +344,7 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.host = h
+	h.viewOf = n.sessionViewOf
 	if err := n.mountPins(); err != nil {
 		return err
 	}
@@ -931,6 +932,20 @@ func (n *Node) onDatapathEvent(ev datapath.Event) {
 	}
 }
 
+// sessionViewOf is this node's view of the ILCC session whose correspondent's view is peer
+// (host.viewOf).
+func (n *Node) sessionViewOf(peer netip.Addr) (netip.Addr, bool) {
+	ilv, err := wire.ILVFromAddr(peer)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	local, remote, ok := n.cache.SessionView(ilv.NID)
+	if !ok || remote != ilv {
+		return netip.Addr{}, false
+	}
+	return local.Addr(), true
+}
+
 // openSession records the datapath's session between local and remote in the ILCC and gives
 // the peer its route (a datapath session event, or an LU that overtook that event).
 func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiator bool) {
@@ -956,7 +971,6 @@ func (n *Node) openSession(local, remote wire.NID, ns int64, how string, initiat
 		n.log.Warn("session not recorded", "peer", remote, "err", err)
 		return
 	}
-	n.host.peerView[s.RemoteAddr()] = s.LocalAddr()
 	if active, ok := n.cache.Active(); ok {
 		if err := n.host.routePeer(s.RemoteAddr(), active.IfIndex, active.Router); err != nil {
 			n.log.Warn("peer route", "err", err)

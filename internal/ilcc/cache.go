@@ -676,6 +676,9 @@ func (c *Cache) syncBinding(p *peer, eff *Effects) {
 	if sameBinding(p.bound, b) {
 		return
 	}
+	if p.bound.set {
+		b.Was = p.bound.remoteLocator
+	}
 	p.bound = bindingState{local: c.boundLocalOf(b), remoteLocators: b.RemoteLocators, remoteLocator: b.RemoteLocator, remoteNonce: b.RemoteNonce, set: true}
 	eff.Bindings = append(eff.Bindings, b)
 }

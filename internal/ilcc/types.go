@@ -162,6 +162,11 @@ type Binding struct {
 	// must carry (zero until learned).
 	LocalNonce  wire.Nonce
 	RemoteNonce wire.Nonce
+	// Was, in Effects.Bindings, is the RemoteLocator of the binding handed out before this
+	// one for the session (0: this is its first); zero elsewhere, and not part of Equal. The
+	// daemon tells a correspondent's switch by it instead of keeping a copy of every
+	// session's remote locator (issue 28).
+	Was wire.L64
 }
 
 // Equal reports whether two bindings would program the datapath identically.

@@ -24,9 +24,6 @@ type tcpAware struct {
 	it         *tcpaware.Loaded // loaded when first on; nil while off or unavailable
 	loadErr    error
 	lastActive wire.L64
-	// remotes is each correspondent's active remote locator as last programmed (for telling
-	// a soft switch of the CN's sending from a hard one).
-	remotes map[wire.NID]wire.L64
 	// pins keep a correspondent's packets on the old locator during the MN's soft switch
 	// until the LU-ACK (tcpaware.Pins).
 	pins tcpaware.Pins
@@ -137,9 +134,6 @@ func (n *Node) tcpFlush() {
 // or overtaken by another, end here.
 func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 	t := n.tcp()
-	if t.remotes == nil {
-		t.remotes = map[wire.NID]wire.L64{}
-	}
 	var us []tcpaware.Update
 	var active wire.L64
 	if a, ok := n.cache.Active(); ok {
@@ -159,9 +153,9 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 		}
 	}
 	for _, b := range eff.Bindings {
-		prev, known := t.remotes[b.Peer]
-		t.remotes[b.Peer] = b.RemoteLocator
-		if known && prev != b.RemoteLocator && b.RemoteUsable(prev) {
+		// b.Was: the remote locator it replaces (the ILCC's, not a copy of every session's
+		// here: issue 28).
+		if prev := b.Was; prev != 0 && prev != b.RemoteLocator && b.RemoteUsable(prev) {
 			if n.tcpRemotePin(b, prev) {
 				continue
 			}
@@ -171,7 +165,6 @@ func (n *Node) tcpBeforeSwitch(eff ilcc.Effects) {
 		}
 	}
 	for _, peer := range eff.Removed {
-		delete(t.remotes, peer)
 		t.pins.Release(peer)
 		if t.rpins.Release(peer) {
 			n.tcpRemoteUnpin(peer)

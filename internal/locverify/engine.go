@@ -272,6 +272,12 @@ type Engine struct {
 	// probation holds the returned locators' deadlines in the order they were set (one
 	// lifetime for all); entries whose locator was answered or left since are skipped.
 	probation []probationEntry
+	// left holds the locators that left a peer's set in the order they left (one
+	// RecentlyVerified for all): a record of one that left longer ago than that answers no
+	// question, and forgetting them lets a correspondent that moved once go back to its
+	// small record (issue 28: after a mass move every session kept one for good). Entries
+	// whose locator came back or left again since are skipped.
+	left []leftEntry
 	// tokensPeak is the most challenges out since tokens was made: a Go map keeps the room
 	// of its largest size, and a server that challenged 100,000 correspondents at once kept
 	// some 9 MB for none (issue 28); expire makes tokens afresh once they are all gone.
@@ -280,6 +286,12 @@ type Engine struct {
 
 // tokensFresh is the peak above which an emptied tokens map is made afresh.
 const tokensFresh = 1024
+
+type leftEntry struct {
+	peer wire.NID
+	loc  wire.L64
+	at   time.Time
+}
 
 type probationEntry struct {
 	peer     wire.NID
@@ -411,6 +423,7 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 		}
 		st.endProbation(l)
 		st.remember(l, now)
+		e.left = append(e.left, leftEntry{peer: p, loc: l, at: now})
 	}
 	st.verified = kept
 	return e.added(p, st, locs, from, luBytes, fresh, now)
@@ -561,15 +574,42 @@ func (e *Engine) Tick(now time.Time) []Action {
 	if len(e.probation) == 0 {
 		e.probation = nil
 	}
+	e.forgetLeft(now)
 	return out
 }
 
 // NextDeadline is when Tick has work next.
 func (e *Engine) NextDeadline() (time.Time, bool) {
-	if len(e.probation) == 0 {
-		return time.Time{}, false
+	var next time.Time
+	if len(e.probation) > 0 {
+		next = e.probation[0].deadline
 	}
-	return e.probation[0].deadline, true
+	if len(e.left) > 0 {
+		if d := e.left[0].at.Add(RecentlyVerified); next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// forgetLeft drops the records of locators that left RecentlyVerified or longer ago.
+func (e *Engine) forgetLeft(now time.Time) {
+	for len(e.left) > 0 && now.Sub(e.left[0].at) >= RecentlyVerified {
+		x := e.left[0]
+		e.left = e.left[1:]
+		st := e.peers[x.peer]
+		if st == nil || st.rare == nil {
+			continue
+		}
+		st.rare.left = slices.DeleteFunc(st.rare.left, func(l leftLoc) bool { return l.loc == x.loc && !l.at.After(x.at) })
+		if len(st.rare.left) == 0 {
+			st.rare.left = nil
+		}
+		st.tidy()
+	}
+	if len(e.left) == 0 {
+		e.left = nil // let a burst's array go
+	}
 }
 
 // remember records that the verified locator l left the set at now, forgetting the oldest
@@ -655,6 +695,7 @@ func (e *Engine) expire(now time.Time) {
 	if len(e.order) == 0 {
 		e.order = nil // let a burst's array go
 	}
+	e.forgetLeft(now)
 	if len(e.tokens) == 0 && e.tokensPeak > tokensFresh {
 		e.tokens, e.tokensPeak = map[Token]pending{}, 0
 	}

@@ -73,3 +73,43 @@ func TestTokensMapMadeAfresh(t *testing.T) {
 		t.Fatal("the burst's map is still in use")
 	}
 }
+
+// A correspondent that moved keeps the record of the locator it left for RecentlyVerified
+// only: then Tick (NextDeadline says when) forgets it, and with nothing else under way the
+// peer is back to its small record; within that time the locator still returns at full rate.
+func TestLeftForgotten(t *testing.T) {
+	e, err := New(Config{Mode: Strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const p, l1, l2 = wire.NID(0x0a00_0000_0000_0001), wire.L64(0x2001_0db8_0001_0000), wire.L64(0x2001_0db8_0002_0000)
+	if _, err := e.Opened(p, []wire.L64{l1}, l1, false, now); err != nil {
+		t.Fatal(err)
+	}
+	acts, err := e.Announced(p, []wire.L64{l2}, l2, 1000, true, now)
+	if err != nil || len(acts) != 2 || acts[1].Kind != SendChallenge {
+		t.Fatalf("move: %+v %v", acts, err)
+	}
+	if _, ok := e.Echoed(p, acts[1].Token, now); !ok {
+		t.Fatal("echo not taken")
+	}
+	st := e.peers[p]
+	if st.rare == nil || len(st.rare.left) != 1 {
+		t.Fatalf("after the move: rare %+v", st.rare)
+	}
+	if d, ok := e.NextDeadline(); !ok || !d.Equal(now.Add(RecentlyVerified)) {
+		t.Fatalf("NextDeadline = %v %v, want the left record's end", d, ok)
+	}
+	e.Tick(now.Add(RecentlyVerified - time.Millisecond))
+	if !st.recentlyLeft(l1, now.Add(RecentlyVerified-time.Millisecond)) {
+		t.Fatal("forgotten before RecentlyVerified")
+	}
+	e.Tick(now.Add(RecentlyVerified))
+	if st.rare != nil || e.left != nil {
+		t.Fatalf("after RecentlyVerified: rare %+v, queue %v", st.rare, e.left)
+	}
+	if _, ok := e.NextDeadline(); ok {
+		t.Error("a deadline left with nothing to do")
+	}
+}

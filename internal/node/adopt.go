@@ -337,10 +337,10 @@ func (n *Node) stateFile() state.File {
 	for addr := range n.host.identities {
 		st.Identities = append(st.Identities, addr)
 	}
-	st.PeerRoutes = make([]netip.Addr, 0, len(n.host.peerRoutes))
-	for addr := range n.host.peerRoutes {
+	st.PeerRoutes = make([]netip.Addr, 0, n.host.peerRoutes.len())
+	n.host.peerRoutes.each(func(addr netip.Addr, _ *peerRoute) {
 		st.PeerRoutes = append(st.PeerRoutes, addr)
-	}
+	})
 	if n.eph != nil {
 		for _, p := range n.eph.Live() {
 			st.Ephemeral = append(st.Ephemeral, state.Ephemeral{Peer: p.Peer, NID: p.NID})

@@ -21,10 +21,9 @@ type host struct {
 	nl         *netlink.Handle
 	lo         netlink.Link
 	identities map[netip.Addr]bool
-	peerRoutes map[netip.Addr]*peerRoute
-	// peerAddrs lists peerRoutes' addresses by NID: unroutePeer runs for every session that
-	// closes, and a pass over every route there made a flood's expiry O(sessions^2) (issue 28).
-	peerAddrs map[wire.NID][]netip.Addr
+	// peerRoutes is kept by NID: unroutePeer runs for every session that closes, and a pass
+	// over every route there made a flood's expiry O(sessions^2) (issue 28).
+	peerRoutes routeTable
 	// lastRoute is the peerRoute recorded last, which peers with an equal route share (most
 	// routes are alike: a pointer each instead of 72 bytes each; issue 28). Records are never
 	// changed in place.
@@ -72,8 +71,7 @@ func newHost(headroom int) (*host, error) {
 		nl:          nl,
 		lo:          lo,
 		identities:  map[netip.Addr]bool{},
-		peerRoutes:  map[netip.Addr]*peerRoute{},
-		peerAddrs:   map[wire.NID][]netip.Addr{},
+		peerRoutes:  newRouteTable(),
 		encapNeighs: map[int]bool{},
 		mtu:         1500 - headroom,
 		encap6:      map[wire.NID]bool{},
@@ -166,11 +164,12 @@ func (h *host) writePeerRoute(peer netip.Addr, ifindex int, router netip.Addr, f
 	} else if nid := h.peerSrc[peer]; nid != 0 && h.active != 0 {
 		pr.src = wire.ILV{Locator: h.active, NID: nid}.Addr()
 	}
-	if old := h.peerRoutes[peer]; !force && old != nil && *old == pr {
+	old := h.peerRoutes.get(peer)
+	if !force && old != nil && *old == pr {
 		return nil
 	}
 	r := h.route(peer, pr)
-	if k := h.existing[peer]; h.peerRoutes[peer] == nil && k != nil && k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) &&
+	if k := h.existing[peer]; old == nil && k != nil && k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) &&
 		k.Src.Equal(r.Src) && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS {
 		h.recordRoute(peer, pr)
 		return nil
@@ -221,15 +220,10 @@ func (h *host) sessionView(peer netip.Addr) (netip.Addr, bool) {
 
 // recordRoute notes pr as the route to peer.
 func (h *host) recordRoute(peer netip.Addr, pr peerRoute) {
-	if h.peerRoutes[peer] == nil {
-		if ilv, err := wire.ILVFromAddr(peer); err == nil {
-			h.peerAddrs[ilv.NID] = append(h.peerAddrs[ilv.NID], peer)
-		}
-	}
 	if h.lastRoute == nil || *h.lastRoute != pr {
 		h.lastRoute = &pr
 	}
-	h.peerRoutes[peer] = h.lastRoute
+	h.peerRoutes.set(peer, h.lastRoute)
 }
 
 // loadRoutes reads the kernel's IPv6 host routes of the main table that a previous daemon
@@ -264,24 +258,25 @@ func (h *host) forgetRoutes() { h.existing = nil }
 // that went down took its routes with it, or will).
 func (h *host) routesUp() bool {
 	checked := map[int]bool{}
-	for _, r := range h.peerRoutes {
-		if checked[r.link] {
-			continue
+	up := true
+	h.peerRoutes.each(func(_ netip.Addr, r *peerRoute) {
+		if !up || checked[r.link] {
+			return
 		}
 		ifc, err := net.InterfaceByIndex(r.link)
 		if err != nil || ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagRunning == 0 {
-			return false
+			up = false
 		}
 		checked[r.link] = true
-	}
-	return true
+	})
+	return up
 }
 
 // clampPeer gives peer's route the locked MTU mtu (0: the clamp ends, the usual MTU again).
 // owned is false when the daemon keeps no route to peer: the caller installs its own then
 // (internal/pmtu). force rewrites the route even if the record says it is in place.
 func (h *host) clampPeer(peer netip.Addr, mtu int, force bool) (owned bool, err error) {
-	r := h.peerRoutes[peer]
+	r := h.peerRoutes.get(peer)
 	if r == nil {
 		return false, nil
 	}
@@ -306,8 +301,8 @@ func (h *host) setEncap6(nid wire.NID, on bool) error {
 		delete(h.encap6, nid)
 	}
 	var errs []error
-	for _, peer := range h.peerAddrs[nid] {
-		if r := h.peerRoutes[peer]; r != nil {
+	for _, peer := range h.peerRoutes.of(nid) {
+		if r := h.peerRoutes.get(peer); r != nil {
 			errs = append(errs, h.routePeer(peer, r.link, r.gw))
 		}
 	}
@@ -317,43 +312,33 @@ func (h *host) setEncap6(nid wire.NID, on bool) error {
 // reroutePeers moves every peer route to a new active interface.
 func (h *host) reroutePeers(ifindex int, router netip.Addr) error {
 	var errs []error
-	for peer := range h.peerRoutes {
+	h.peerRoutes.each(func(peer netip.Addr, _ *peerRoute) {
 		errs = append(errs, h.routePeer(peer, ifindex, router))
-	}
+	})
 	return errors.Join(errs...)
 }
 
 // unroutePeer removes the host routes of every session-view address with this NID.
 func (h *host) unroutePeer(nid wire.NID) error {
 	var errs []error
-	var kept []netip.Addr
-	for _, peer := range h.peerAddrs[nid] {
-		r := h.peerRoutes[peer]
-		if r == nil {
-			continue
-		}
+	for _, peer := range h.peerRoutes.of(nid) {
+		r := h.peerRoutes.get(peer)
 		if err := h.nl.RouteDel(h.route(peer, *r)); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
-			kept = append(kept, peer)
 			continue
 		}
-		delete(h.peerRoutes, peer)
-	}
-	if len(kept) == 0 {
-		delete(h.peerAddrs, nid)
-	} else {
-		h.peerAddrs[nid] = kept
+		h.peerRoutes.del(peer)
 	}
 	return errors.Join(errs...)
 }
 
 func (h *host) close() error {
 	var errs []error
-	for peer, r := range h.peerRoutes {
+	h.peerRoutes.each(func(peer netip.Addr, r *peerRoute) {
 		if err := h.nl.RouteDel(h.route(peer, *r)); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
 		}
-	}
+	})
 	for addr := range h.identities {
 		errs = append(errs, h.removeIdentity(addr))
 	}

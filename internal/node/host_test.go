@@ -9,7 +9,7 @@ import (
 	"ilnp/internal/wire"
 )
 
-// unroutePeer removes exactly the routes of one NID's session views, found through peerAddrs
+// unroutePeer removes exactly the routes of one NID's session views, found by NID
 // (no pass over every route: issue 28), and forgets them; the other NIDs' routes stay.
 func TestUnroutePeerByNID(t *testing.T) {
 	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
@@ -31,8 +31,8 @@ func TestUnroutePeerByNID(t *testing.T) {
 	if err := h.routePeer(views[0], idx, netip.Addr{}); err != nil { // again: indexed once
 		t.Fatal(err)
 	}
-	if len(h.peerAddrs[x]) != 2 || len(h.peerAddrs[y]) != 1 {
-		t.Fatalf("index %v", h.peerAddrs)
+	if len(h.peerRoutes.of(x)) != 2 || len(h.peerRoutes.of(y)) != 1 || h.peerRoutes.len() != 3 {
+		t.Fatalf("routes of x %v, of y %v, %d in all", h.peerRoutes.of(x), h.peerRoutes.of(y), h.peerRoutes.len())
 	}
 	if err := h.unroutePeer(x); err != nil {
 		t.Fatal(err)
@@ -41,8 +41,8 @@ func TestUnroutePeerByNID(t *testing.T) {
 	if strings.Contains(out, views[0].String()) || strings.Contains(out, views[1].String()) || !strings.Contains(out, views[2].String()) {
 		t.Fatalf("routes after removing %v:\n%s", wire.NID(x), out)
 	}
-	if _, ok := h.peerAddrs[x]; ok || len(h.peerRoutes) != 1 || h.peerRoutes[views[2]] == nil {
-		t.Fatalf("after: index %v, routes %v", h.peerAddrs, h.peerRoutes)
+	if h.peerRoutes.of(x) != nil || h.peerRoutes.len() != 1 || h.peerRoutes.get(views[2]) == nil {
+		t.Fatalf("after: routes of x %v, %d in all", h.peerRoutes.of(x), h.peerRoutes.len())
 	}
 	// routesUp: the LUs of a move may leave before the routes move only while the interface
 	// the routes point at is up (node.apply).
@@ -98,8 +98,8 @@ func TestAdoptedRoutesNotRewritten(t *testing.T) {
 			return err
 		}
 		next.forgetRoutes()
-		if next.peerRoutes[same] == nil || next.peerRoutes[moved] == nil || len(next.peerAddrs) != 2 {
-			t.Errorf("routes not recorded: %v %v", next.peerRoutes, next.peerAddrs)
+		if next.peerRoutes.get(same) == nil || next.peerRoutes.get(moved) == nil || next.peerRoutes.len() != 2 {
+			t.Errorf("routes not recorded: %d", next.peerRoutes.len())
 		}
 		return nil
 	}); err != nil {

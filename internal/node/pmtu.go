@@ -69,7 +69,7 @@ func (n *Node) expireClamps(now time.Time) {
 func (n *Node) unclampAll() error {
 	var errs []error
 	for _, dst := range n.pmtu.All() {
-		if n.host.peerRoutes[dst] == nil {
+		if n.host.peerRoutes.get(dst) == nil {
 			errs = append(errs, pmtu.Remove(dst))
 		}
 	}

@@ -9,7 +9,9 @@ import (
 )
 
 // BenchmarkPeerMemory reports the live heap per correspondent (issue 28) as a server's engine
-// holds it: opened with its locator, probed once, the challenge answered (B/peer).
+// holds it: opened with its locator, probed once, the challenge answered (B/peer), and once
+// every peer moved to a new locator that answered and RecentlyVerified has passed
+// (B/peer-moved).
 func BenchmarkPeerMemory(b *testing.B) {
 	const n = 20000
 	heap := func() uint64 {
@@ -20,7 +22,7 @@ func BenchmarkPeerMemory(b *testing.B) {
 		return m.HeapAlloc
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var perPeer float64
+	var perPeer, moved float64
 	for b.Loop() {
 		before := heap()
 		e, err := New(Config{Mode: Opportunistic})
@@ -42,9 +44,25 @@ func BenchmarkPeerMemory(b *testing.B) {
 		}
 		e.expire(now.Add(time.Hour))
 		perPeer = float64(heap()-before) / n
+		// Every peer moves to a new locator, which answers its challenge; RecentlyVerified
+		// later the left records are gone.
+		later := now.Add(time.Minute)
+		for i := range n {
+			p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db9_0000_0000+i<<16)
+			acts, err := e.Announced(p, []wire.L64{l}, l, 1000, true, later)
+			if err != nil || len(acts) != 2 {
+				b.Fatalf("move: %+v %v", acts, err)
+			}
+			if _, ok := e.Echoed(p, acts[1].Token, later); !ok {
+				b.Fatal("echo not taken")
+			}
+		}
+		e.Tick(later.Add(RecentlyVerified))
+		moved = float64(heap()-before) / n
 		runtime.KeepAlive(e)
 	}
 	b.ReportMetric(perPeer, "B/peer")
+	b.ReportMetric(moved, "B/peer-moved")
 }
 
 // A burst of challenges, answered and expired, leaves no map of its size behind.

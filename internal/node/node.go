@@ -333,6 +333,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.startSweep(sessions)
 		case <-n.sweepReady():
 			n.sweepStep()
+		case <-n.persistReady():
+			n.persistStep()
 		}
 	}
 }

@@ -177,7 +177,8 @@ type Cache struct {
 	// rescan is the pass that queues every peer's deadline after peersRescan, rescanStep
 	// peers per NextDeadline (issue 28: queuing 100,000 at once held the loop some 56 ms),
 	// nil when none is open; rescanAgain: another change came during it, so another pass
-	// follows. While one is open NextDeadline says now.
+	// follows. While one is open (Rescanning) a peer it has not reached may be due before
+	// NextDeadline says.
 	rescan      *rescanPass
 	rescanAgain bool
 	// touched counts the peers whose deadline was computed for the queue (tests: the work
@@ -297,8 +298,19 @@ func (c *Cache) requeueAll() {
 	}
 }
 
-// peersNext is the earliest peer deadline (c.mu held): while a rescan is open, now (the
-// cache's epoch, long past), so that the loop comes back for its next share at once.
+// Rescanning reports whether a rescan of the peers' deadlines is open: the caller calls
+// NextDeadline again soon (a turn of its loop), each call queuing the next share, until it
+// ends. Meanwhile NextDeadline may be later than a peer not reached yet: a change to every
+// peer's deadline (a locator's lifetimes, the idle timeout) is applied within the rescan's
+// turns.
+func (c *Cache) Rescanning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rescan != nil || c.peersRescan
+}
+
+// peersNext is the earliest peer deadline queued (c.mu held), after the next share of an open
+// rescan.
 func (c *Cache) peersNext() (time.Time, bool) {
 	if c.peersRescan {
 		c.peersRescan = false
@@ -310,9 +322,6 @@ func (c *Cache) peersNext() (time.Time, bool) {
 	}
 	if c.rescan != nil {
 		c.stepRescan()
-		if c.rescan != nil {
-			return c.epoch, true
-		}
 	}
 	for len(c.due) > 0 {
 		top := c.due[0]

@@ -437,7 +437,8 @@ func (n *Node) persist() {
 	c.pending = false
 	// The loop takes the snapshot, a share per step; encoding and writing it (most of the
 	// cost: 100,000 correspondents held the loop for a third of a second per check, issue
-	// 28) run beside. A table of fewer than snapshotStep sessions is taken whole here.
+	// 28) run beside. A snapshot of fewer than snapshotStep entries (a correspondent and
+	// its peer route are two) is taken whole here.
 	c.snap = n.beginSnapshot()
 	c.nextStep = start
 	n.persistStep()

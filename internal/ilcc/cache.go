@@ -23,6 +23,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"sync"
@@ -173,6 +174,16 @@ type Cache struct {
 	due         peerHeap
 	peersRescan bool
 	fullTick    bool
+	// rescan is the pass that queues every peer's deadline after peersRescan, rescanStep
+	// peers per NextDeadline (issue 28: queuing 100,000 at once held the loop some 56 ms),
+	// nil when none is open; rescanAgain: another change came during it, so another pass
+	// follows. While one is open (Rescanning) a peer it has not reached may be due before
+	// NextDeadline says.
+	rescan      *rescanPass
+	rescanAgain bool
+	// touched counts the peers whose deadline was computed for the queue (tests: the work
+	// a call does).
+	touched int
 	// lastBoundLocal is the local locator of the last binding made, which the next ones share.
 	lastBoundLocal *boundLocal
 	// epoch is what the peers' stamps count from.
@@ -195,6 +206,13 @@ func (c *Cache) shared(adv []wire.LocatorEntry) []wire.LocatorEntry {
 // lock takes the cache for a change that may move any peer's deadline.
 func (c *Cache) lock() {
 	c.mu.Lock()
+	c.global()
+}
+
+// global notes a change that may move any peer's deadline (c.mu held). A change to one peer
+// takes c.mu and calls peerChanged instead: a rescan and a full Tick per such event made it
+// cost O(sessions) (issue 28).
+func (c *Cache) global() {
 	c.peersRescan = true
 	c.fullTick = true
 }
@@ -214,24 +232,96 @@ func (c *Cache) queuePeer(p *peer) {
 	}
 }
 
-// requeueAll queues every peer's deadline afresh (c.mu held).
-func (c *Cache) requeueAll() {
-	c.due = c.due[:0]
-	for _, p := range c.peers {
-		p.queuedAt = 0
-		if t := c.stampOf(c.peerDeadline(p)); t != 0 {
-			c.due = append(c.due, dueEntry{at: t, nid: p.nid})
-			p.queuedAt = t
-		}
-	}
-	heap.Init(&c.due)
+// rescanStep is how many peers a rescan queues per NextDeadline: some 1 ms of the loop (a
+// peer's deadline and its push cost ~0.5 us at 100,000 peers).
+const rescanStep = 2000
+
+// rescanPass walks c.peers a share at a time: a coroutine ranging over the map, resumed only
+// with c.mu held, so the map changes between shares as it would in the body of a range loop
+// (a peer removed before it is reached is not visited, one added may be; peerChanged queues
+// those).
+type rescanPass struct {
+	next func() (int, bool)
+	stop func()
 }
 
-// peersNext is the earliest peer deadline (c.mu held).
+// beginRescan opens a pass that queues every peer's deadline (c.mu held). The queue keeps its
+// entries (a stale one is dropped or moved when it comes to the top) unless stale ones have
+// piled up: then it starts empty and each peer is queued afresh when the pass reaches it.
+func (c *Cache) beginRescan() {
+	fresh := len(c.due) > 2*len(c.peers)+rescanStep
+	if fresh {
+		c.due = c.due[:0]
+	}
+	next, stop := iter.Pull(func(yield func(int) bool) {
+		n := 0
+		for _, p := range c.peers {
+			if fresh {
+				p.queuedAt = 0
+			}
+			c.queuePeer(p)
+			c.touched++
+			if n++; n == rescanStep {
+				if !yield(n) {
+					return
+				}
+				n = 0
+			}
+		}
+	})
+	c.rescan = &rescanPass{next: next, stop: stop}
+}
+
+// stepRescan queues the next rescanStep peers' deadlines of the open pass; the pass that ends
+// starts the next one if a change came during it (c.mu held).
+func (c *Cache) stepRescan() {
+	if _, more := c.rescan.next(); more {
+		return
+	}
+	c.rescan.stop()
+	c.rescan = nil
+	if c.rescanAgain {
+		c.rescanAgain = false
+		c.beginRescan()
+	}
+}
+
+// requeueAll queues every peer's deadline at once (c.mu held): a rescan run to its end.
+func (c *Cache) requeueAll() {
+	c.peersRescan = false
+	if c.rescan == nil {
+		c.beginRescan()
+	}
+	c.rescanAgain = false
+	for c.rescan != nil {
+		c.stepRescan()
+	}
+}
+
+// Rescanning reports whether a rescan of the peers' deadlines is open: the caller calls
+// NextDeadline again soon (a turn of its loop), each call queuing the next share, until it
+// ends. Meanwhile NextDeadline may be later than a peer not reached yet: a change to every
+// peer's deadline (a locator's lifetimes, the idle timeout) is applied within the rescan's
+// turns.
+func (c *Cache) Rescanning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rescan != nil || c.peersRescan
+}
+
+// peersNext is the earliest peer deadline queued (c.mu held), after the next share of an open
+// rescan.
 func (c *Cache) peersNext() (time.Time, bool) {
 	if c.peersRescan {
 		c.peersRescan = false
-		c.requeueAll()
+		if c.rescan == nil {
+			c.beginRescan()
+		} else {
+			c.rescanAgain = true
+		}
+	}
+	if c.rescan != nil {
+		c.stepRescan()
 	}
 	for len(c.due) > 0 {
 		top := c.due[0]
@@ -976,8 +1066,9 @@ func checkNonce(p *peer, nonce wire.Nonce) error {
 // LUGaveUp tells the cache that the LU engine gave up on nid: the current set is offered
 // again after Config.LURetry (by Tick), unless a change sends a newer LU first.
 func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	if p := c.peers[nid]; p != nil {
 		p.retryAt = c.stampOf(now.Add(c.cfg.LURetry))
 	}

@@ -90,8 +90,9 @@ func locatorLess(a, b wire.L64) bool {
 // packet from an endpoint it has left must not pull the session back. The caller has checked
 // the nonce (the datapath did); a known endpoint or an IPv6 locator changes nothing.
 func (c *Cache) Roam(nid wire.NID, l wire.L64, now time.Time) (Effects, error) {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	var eff Effects
 	p := c.peers[nid]
 	if p == nil {

@@ -32,8 +32,9 @@ func (c *Cache) SetLocalDown(loc wire.L64, down bool, now time.Time) Effects {
 // SetRemoteDown marks a correspondent's locator as unreachable (down) or reachable again; the
 // correspondent's active locator is chosen among the others while it is down.
 func (c *Cache) SetRemoteDown(nid wire.NID, loc wire.L64, down bool, now time.Time) Effects {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	var eff Effects
 	p := c.peers[nid]
 	if p == nil || p.down[loc] == down {
@@ -113,8 +114,9 @@ func (c *Cache) multihomed() bool {
 // the correspondent's nonce, nothing when the session's view locator alone is what it would
 // list, and nothing once an LU went to it (it was told the set then).
 func (c *Cache) Announce(nid wire.NID, now time.Time) Effects {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	var eff Effects
 	p := c.peers[nid]
 	if p == nil || p.remoteNonce.IsZero() || p.announced || !c.multihomed() {
@@ -150,7 +152,7 @@ func (c *Cache) Told(nid wire.NID) []wire.L64 {
 // SetLocalQuality records what the paths through a local locator measured and re-ranks the
 // locators (only the quality policy looks at it).
 func (c *Cache) SetLocalQuality(loc wire.L64, q Quality, now time.Time) Effects {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	l := c.locals[loc]
@@ -159,6 +161,7 @@ func (c *Cache) SetLocalQuality(loc wire.L64, q Quality, now time.Time) Effects 
 	}
 	l.quality = q
 	if c.cfg.Policy.Name() == (ByQuality{}).Name() {
+		c.global()
 		c.reselect(now, &eff)
 	}
 	return eff

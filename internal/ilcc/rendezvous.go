@@ -14,8 +14,9 @@ import (
 // most preferred one becomes active, as for an LU; no ACK is owed. The caller has checked that
 // the records are the correspondent's NID; the session's nonces still guard every LU.
 func (c *Cache) ReplaceRemotes(nid wire.NID, locs []wire.LocatorEntry, now time.Time) (Effects, error) {
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.peerChanged(nid)
 	var eff Effects
 	p := c.peers[nid]
 	if p == nil {

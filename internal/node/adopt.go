@@ -51,6 +51,15 @@ type continuity struct {
 	adopted     bool         // setup got through adopt: the state file may be written
 	stopMu      sync.Mutex
 	stop        context.CancelFunc // ends Run
+
+	// The snapshot is taken on the loop in steps (statesnap.go; loop-owned): snap is the one
+	// being taken, nextStep when its next step is due (stepTimer, armed for stepArmed), and
+	// stepTurn says that the loop's last turn was such a step, not an event.
+	snap      *stateSnapshot
+	nextStep  time.Time
+	stepTimer *time.Timer
+	stepArmed time.Time
+	stepTurn  bool
 }
 
 func (c *continuity) setStop(stop context.CancelFunc) {
@@ -320,10 +329,16 @@ func ilccState(s datapath.LocatorState) ilcc.State {
 	return ilcc.Expired
 }
 
-// stateFile is what the loop persists now, unsorted: the loop takes it, and sortState (off
-// the loop, before encoding) puts it in order (issue 28: at 100,000 sessions the sorts were
-// much of a check).
+// stateFile is what the loop persists now, unsorted, taken at once (the loop has ended):
+// sortState (before encoding) puts it in order (issue 28: at 100,000 sessions the sorts were
+// much of a check). The loop takes it in steps (beginSnapshot).
 func (n *Node) stateFile() state.File {
+	return n.beginSnapshot().finish()
+}
+
+// stateFileFixed is what the loop persists but the lists with an entry per session, which a
+// snapshot walks (beginSnapshot).
+func (n *Node) stateFileFixed() state.File {
 	st := state.File{NID: n.nid}
 	if layout, err := datapath.Layout(); err == nil {
 		st.Layout = layout
@@ -337,10 +352,6 @@ func (n *Node) stateFile() state.File {
 	for addr := range n.host.identities {
 		st.Identities = append(st.Identities, addr)
 	}
-	st.PeerRoutes = make([]netip.Addr, 0, n.host.peerRoutes.len())
-	n.host.peerRoutes.each(func(addr netip.Addr, _ *peerRoute) {
-		st.PeerRoutes = append(st.PeerRoutes, addr)
-	})
 	if n.eph != nil {
 		for _, p := range n.eph.Live() {
 			st.Ephemeral = append(st.Ephemeral, state.Ephemeral{Peer: p.Peer, NID: p.NID})
@@ -360,16 +371,6 @@ func (n *Node) stateFile() state.File {
 		}
 	}
 	n.mu.Unlock()
-	n.cache.EachAdvertised(func(peer wire.NID, adv []wire.LocatorEntry) {
-		c := state.Correspondent{NID: peer}
-		for _, e := range adv {
-			c.Advertised = append(c.Advertised, state.Advertised{Locator: e.Locator, Preference: e.Preference})
-		}
-		// A correspondent whose last LU was given up does not hold this set: the next
-		// daemon must send it again (ilcc.Resync).
-		c.Acked = !n.engine.Unanswered(peer) && len(c.Advertised) > 0
-		st.Correspondents = append(st.Correspondents, c)
-	})
 	return st
 }
 
@@ -394,17 +395,32 @@ func cmpString(a, b string) int {
 }
 
 // persistShare bounds the loop's time spent keeping the state file current: after a check
-// that took d, the next waits d x persistShare. A lone change is written within microseconds;
-// a burst of events with many sessions (a flood of answered pings, each opening one) cannot
-// make the loop encode the whole file per event and fall behind the newcomers it must serve.
+// (or a step of one) that took d, the next waits d x persistShare. A lone change is written
+// within microseconds; a burst of events with many sessions (a flood of answered pings, each
+// opening one) cannot make the loop encode the whole file per event and fall behind the
+// newcomers it must serve.
 const persistShare = 10
 
-// persist rewrites the state file when what it would hold changed (the loop calls it after
-// every event; a SIGKILL loses at most the events of the last persistShare x (one check)).
+// persist keeps the state file current (the loop calls it after every turn; a SIGKILL loses
+// at most the events of the last snapshot's walk and persistShare x its cost). It begins a
+// snapshot when the last one is written and an event came since; the snapshot is taken in
+// steps (persistStep, statesnap.go), and encoded and written beside the loop, compared with
+// the file by its digest.
 func (n *Node) persist() {
 	c := &n.continuity
 	if !c.adopted {
 		return // setup failed: the file still describes what is pinned
+	}
+	stepTurn := c.stepTurn
+	c.stepTurn = false
+	if c.snap != nil {
+		if !stepTurn {
+			c.snap.dirty = true // the event may have changed what the walk has passed
+		}
+		return
+	}
+	if stepTurn && !c.pending {
+		return // the turn only finished a snapshot, and nothing came during it
 	}
 	start := time.Now()
 	if after := time.Unix(0, c.writerAfter.Load()); start.Before(after) && after.After(c.nextCheck) {
@@ -418,19 +434,14 @@ func (n *Node) persist() {
 		return
 	}
 	c.pending = false
-	defer func() { c.nextCheck = start.Add(persistShare * time.Since(start)) }()
-	// The loop takes the snapshot; encoding and writing it (most of the cost: 100,000
-	// correspondents held the loop for a third of a second per check, issue 28) run beside.
-	st := n.stateFile()
-	c.stateSeq++
-	seq := c.stateSeq
-	c.writing.Store(true)
-	go func() {
-		defer c.writing.Store(false)
-		began := time.Now()
-		n.saveState(st, seq)
-		c.writerAfter.Store(time.Now().Add(persistShare * time.Since(began)).UnixNano())
-	}()
+	// The loop takes the snapshot, a share per step; encoding and writing it (most of the
+	// cost: 100,000 correspondents held the loop for a third of a second per check, issue
+	// 28) run beside. A snapshot of fewer than snapshotStep entries (a correspondent and
+	// its peer route are two) is taken whole here.
+	c.snap = n.beginSnapshot()
+	c.nextStep = start
+	n.persistStep()
+	c.stepTurn = false
 }
 
 // persistRetry is how soon persist looks again when the last snapshot is still being written.
@@ -438,6 +449,7 @@ const persistRetry = 10 * time.Millisecond
 
 // writeState writes the state file now if it changed (on the loop, or once it has ended).
 func (n *Node) writeState() {
+	n.dropSnapshot()
 	n.stateSeq++
 	n.saveState(n.stateFile(), n.stateSeq)
 }
@@ -514,6 +526,7 @@ func (n *Node) flushAll() error {
 		}
 		errs = append(errs, n.host.close())
 	}
+	n.dropSnapshot()
 	n.stopStateWrites()
 	errs = append(errs, state.Remove(n.cfg.StateDir), bpffs.Release(n.cfg.BPFDir(), n.cfg.StateDir))
 	n.log.Info("flushed: datapath detached, pins, routes, addresses and state removed")

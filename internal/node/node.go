@@ -333,6 +333,12 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			n.startSweep(sessions)
 		case <-n.sweepReady():
 			n.sweepStep()
+		case <-n.persistReady():
+			n.persistStep()
+		case <-n.rescanReady():
+			// A turn for the ILCC's next share of deadlines (armTimer asks NextDeadline), which
+			// changes nothing the state file holds.
+			n.continuity.stepTurn = true
 		}
 	}
 }
@@ -459,6 +465,15 @@ func (n *Node) armTimer(t *time.Timer) {
 		}
 	}
 	t.Reset(max(time.Until(next), 0))
+}
+
+// rescanReady is ready while the ILCC queues its peers' deadlines a share per NextDeadline
+// (ilcc.Rescanning; issue 28), nil otherwise.
+func (n *Node) rescanReady() <-chan struct{} {
+	if n.cache.Rescanning() {
+		return sweepReadyCh
+	}
+	return nil
 }
 
 func (n *Node) onTimer() {

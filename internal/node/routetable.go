@@ -1,6 +1,7 @@
 package node
 
 import (
+	"iter"
 	"net/netip"
 
 	"ilnp/internal/wire"
@@ -154,16 +155,34 @@ func (t *routeTable) of(nid wire.NID) []netip.Addr {
 
 // each calls f with every route; f may set routes already recorded, but not add or remove any.
 func (t *routeTable) each(f func(peer netip.Addr, r *peerRoute)) {
-	for nid, e := range t.byNID {
-		f(wire.ILV{Locator: e.loc, NID: nid}.Addr(), e.r)
-		if e.more != nil {
+	for a, r := range t.all() {
+		f(a, r)
+	}
+}
+
+// all is every route, as a sequence: ranged over in steps (the state file's snapshot,
+// state.Walk), routes added or removed between steps are as in a range over a map, seen or
+// not, and every other route is seen once.
+func (t *routeTable) all() iter.Seq2[netip.Addr, *peerRoute] {
+	return func(yield func(netip.Addr, *peerRoute) bool) {
+		for nid, e := range t.byNID {
+			if !yield(wire.ILV{Locator: e.loc, NID: nid}.Addr(), e.r) {
+				return
+			}
+			if e.more == nil {
+				continue
+			}
 			for _, x := range *e.more {
-				f(wire.ILV{Locator: x.loc, NID: nid}.Addr(), x.r)
+				if !yield(wire.ILV{Locator: x.loc, NID: nid}.Addr(), x.r) {
+					return
+				}
 			}
 		}
-	}
-	for a, r := range t.other {
-		f(a, r)
+		for a, r := range t.other {
+			if !yield(a, r) {
+				return
+			}
+		}
 	}
 }
 

@@ -153,14 +153,22 @@ type pair struct {
 	lastNative        time.Time
 	verdict           Verdict
 	checks, encaps    int
-	pass              uint64 // the last pass (BeginPass) that sampled it
 }
 
 // Stage is the detection's state over every pair. Not safe for concurrent use.
+//
+// A pass forgets the pairs it did not sample without a walk over every pair (issue 28: the
+// walk at the end of a pass held the daemon's loop): BeginPass sets the pairs kept so far
+// aside (unsampled), StepSome moves each pair it samples back into pairs, and EndPass drops
+// what is still set aside, whole.
 type Stage struct {
 	cfg   Config
-	pairs map[Key]*pair
-	pass  uint64
+	pairs map[Key]*pair // outside a pass every pair; in a pass those it sampled
+	// unsampled are, in a pass, the pairs kept before it that it has not sampled yet (nil:
+	// no pass is open).
+	unsampled map[Key]*pair
+	// touched counts the pairs the stage looked at (tests: the work a call does).
+	touched int
 }
 
 // New makes a stage.
@@ -173,8 +181,8 @@ func New(cfg Config) (*Stage, error) {
 
 // Answered records the answer to a probe of kind p sent on k at sent.
 func (s *Stage) Answered(k Key, p Probe, sent, at time.Time) {
-	st, ok := s.pairs[k]
-	if !ok || !st.checking || !sent.Equal(st.sent) {
+	st := s.lookup(k)
+	if st == nil || !st.checking || !sent.Equal(st.sent) {
 		return
 	}
 	switch p {
@@ -196,39 +204,53 @@ func (s *Stage) Step(samples []Sample, now time.Time) []Action {
 
 // BeginPass starts a pass: the pairs that no StepSome samples until EndPass are forgotten then.
 // A daemon with many pairs samples them a share at a time, one share per turn of its loop
-// (issue 28).
-func (s *Stage) BeginPass() { s.pass++ }
+// (issue 28). BeginPass while a pass is open continues that pass (what it sampled is kept).
+// It takes constant time.
+func (s *Stage) BeginPass() {
+	if s.unsampled != nil {
+		return
+	}
+	s.unsampled, s.pairs = s.pairs, map[Key]*pair{}
+}
 
-// StepSome takes some pairs as they are now and returns what to do with them.
+// StepSome takes some pairs as they are now and returns what to do with them. Its work is
+// the samples', whatever the number of pairs kept.
 func (s *Stage) StepSome(samples []Sample, now time.Time) []Action {
 	var acts []Action
 	for _, sm := range samples {
+		s.touched++
 		st := s.pairs[sm.Key]
 		if st == nil {
-			st = &pair{}
+			if st = s.unsampled[sm.Key]; st != nil {
+				delete(s.unsampled, sm.Key)
+			} else {
+				st = &pair{}
+			}
 		}
 		acts = append(acts, s.step(sm, st, now)...)
 		// Only a pair with state of its own is kept: one that was never checked, is not on and
 		// waits for nothing is what a new pair is (issue 28: a pair per session at 100,000s of
 		// sessions, almost all of them that).
-		if st.pass = 0; *st == (pair{}) {
+		if *st == (pair{}) {
 			delete(s.pairs, sm.Key)
 			continue
 		}
-		st.pass = s.pass
 		s.pairs[sm.Key] = st
 	}
 	slices.SortFunc(acts, func(a, b Action) int { return compareKeys(a.Key, b.Key) })
 	return acts
 }
 
-// EndPass forgets the pairs the pass did not sample.
-func (s *Stage) EndPass() {
-	for k, st := range s.pairs {
-		if st.pass != s.pass {
-			delete(s.pairs, k)
-		}
+// EndPass forgets the pairs the pass did not sample: in constant time, the set they are in
+// dropped whole (the garbage collector frees it off the loop).
+func (s *Stage) EndPass() { s.unsampled = nil }
+
+// lookup is the pair k, sampled in the open pass or not.
+func (s *Stage) lookup(k Key) *pair {
+	if st := s.pairs[k]; st != nil {
+		return st
 	}
+	return s.unsampled[k]
 }
 
 func (s *Stage) step(sm Sample, st *pair, now time.Time) []Action {
@@ -308,13 +330,19 @@ type View struct {
 // Views lists the pairs that were ever checked or encapsulated, in key order.
 func (s *Stage) Views() []View {
 	var out []View
-	for k, st := range s.pairs {
+	add := func(k Key, st *pair) {
 		if st.checks == 0 && !st.on {
-			continue
+			return
 		}
 		out = append(out, View{Key: k, Peer: k.Peer.String(), Local: k.Local.String(), Remote: k.Remote.String(),
 			Encapsulated: st.on, ByPeer: st.byPeer, Checking: st.checking, LastVerdict: st.verdict,
 			Checks: st.checks, TimesEncapsulated: st.encaps})
+	}
+	for k, st := range s.pairs {
+		add(k, st)
+	}
+	for k, st := range s.unsampled {
+		add(k, st)
 	}
 	slices.SortFunc(out, func(a, b View) int { return compareKeys(a.Key, b.Key) })
 	return out

@@ -93,6 +93,9 @@ const echoPort = 7
 // Run builds the lab, runs every part and writes OUT/scale.json and OUT/scale.md.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = defaults(cfg)
+	if cfg.Sessions+1 > maxTable {
+		return Result{}, fmt.Errorf("%d sessions and the bystander do not fit in the largest session table (%d)", cfg.Sessions, maxTable)
+	}
 	dir, err := filepath.Abs(cfg.Out)
 	if err != nil {
 		return Result{}, err
@@ -139,9 +142,16 @@ func defaults(cfg Config) Config {
 	return cfg
 }
 
+// maxTable is session-table-size's upper bound (ilnpd.conf(5)).
+const maxTable = 1 << 20
+
 // TableSize is the session-table-size the CN runs with for n sessions: room for them, the
-// bystander and some slack (the embryo table is sized alike).
-func TableSize(n int) int { return max(256, n+n/16+256) }
+// bystander and some slack, within the bound (a million sessions: ilnpd.conf(5) SIZING).
+func TableSize(n int) int { return min(maxTable, max(256, n+n/16+256)) }
+
+// EmbryoTableSize is the embryo-table-size with it, as ilnpd.conf(5) SIZING has a user set
+// it: what a flood needs, no more than the session table.
+func EmbryoTableSize(n int) int { return min(TableSize(n), 65536) }
 
 // run does the parts in order.
 func (s *scaleRun) run(ctx context.Context) (Result, error) {
@@ -214,7 +224,7 @@ func Report(r Result, cfg Config) string {
 	row("adopt_ms", fmt.Sprintf("%.1f", r.AdoptMs))
 	fmt.Fprintf(&b, `
 - *sessions*: %d of %d opened at the CN in %.1f s (a UDP datagram to its echo service from each correspondent, the echo,
-  a second datagram), session-table-size %d, new-sessions-per-second 0 (no bound), log-level info%s; the CN's datapath
+  a second datagram), session-table-size %d, embryo-table-size %d, new-sessions-per-second 0 (no bound), log-level info%s; the CN's datapath
   lost %d events (dp_events_lost) meanwhile and its daemon recovered %d sessions from its table (sessions_reconciled).
 - *egress/ingress_ns_per_pkt*: kernel run time per run of the CN's TCX programs on cn-r1 (BPF_ENABLE_STATS), while every
   correspondent sends one datagram to the echo service and gets the echo (%d egress, %d ingress runs). Each datagram
@@ -233,7 +243,7 @@ func Report(r Result, cfg Config) string {
   last lu_ack_received on its timeline; %d LUs, %d acknowledged, %d retransmissions, %d send errors.
 - *adopt_ms*: the CN's ilnpd SIGTERMed with %d sessions and started again: from the start to its "adopted" event
   (%d sessions adopted, %d in its ILCC afterwards).
-`, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, memLimit, n.EventsLost, n.Recovered, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
+`, n.Opened, r.Sessions, n.OpenSeconds, n.TableSize, EmbryoTableSize(r.Sessions), memLimit, n.EventsLost, n.Recovered, n.EgressPkts, n.IngressPkts, n.KernelMapBytes, n.RSSAfter, n.RSSBefore,
 		r.KernelBytesPerSession, r.DaemonBytesPerSession, // bytes per session x 1e6 / 1e6 bytes per MB
 		n.LUSeconds, n.LUReceivedByCN, n.LUAckSentByCN, n.LUAckMaxMs,
 		n.BystanderSent, n.FanoutOpened, n.FanoutLUs, n.FanoutAcked, n.FanoutRetransmits, n.FanoutSendErrors,
@@ -391,16 +401,16 @@ func (s *scaleRun) daemons(ctx context.Context) error {
 		return err
 	}
 	for _, n := range []struct {
-		ns     *netns.NS
-		name   string
-		ifaces []string
-		nid    string
-		sock   *string
-		events *string
-		table  int
+		ns       *netns.NS
+		name     string
+		ifaces   []string
+		nid      string
+		sock     *string
+		events   *string
+		sessions int
 	}{
-		{t.CN, "cn", []string{lab.IfCN}, lab.CNNID, &s.cnSock, &s.cnEvents, TableSize(s.cfg.Sessions)},
-		{t.MN, "mn", []string{lab.IfMNR2, lab.IfMNR3}, lab.MNNID, &s.mnSock, &s.mnEvents, TableSize(s.cfg.Correspondents)},
+		{t.CN, "cn", []string{lab.IfCN}, lab.CNNID, &s.cnSock, &s.cnEvents, s.cfg.Sessions},
+		{t.MN, "mn", []string{lab.IfMNR2, lab.IfMNR3}, lab.MNNID, &s.mnSock, &s.mnEvents, s.cfg.Correspondents},
 	} {
 		state := filepath.Join(s.dir, n.name+"-state")
 		if err := os.MkdirAll(state, 0o755); err != nil {
@@ -410,7 +420,7 @@ func (s *scaleRun) daemons(ctx context.Context) error {
 		conf := filepath.Join(s.dir, "ilnpd-"+n.name+".conf")
 		text := strings.Replace(lab.DaemonConfig(n.name, n.ifaces, n.nid, "soft", state, *n.events, hosts),
 			"log-level debug", "log-level info", 1) +
-			fmt.Sprintf("session-table-size %d\nnew-sessions-per-second 0\n", n.table)
+			fmt.Sprintf("session-table-size %d\nembryo-table-size %d\nnew-sessions-per-second 0\n", TableSize(n.sessions), EmbryoTableSize(n.sessions))
 		if n.name == "cn" && s.cfg.MemoryLimit != "" {
 			text += "memory-limit " + s.cfg.MemoryLimit + "\n"
 		}

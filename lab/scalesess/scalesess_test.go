@@ -101,3 +101,24 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// The CN's tables hold the sessions and the bystander within ilnpd.conf(5)'s bounds, sized as
+// its SIZING has a user set them (a million sessions: session-table-size 1048576, embryos 65536).
+func TestTableSizes(t *testing.T) {
+	for _, tc := range []struct{ sessions, table, embryos int }{
+		{1, 257, 257},
+		{1000, 1318, 1318},
+		{100_000, 106_506, 65536},
+		{1_000_000, 1 << 20, 65536},
+	} {
+		if got := TableSize(tc.sessions); got != tc.table || got < tc.sessions+1 {
+			t.Errorf("TableSize(%d) = %d, want %d", tc.sessions, got, tc.table)
+		}
+		if got := EmbryoTableSize(tc.sessions); got != tc.embryos {
+			t.Errorf("EmbryoTableSize(%d) = %d, want %d", tc.sessions, got, tc.embryos)
+		}
+	}
+	if _, err := Run(context.Background(), Config{Out: t.TempDir(), Sessions: 1 << 20}); err == nil {
+		t.Error("a run of 1048576 sessions, which cannot fit with the bystander, was not refused")
+	}
+}

@@ -59,12 +59,13 @@ static __always_inline __u32 ilnp_pair_time(__u64 ns)
 	return ns && !t ? 1 : t;
 }
 
-/* A pair time back in nanoseconds: the latest one at or before now with those low bits. */
+/* A pair time back in nanoseconds: the one nearest now with those low bits (another CPU's
+ * packet may have stamped it a tick later than now). */
 static __always_inline __u64 ilnp_pair_ns(__u32 t, __u64 now)
 {
-	__u64 u = now >> ILNP_PAIR_TIME_SHIFT;
+	__s64 u = now >> ILNP_PAIR_TIME_SHIFT;
 
-	return t ? (u - (__u32)((__u32)u - t)) << ILNP_PAIR_TIME_SHIFT : 0;
+	return t ? (__u64)(u - (__s32)((__u32)u - t)) << ILNP_PAIR_TIME_SHIFT : 0;
 }
 
 /* The pair the session's packets leave on when no multipath, probe or challenge chooses

@@ -139,3 +139,29 @@ func TestLayoutSeesOwnPair(t *testing.T) {
 	}
 	must(t, FlushPinned(dir))
 }
+
+// A session's own pair keeps its times in 2^20 ns units modulo 2^32: read back, a time comes
+// out as the one nearest the reader's clock, also when the packet stamped it after the reader
+// took its clock (a table read while traffic flows), and across the counter's wrap.
+func TestPairNs(t *testing.T) {
+	const unit = 1 << pairTimeShift
+	for _, c := range []struct {
+		name string
+		at   uint64 // the packet's time
+		now  uint64 // the reader's clock
+	}{
+		{"a second before", 1_000_000 * unit, 1_000_000*unit + 1e9},
+		{"a tick after the reader's clock", 1_000_000*unit + 2*unit, 1_000_000 * unit},
+		{"across the wrap", 1<<(32+pairTimeShift) - 5*unit, 1<<(32+pairTimeShift) + 3*unit},
+		{"after, across the wrap", 1<<(32+pairTimeShift) + unit, 1<<(32+pairTimeShift) - unit},
+		{"a day before", 40 * 86400e9, 41 * 86400e9},
+	} {
+		stamp := uint32(c.at >> pairTimeShift)
+		if got, want := pairNs(stamp, c.now), c.at&^(unit-1); got != want {
+			t.Errorf("%s: pairNs(%d, %d) = %d, want %d", c.name, stamp, c.now, got, want)
+		}
+	}
+	if pairNs(0, 1e12) != 0 {
+		t.Error("0 (never) read as a time")
+	}
+}

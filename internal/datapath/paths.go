@@ -85,14 +85,15 @@ func (d *Datapath) Paths() ([]PathStats, error) {
 // in units of 2^pairTimeShift ns, modulo 2^32.
 const pairTimeShift = 20
 
-// pairNs is the latest CLOCK_MONOTONIC_COARSE time at or before now (ns) whose units'
-// low 32 bits are t; 0 stays 0 (never).
+// pairNs is the CLOCK_MONOTONIC_COARSE time (ns) nearest to now whose units' low 32 bits
+// are t (within 26 days either way: a packet counted while the table is read is later than
+// the now read before); 0 stays 0 (never).
 func pairNs(t uint32, now uint64) uint64 {
 	if t == 0 {
 		return 0
 	}
-	u := now >> pairTimeShift
-	return (u - uint64(uint32(u)-t)) << pairTimeShift
+	u := int64(now >> pairTimeShift)
+	return uint64(u-int64(int32(uint32(u)-t))) << pairTimeShift
 }
 
 func ownPairStats(k ilnpBPFIlnpSessionKey, p *ilnpBPFIlnpPair, now uint64) PathStats {

@@ -146,65 +146,94 @@ ilnp_own_pair(const struct ilnp_session_key *key, struct ilnp_session *sess,
 	return p;
 }
 
-/* A packet of the session left on (local, remote). Only data waits for an answer: a probe
- * (ours, or our kernel's echo of the peer's) is answered on whichever pair the peer chooses,
- * so an idle pair is never judged by its probes' silence. */
+/* One packet of a session on a locator pair, for ilnp_pair_count. */
+enum ilnp_pair_dir {
+	ILNP_PAIR_RX = 0,
+	ILNP_PAIR_TX = 1,
+	ILNP_PAIR_TX_PROBE = 2,
+};
+
+struct ilnp_pair_pkt {
+	struct ilnp_session_key key;
+	__be64 local;
+	__be64 remote;
+	__u64 now;
+	__u32 len;
+	__u32 dir; /* enum ilnp_pair_dir */
+};
+
+/* A packet of the session left (tx) or arrived (rx) on (local, remote). Only data sent waits
+ * for an answer: a probe (ours, or our kernel's echo of the peer's) is answered on whichever
+ * pair the peer chooses, so an idle pair is never judged by its probes' silence; a packet
+ * received (it carried the session's nonce) is the pair's proof of life. A global function,
+ * so the verifier checks it once, not at every state the programs reach it in. */
+__noinline int ilnp_pair_count(struct ilnp_session *sess, const struct ilnp_config *cfg,
+			       const struct ilnp_pair_pkt *pp)
+{
+	struct ilnp_path_stats *st;
+	struct ilnp_pair *p;
+
+	if (!sess || !cfg || !pp)
+		return 0;
+	p = ilnp_own_pair(&pp->key, sess, cfg, pp->local, pp->remote, pp->now);
+	if (p && pp->dir == ILNP_PAIR_RX) {
+		__sync_fetch_and_add(&p->rx_packets, 1);
+		__sync_fetch_and_add(&p->rx_bytes, pp->len);
+		p->last_rx = ilnp_pair_time(pp->now);
+		p->unanswered = 0;
+		p->first_unanswered = 0;
+		return 0;
+	}
+	if (p) {
+		__sync_fetch_and_add(&p->tx_packets, 1);
+		__sync_fetch_and_add(&p->tx_bytes, pp->len);
+		p->last_tx = ilnp_pair_time(pp->now);
+		if (pp->dir == ILNP_PAIR_TX_PROBE)
+			return 0;
+		if (!p->unanswered)
+			p->first_unanswered = ilnp_pair_time(pp->now);
+		__sync_fetch_and_add(&p->unanswered, 1);
+		return 0;
+	}
+	st = ilnp_path_get(&pp->key, pp->local, pp->remote);
+	if (!st)
+		return 0;
+	if (pp->dir == ILNP_PAIR_RX) {
+		__sync_fetch_and_add(&st->rx_packets, 1);
+		__sync_fetch_and_add(&st->rx_bytes, pp->len);
+		st->last_rx_ns = pp->now;
+		st->unanswered = 0;
+		st->first_unanswered_ns = 0;
+		return 0;
+	}
+	__sync_fetch_and_add(&st->tx_packets, 1);
+	__sync_fetch_and_add(&st->tx_bytes, pp->len);
+	st->last_tx_ns = pp->now;
+	if (pp->dir == ILNP_PAIR_TX_PROBE)
+		return 0;
+	if (__sync_fetch_and_add(&st->unanswered, 1) == 0)
+		st->first_unanswered_ns = pp->now;
+	return 0;
+}
+
 static __always_inline void ilnp_path_tx(const struct ilnp_session_key *key,
 					 struct ilnp_session *sess, const struct ilnp_config *cfg,
 					 __be64 local, __be64 remote, __u32 len, int probe, __u64 now)
 {
-	struct ilnp_pair *p = ilnp_own_pair(key, sess, cfg, local, remote, now);
+	struct ilnp_pair_pkt pp = {.key = *key, .local = local, .remote = remote, .now = now,
+				   .len = len, .dir = probe ? ILNP_PAIR_TX_PROBE : ILNP_PAIR_TX};
 
-	if (p) {
-		__sync_fetch_and_add(&p->tx_packets, 1);
-		__sync_fetch_and_add(&p->tx_bytes, len);
-		p->last_tx = ilnp_pair_time(now);
-		if (probe)
-			return;
-		if (!p->unanswered)
-			p->first_unanswered = ilnp_pair_time(now);
-		__sync_fetch_and_add(&p->unanswered, 1);
-		return;
-	}
-
-	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
-
-	if (!st)
-		return;
-	__sync_fetch_and_add(&st->tx_packets, 1);
-	__sync_fetch_and_add(&st->tx_bytes, len);
-	st->last_tx_ns = now;
-	if (probe)
-		return;
-	if (__sync_fetch_and_add(&st->unanswered, 1) == 0)
-		st->first_unanswered_ns = now;
+	ilnp_pair_count(sess, cfg, &pp);
 }
 
-/* A packet carrying the session's nonce arrived on (local, remote): proof of life. */
 static __always_inline void ilnp_path_rx(const struct ilnp_session_key *key,
 					 struct ilnp_session *sess, const struct ilnp_config *cfg,
 					 __be64 local, __be64 remote, __u32 len, __u64 now)
 {
-	struct ilnp_pair *p = ilnp_own_pair(key, sess, cfg, local, remote, now);
+	struct ilnp_pair_pkt pp = {.key = *key, .local = local, .remote = remote, .now = now,
+				   .len = len, .dir = ILNP_PAIR_RX};
 
-	if (p) {
-		__sync_fetch_and_add(&p->rx_packets, 1);
-		__sync_fetch_and_add(&p->rx_bytes, len);
-		p->last_rx = ilnp_pair_time(now);
-		p->unanswered = 0;
-		p->first_unanswered = 0;
-		return;
-	}
-
-	struct ilnp_path_stats *st = ilnp_path_get(key, local, remote);
-
-	if (!st)
-		return;
-	__sync_fetch_and_add(&st->rx_packets, 1);
-	__sync_fetch_and_add(&st->rx_bytes, len);
-	st->last_rx_ns = now;
-	st->unanswered = 0;
-	st->first_unanswered_ns = 0;
+	ilnp_pair_count(sess, cfg, &pp);
 }
 
 /* Our kernel's echo of a peer's liveness probe goes back on the pair the probe came on: the

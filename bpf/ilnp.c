@@ -178,7 +178,7 @@ int ilnp_egress(struct __sk_buff *skb)
 		sess->last_tx_ns = now;
 	}
 	if (ilnp_path_proven(sess))
-		ilnp_path_tx(&key, local, remote, skb->len, probe, now);
+		ilnp_path_tx(&key, sess, cfg, local, remote, skb->len, probe, now);
 	ilnp_count(ILNP_C_EG_ILNP);
 	if (nonce)
 		ilnp_count(ILNP_C_EG_NONCE_INSERTED);
@@ -450,7 +450,7 @@ static __always_inline int ilnp_ingress_ipv6(struct __sk_buff *skb, struct ilnp_
 		sess->last_rx_ns = now;
 	}
 	if (ilnp_path_proven(sess))
-		ilnp_path_rx(&key, wire_local, wire_remote, skb->len, now);
+		ilnp_path_rx(&key, sess, cfg, wire_local, wire_remote, skb->len, now);
 	ilnp_unverified_received(&key, sess, wire_src, skb->len);
 	ilnp_encap6_seen(&key, sess, rx, wire_local, wire_remote,
 			 probe && pkt.icmp_type == ILNP_ICMPV6_ECHO_REQUEST, now);

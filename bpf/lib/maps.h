@@ -111,6 +111,24 @@ enum ilnp_session_flag {
 	ILNP_SESS_MORE_REMOTE = 1 << 13,
 };
 
+/* A session's own locator pair counters (paths.h): struct ilnp_path_stats for the pair
+ * (local, remote), 0 = none counted yet. Times are CLOCK_MONOTONIC_COARSE in units of 2^20 ns
+ * modulo 2^32 (about 1 ms, 52 days; 0 = never): the daemon reads them within that span. */
+#define ILNP_PAIR_TIME_SHIFT 20
+
+struct ilnp_pair {
+	__be64 local;
+	__be64 remote;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u32 last_tx;
+	__u32 last_rx;
+	__u32 first_unanswered;
+	__u32 unanswered;
+};
+
 /* The data-path part of one ILCC entry (thesis table 3.2). The table is preallocated at
  * session-table-size entries, so every byte here is a megabyte at a million sessions: what
  * few sessions need lives in maps of its own (remote_more, multipath, unverified). What
@@ -132,6 +150,9 @@ struct ilnp_session {
 	__u64 last_tx_ns;      /* CLOCK_MONOTONIC_COARSE: enough for idle timers */
 	__u64 last_rx_ns;
 	__u64 created_ns;      /* CLOCK_MONOTONIC */
+	/* The counters of one locator pair of the session, normally its main one (paths.h):
+	 * a packet on it touches no other map element; other pairs' counters live in paths. */
+	struct ilnp_pair pair;
 };
 
 /* A session's remote locators ILNP_SESSION_REMOTE_LOCATORS and on (ILNP_SESS_MORE_REMOTE). */
@@ -481,7 +502,9 @@ struct {
 /* ---- end encap ---- */
 
 /* Per locator pair of a session: what the liveness monitor (internal/paths) reads. A pair is
- * the session's key plus the wire locators a packet carried (local, remote). */
+ * the session's key plus the wire locators a packet carried (local, remote). The session's
+ * main pair counts in its entry (ilnp_session.pair); this map holds the others (multihomed,
+ * multipath and just-moved sessions), sized by path-table-size. */
 struct ilnp_path_key {
 	__be64 local_nid;
 	__be64 remote_nid;

@@ -36,6 +36,9 @@
 //	                             sessions (LRU), 256..1048576; needs a restart
 //	embryo-table-size N          embryonic responder sessions alone  default: session-table-size
 //	                             (LRU), 256..1048576; needs a restart
+//	path-table-size N            locator pairs other than a session's default: session-table-size/16
+//	                             main one (LRU), 256..1048576;       (at least 16384)
+//	                             needs a restart
 //	memory-limit SIZE|off        soft limit of the daemon's memory   default: off
 //	                             (Go runtime, debug.SetMemoryLimit), bytes or with K, M, G
 //	                             (powers of 1024), 16M..1024G; needs a restart
@@ -157,9 +160,12 @@ type Config struct {
 	// NewSessionsPerSecond bounds the sessions incoming packets may create (0: no bound).
 	NewSessionsPerSecond int
 	// SessionTableSize is the number of sessions the datapath holds, and separately of
-	// embryonic responder sessions (those this host has not answered yet, an LRU map); the
-	// LRU map of locator pairs holds at least as many.
+	// embryonic responder sessions (those this host has not answered yet, an LRU map).
 	SessionTableSize int
+	// PathTableSize sizes the LRU map of locator pairs other than each session's main one,
+	// whose counters live in the session entry (0: SessionTableSize/16, at least 16384):
+	// pairs of multihomed, multipath and just-moved sessions (issue 28).
+	PathTableSize int
 	// EmbryoTableSize sizes the embryonic sessions' LRU map apart (0: SessionTableSize): at a
 	// million sessions the embryos' copy of the table is 300 MB of kernel memory that a flood
 	// only needs tens of thousands of (issue 28).
@@ -407,6 +413,7 @@ func init() {
 		"new-sessions-per-second": one(integer(0, 1_000_000, func(c *Config) *int { return &c.NewSessionsPerSecond })),
 		"session-table-size":      one(integer(256, 1<<20, func(c *Config) *int { return &c.SessionTableSize })),
 		"embryo-table-size":       one(integer(256, 1<<20, func(c *Config) *int { return &c.EmbryoTableSize })),
+		"path-table-size":         one(integer(256, 1<<20, func(c *Config) *int { return &c.PathTableSize })),
 		"memory-limit":            one(setMemoryLimit),
 		"gc-percent": one(func(c *Config, v string) error {
 			if v == "off" {
@@ -831,6 +838,9 @@ func (c Config) Format() string {
 	kv("session-table-size", strconv.Itoa(c.SessionTableSize))
 	if c.EmbryoTableSize != 0 {
 		kv("embryo-table-size", strconv.Itoa(c.EmbryoTableSize))
+	}
+	if c.PathTableSize != 0 {
+		kv("path-table-size", strconv.Itoa(c.PathTableSize))
 	}
 	if c.MemoryLimit != 0 {
 		kv("memory-limit", FormatSize(c.MemoryLimit))

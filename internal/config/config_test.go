@@ -38,6 +38,7 @@ session-idle-timeout 2m
 new-sessions-per-second 50
 session-table-size 4096
 embryo-table-size 1024
+path-table-size 2048
 memory-limit 512M
 gc-percent 50
 session-unproven-timeout 3s
@@ -87,6 +88,7 @@ func TestParseFull(t *testing.T) {
 		NewSessionsPerSecond:   50,
 		SessionTableSize:       4096,
 		EmbryoTableSize:        1024,
+		PathTableSize:          2048,
 		MemoryLimit:            512 << 20,
 		GCPercent:              50,
 		SessionUnprovenTimeout: 3 * time.Second,
@@ -232,6 +234,7 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nnew-sessions-per-second -1\n", "new-sessions-per-second: -1 is out of range [0, 1000000]"},
 		{"interfaces a\nsession-table-size 100\n", "session-table-size: 100 is out of range [256, 1048576]"},
 		{"interfaces a\nembryo-table-size 2000000\n", "embryo-table-size: 2000000 is out of range [256, 1048576]"},
+		{"interfaces a\npath-table-size 100\n", "path-table-size: 100 is out of range [256, 1048576]"},
 		{"interfaces a\nmemory-limit 8M\n", "memory-limit: 8M is out of range [16M, 1024G]"},
 		{"interfaces a\nmemory-limit 2T\n", "memory-limit: want a size like 512M"},
 		{"interfaces a\nmemory-limit -1G\n", "memory-limit: want a size"},

@@ -46,13 +46,16 @@ type Options struct {
 	// ingress_sessions_limited, so a peer's retransmission gets through later. 0: no bound.
 	NewSessionsPerSecond uint32
 	// SessionTableSize is the size of the session table and of the LRU
-	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and the least size of the
-	// LRU map of locator pairs (paths, 16384 otherwise), and a sixteenth of it the least size
-	// of the map of remote locators past a session's first two (remote_more, 4096 otherwise);
-	// 0: 65536 (paths 16384).
+	// map of embryonic responder sessions (bpf/lib/maps.h embryos), and a sixteenth of it the
+	// least size of the map of remote locators past a session's first two (remote_more, 4096
+	// otherwise) and the default of PathTableSize; 0: 65536.
 	SessionTableSize uint32
 	// EmbryoTableSize sizes the embryos map alone; 0: SessionTableSize.
 	EmbryoTableSize uint32
+	// PathTableSize sizes the LRU map of locator pairs other than each session's main one
+	// (paths: a session's main pair counts in its own entry); 0: SessionTableSize/16, at least
+	// 16384.
+	PathTableSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
 	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
 	// the same PinDir take both over (pin.go). Flush removes them.
@@ -116,11 +119,13 @@ func Load(opts Options) (*Datapath, error) {
 		for _, name := range []string{"sessions", "embryos"} {
 			spec.Maps[name].MaxEntries = opts.SessionTableSize
 		}
-		// Every proven session counts at least one locator pair: a smaller paths map evicts
-		// pairs in use, and each of their packets then inserts its pair again.
-		if m := spec.Maps["paths"]; m.MaxEntries < opts.SessionTableSize {
-			m.MaxEntries = opts.SessionTableSize
-		}
+	}
+	// A session's main pair counts in its entry; paths holds the pairs of the few sessions
+	// with more than one (multihomed, multipath, just moved).
+	if opts.PathTableSize != 0 {
+		spec.Maps["paths"].MaxEntries = opts.PathTableSize
+	} else if m := spec.Maps["paths"]; m.MaxEntries < opts.SessionTableSize/16 {
+		m.MaxEntries = opts.SessionTableSize / 16
 	}
 	if opts.EmbryoTableSize != 0 {
 		spec.Maps["embryos"].MaxEntries = opts.EmbryoTableSize

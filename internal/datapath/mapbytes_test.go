@@ -46,9 +46,11 @@ func mapBytes(t testing.TB, opts Options) map[string]int64 {
 
 // The maps of a datapath sized for a million sessions (ilnpd.conf(5) SIZING: session-table-size
 // 1048576, embryo-table-size 65536) take well under 500 MB of kernel memory, leaving room for
-// the daemon (issue 28). 631 MB before the nonce index went and the session entry shrank.
+// the daemon (issue 28). 631 MB before the nonce index went and the session entry shrank, 426
+// before a session's main locator pair counted in its entry (paths then held a pair per
+// session; now it holds the others, path-table-size: a sixteenth of the session table).
 func TestKernelBytesAtAMillionSessions(t *testing.T) {
-	const limit = 450_000_000
+	const limit = 345_000_000
 	out := mapBytes(t, Options{SessionTableSize: 1 << 20, EmbryoTableSize: 65536})
 	var names []string
 	var total int64
@@ -64,7 +66,7 @@ func TestKernelBytesAtAMillionSessions(t *testing.T) {
 	if total > limit {
 		t.Fatalf("maps for a million sessions take %d bytes, more than %d", total, limit)
 	}
-	if per := out["sessions"] / (1 << 20); per > 232 {
-		t.Fatalf("session table: %d bytes an entry, want at most 232", per)
+	if per := out["sessions"] / (1 << 20); per > 280 {
+		t.Fatalf("session table: %d bytes an entry, want at most 280", per)
 	}
 }

@@ -45,7 +45,9 @@ func pathKeyFromBPF(k ilnpBPFIlnpPathKey) PathKey {
 		Local: wire.L64(be64(k.LocalL64)), Remote: wire.L64(be64(k.RemoteL64))}
 }
 
-// Paths lists the counters of every locator pair the datapath has seen traffic on.
+// Paths lists the counters of every locator pair the datapath has seen traffic on: each
+// session's own pair (bpf/lib/maps.h ilnp_session.pair, normally its main one) and the
+// others (the paths map).
 func (d *Datapath) Paths() ([]PathStats, error) {
 	var out []PathStats
 	if err := readAll(d.objs.Paths, func(k *ilnpBPFIlnpPathKey, v *ilnpBPFIlnpPathStats) {
@@ -57,12 +59,97 @@ func (d *Datapath) Paths() ([]PathStats, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("datapath: list paths: %w", err)
 	}
+	// A pair in both (a packet on it while the session's pair moved) is one pair.
+	inMap := make(map[PathKey]int, len(out))
+	for i, p := range out {
+		inMap[p.Key] = i
+	}
+	now := MonotonicCoarseNow()
+	if err := readAll(d.objs.Sessions, func(k *ilnpBPFIlnpSessionKey, v *ilnpBPFIlnpSession) {
+		if v.Pair.Local == 0 {
+			return
+		}
+		p := ownPairStats(*k, &v.Pair, now)
+		if i, ok := inMap[p.Key]; ok {
+			out[i] = mergePair(out[i], p)
+			return
+		}
+		out = append(out, p)
+	}); err != nil {
+		return nil, fmt.Errorf("datapath: list paths: %w", err)
+	}
 	return out, nil
 }
 
-// DeletePath forgets one locator pair's counters.
+// pairTimeShift is bpf/lib/maps.h ILNP_PAIR_TIME_SHIFT: a session's own pair keeps its times
+// in units of 2^pairTimeShift ns, modulo 2^32.
+const pairTimeShift = 20
+
+// pairNs is the CLOCK_MONOTONIC_COARSE time (ns) nearest to now whose units' low 32 bits
+// are t (within 26 days either way: a packet counted while the table is read is later than
+// the now read before); 0 stays 0 (never).
+func pairNs(t uint32, now uint64) uint64 {
+	if t == 0 {
+		return 0
+	}
+	u := int64(now >> pairTimeShift)
+	return uint64(u-int64(int32(uint32(u)-t))) << pairTimeShift
+}
+
+func ownPairStats(k ilnpBPFIlnpSessionKey, p *ilnpBPFIlnpPair, now uint64) PathStats {
+	return PathStats{
+		Key: PathKey{LocalNID: wire.NID(be64(k.LocalNid)), RemoteNID: wire.NID(be64(k.RemoteNid)),
+			Local: wire.L64(be64(p.Local)), Remote: wire.L64(be64(p.Remote))},
+		TxPackets: p.TxPackets, TxBytes: p.TxBytes, RxPackets: p.RxPackets, RxBytes: p.RxBytes,
+		LastTxNs: pairNs(p.LastTx, now), LastRxNs: pairNs(p.LastRx, now),
+		FirstUnansweredTxNs: pairNs(p.FirstUnanswered, now), Unanswered: uint64(p.Unanswered),
+	}
+}
+
+// mergePair adds the counts of one pair counted in two places; the latest receipt decides
+// whether what was sent is still unanswered.
+func mergePair(a, b PathStats) PathStats {
+	m := a
+	m.TxPackets += b.TxPackets
+	m.TxBytes += b.TxBytes
+	m.RxPackets += b.RxPackets
+	m.RxBytes += b.RxBytes
+	m.LastTxNs = max(a.LastTxNs, b.LastTxNs)
+	m.LastRxNs = max(a.LastRxNs, b.LastRxNs)
+	m.Unanswered, m.FirstUnansweredTxNs = 0, 0
+	for _, s := range []PathStats{a, b} {
+		if s.Unanswered == 0 || s.FirstUnansweredTxNs < m.LastRxNs {
+			continue
+		}
+		m.Unanswered += s.Unanswered
+		if m.FirstUnansweredTxNs == 0 || s.FirstUnansweredTxNs < m.FirstUnansweredTxNs {
+			m.FirstUnansweredTxNs = s.FirstUnansweredTxNs
+		}
+	}
+	return m
+}
+
+// DeletePath forgets one locator pair's counters, in the session's entry or in the paths map.
 func (d *Datapath) DeletePath(k PathKey) error {
-	return wrapDelete(d.objs.Paths.Delete(pathKeyToBPF(k)), "path %v", k)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	own := false
+	sk := sessionKey(k.LocalNID, k.RemoteNID)
+	var v ilnpBPFIlnpSession
+	if err := d.objs.Sessions.Lookup(sk, &v); err == nil &&
+		v.Pair.Local == be64(uint64(k.Local)) && v.Pair.Remote == be64(uint64(k.Remote)) {
+		// A read-modify-write, as in SetRemoteLocators: at worst a packet's count is lost.
+		v.Pair = ilnpBPFIlnpPair{}
+		if err := d.objs.Sessions.Update(sk, &v, ebpf.UpdateExist); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("datapath: delete path %v: %w", k, err)
+		}
+		own = true
+	}
+	err := d.objs.Paths.Delete(pathKeyToBPF(k))
+	if own && errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	return wrapDelete(err, "path %v", k)
 }
 
 // SetProbePair makes packets of the session k names that carry the mark ProbeMark|slot leave

@@ -21,8 +21,11 @@ var ErrNotRunning = errors.New("ilnpd is not running")
 
 // Client talks to ilnpd. Each call opens its own connection.
 type Client struct {
-	Socket  string
-	Timeout time.Duration // per request, not for event streams; default 5 s
+	Socket string
+	// Timeout bounds a request, not an event stream; default 5 s. A table (Show) may take
+	// longer to arrive whole (a million sessions' listing), so there it bounds the silence
+	// between two reads instead.
+	Timeout time.Duration
 }
 
 // DaemonError is an error the daemon reported (as opposed to a transport failure).
@@ -46,19 +49,33 @@ func (c Client) dial(ctx context.Context) (net.Conn, error) {
 }
 
 // do sends req and returns the first response line; the caller reads further lines from r.
-func (c Client) do(ctx context.Context, req Request) (Response, *bufio.Reader, net.Conn, error) {
-	conn, err := c.dial(ctx)
+// idle > 0 fails a read that waits longer than that for data.
+func (c Client) do(ctx context.Context, req Request, idle time.Duration) (Response, *bufio.Reader, net.Conn, error) {
+	dctx := ctx
+	if idle > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, idle)
+		defer cancel()
+	}
+	conn, err := c.dial(dctx)
 	if err != nil {
 		return Response{}, nil, nil, err
 	}
 	// Cancelling ctx unblocks reads (a following event stream, a hung daemon).
 	context.AfterFunc(ctx, func() { conn.Close() })
 	line, _ := json.Marshal(req)
+	if idle > 0 {
+		_ = conn.SetWriteDeadline(time.Now().Add(idle))
+	}
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		conn.Close()
 		return Response{}, nil, nil, fmt.Errorf("send request: %w", err)
 	}
-	r := bufio.NewReaderSize(conn, 64*1024)
+	var rd io.Reader = conn
+	if idle > 0 {
+		rd = idleReader{conn, idle}
+	}
+	r := bufio.NewReaderSize(rd, 64*1024)
 	resp, err := readResponse(r)
 	if err != nil {
 		conn.Close()
@@ -72,6 +89,17 @@ func (c Client) do(ctx context.Context, req Request) (Response, *bufio.Reader, n
 		return Response{}, nil, nil, &DaemonError{Msg: resp.Error}
 	}
 	return resp, r, conn, nil
+}
+
+// idleReader fails a read that waits longer than idle for data.
+type idleReader struct {
+	conn net.Conn
+	idle time.Duration
+}
+
+func (r idleReader) Read(b []byte) (int, error) {
+	_ = r.conn.SetReadDeadline(time.Now().Add(r.idle))
+	return r.conn.Read(b)
 }
 
 func readResponse(r *bufio.Reader) (Response, error) {
@@ -92,18 +120,20 @@ func readResponse(r *bufio.Reader) (Response, error) {
 }
 
 func (c Client) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := c.Timeout
-	if d == 0 {
-		d = 5 * time.Second
+	return context.WithTimeout(ctx, c.limit())
+}
+
+// limit is Timeout or its default.
+func (c Client) limit() time.Duration {
+	if c.Timeout == 0 {
+		return 5 * time.Second
 	}
-	return context.WithTimeout(ctx, d)
+	return c.Timeout
 }
 
 // Show returns the JSON the daemon produced for a table.
 func (c Client) Show(ctx context.Context, what What) (json.RawMessage, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	resp, _, conn, err := c.do(ctx, Request{Op: "show", What: what})
+	resp, _, conn, err := c.do(ctx, Request{Op: "show", What: what}, c.limit())
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +145,7 @@ func (c Client) Show(ctx context.Context, what What) (json.RawMessage, error) {
 func (c Client) SetHandoff(ctx context.Context, mode string) error {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	_, _, conn, err := c.do(ctx, Request{Op: "set-handoff", Mode: mode})
+	_, _, conn, err := c.do(ctx, Request{Op: "set-handoff", Mode: mode}, 0)
 	if err != nil {
 		return err
 	}
@@ -126,7 +156,7 @@ func (c Client) SetHandoff(ctx context.Context, mode string) error {
 func (c Client) SetTCPAware(ctx context.Context, mode string) error {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	_, _, conn, err := c.do(ctx, Request{Op: "set-tcp-aware", Mode: mode})
+	_, _, conn, err := c.do(ctx, Request{Op: "set-tcp-aware", Mode: mode}, 0)
 	if err != nil {
 		return err
 	}
@@ -137,7 +167,7 @@ func (c Client) SetTCPAware(ctx context.Context, mode string) error {
 func (c Client) SetPolicy(ctx context.Context, name string) error {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	_, _, conn, err := c.do(ctx, Request{Op: "set-policy", Policy: name})
+	_, _, conn, err := c.do(ctx, Request{Op: "set-policy", Policy: name}, 0)
 	if err != nil {
 		return err
 	}
@@ -148,7 +178,7 @@ func (c Client) SetPolicy(ctx context.Context, name string) error {
 func (c Client) AddPeer(ctx context.Context, name string, ilvs []PeerILV) error {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	_, _, conn, err := c.do(ctx, Request{Op: "peer-add", Name: name, ILVs: ilvs})
+	_, _, conn, err := c.do(ctx, Request{Op: "peer-add", Name: name, ILVs: ilvs}, 0)
 	if err != nil {
 		return err
 	}
@@ -158,7 +188,7 @@ func (c Client) AddPeer(ctx context.Context, name string, ilvs []PeerILV) error 
 // Events calls fn for each event: the past ones, then (follow) live ones until ctx ends or the
 // daemon closes the stream. An error from fn stops the stream and is returned.
 func (c Client) Events(ctx context.Context, follow bool, fn func(timeline.Event) error) error {
-	_, r, conn, err := c.do(ctx, Request{Op: "events", Follow: follow})
+	_, r, conn, err := c.do(ctx, Request{Op: "events", Follow: follow}, 0)
 	if err != nil {
 		return err
 	}

@@ -431,3 +431,55 @@ func TestShowStreamed(t *testing.T) {
 		t.Fatalf("streamed %d bytes, want the %d of the whole table", len(data), len(want))
 	}
 }
+
+// A table that takes longer than Timeout to arrive whole, but never pauses that long, is read
+// (a million sessions' listing); a daemon silent for longer than Timeout fails the call.
+func TestShowTimeoutIsIdle(t *testing.T) {
+	c := Client{Socket: filepath.Join(t.TempDir(), "ctl.sock"), Timeout: 400 * time.Millisecond}
+	ln, err := net.Listen("unix", c.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serve := func(pause time.Duration, chunks int) {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		readRequestLine(conn)
+		io.WriteString(conn, `{"ok":true,"data":[0`)
+		for range chunks {
+			time.Sleep(pause)
+			if _, err := io.WriteString(conn, `,0`); err != nil {
+				return
+			}
+		}
+		io.WriteString(conn, "]}\n")
+	}
+	// 12 pauses of 100 ms: 1.2 s in all, three times the timeout.
+	go serve(100*time.Millisecond, 12)
+	data, err := c.Show(context.Background(), Sessions)
+	if err != nil {
+		t.Fatalf("a listing that keeps coming: %v", err)
+	}
+	var rows []int
+	if err := json.Unmarshal(data, &rows); err != nil || len(rows) != 13 {
+		t.Fatalf("rows %v (%v), want 13", rows, err)
+	}
+	// One pause of 2 s: five times the timeout.
+	go serve(2*time.Second, 1)
+	if _, err := c.Show(context.Background(), Sessions); err == nil {
+		t.Fatal("a daemon silent for 2 s answered within a 400-ms timeout")
+	}
+}
+
+// readRequestLine reads the request line.
+func readRequestLine(r io.Reader) {
+	b := make([]byte, 1)
+	for {
+		if n, err := r.Read(b); err != nil || (n == 1 && b[0] == '\n') {
+			return
+		}
+	}
+}

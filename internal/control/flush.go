@@ -31,7 +31,7 @@ func handleFlush(ctx context.Context, h Handler) (stop func(), err error) {
 func (c Client) Flush(ctx context.Context, limit time.Duration) error {
 	ctx2, cancel := c.timeout(ctx)
 	defer cancel()
-	_, _, conn, err := c.do(ctx2, Request{Op: OpFlush})
+	_, _, conn, err := c.do(ctx2, Request{Op: OpFlush}, 0)
 	if err != nil {
 		return err
 	}

@@ -576,7 +576,9 @@ func (c *Cache) RouterSeen(ifindex int, router netip.Addr, lifetime time.Duratio
 	if lifetime <= 0 {
 		return c.RouterGone(ifindex, router, now)
 	}
-	c.lock()
+	// No peer's deadline depends on a router's (NextDeadline and Tick look at the routers
+	// themselves): every RA made the next Tick a full one (issue 28).
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.routers[routerKey{ifindex, router}] = now.Add(lifetime)
 	return Effects{}

@@ -70,7 +70,11 @@ func TestRARefreshPassesNoPeer(t *testing.T) {
 	renew := LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: time.Hour, PreferredLifetime: time.Hour}
 
 	stepped.syncWalked = 0
-	eff := mustUpdate(t, stepped, renew, now)
+	eff := stepped.RouterSeen(1, router1, 30*time.Minute, now) // as the node feeds an RA
+	if len(eff.Updates)+len(eff.Bindings)+len(eff.Events) != 0 || stepped.fullTick || stepped.Rescanning() {
+		t.Fatalf("RouterSeen: effects %+v, full Tick next %v, rescan %v, want none", eff, stepped.fullTick, stepped.Rescanning())
+	}
+	eff = mustUpdate(t, stepped, renew, now)
 	if stepped.syncWalked != 0 || stepped.fullTick {
 		t.Fatalf("RA refresh: passed over %d peers (full Tick next: %v), want 0 and no", stepped.syncWalked, stepped.fullTick)
 	}
@@ -85,6 +89,7 @@ func TestRARefreshPassesNoPeer(t *testing.T) {
 	}
 
 	// The whole pass, as before: every peer synced, the next Tick a full one.
+	whole.RouterSeen(1, router1, 30*time.Minute, now)
 	mustUpdate(t, whole, renew, now)
 	whole.mu.Lock()
 	var all Effects

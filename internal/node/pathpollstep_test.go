@@ -71,3 +71,36 @@ func TestPathPollSteps(t *testing.T) {
 		t.Fatalf("third step %+v, want none", s)
 	}
 }
+
+// A poll hands out one peer's pair counters by a binary search over its peers, the same pairs
+// a pass over every pair finds (the poll's first step looked for each remote pin's peer in
+// every pair: pins x pairs, issue 28).
+func TestPathPollOfPeer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(28, 2))
+	var stats []datapath.PathStats
+	for i := 0; i < 20_000; i++ {
+		peer := wire.NID(0x0a00_0000_0000_0000 + uint64(rng.IntN(8_000)))
+		stats = append(stats, datapath.PathStats{Key: datapath.PathKey{LocalNID: 1, RemoteNID: peer, Local: 1, Remote: wire.L64(0x10 + i)}, RxPackets: uint64(i)})
+	}
+	whole := make(map[wire.NID][]datapath.PathStats)
+	for _, st := range stats {
+		whole[st.Key.RemoteNID] = append(whole[st.Key.RemoteNID], st)
+	}
+	poll := newPathPoll(stats) // sorts stats in place, stably: each peer's pairs keep their order
+	for peer, want := range whole {
+		got := poll.of(peer)
+		if len(got) != len(want) {
+			t.Fatalf("peer %v: %d pairs, a pass over every pair finds %d", peer, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("peer %v: pair %d is %+v, want %+v", peer, i, got[i], want[i])
+			}
+		}
+	}
+	for _, absent := range []wire.NID{1, 0x0a00_0000_0000_0000 + 8_000, 0xffff_ffff_ffff_ffff} {
+		if got := poll.of(absent); got != nil {
+			t.Fatalf("peer %v without pairs: got %d", absent, len(got))
+		}
+	}
+}

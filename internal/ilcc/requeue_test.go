@@ -161,6 +161,17 @@ func BenchmarkRequeue100k(b *testing.B) {
 			c.UpdateLocal(LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, now)
 		}
 	})
+	// What an RA costs the loop: its RouterSeen and the prefix's UpdateLocal, then the Tick
+	// at the next deadline (it was a full one after every RA).
+	b.Run("RA+Tick", func(b *testing.B) {
+		now := t0
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			c.RouterSeen(1, router1, 30*time.Minute, now)
+			c.UpdateLocal(LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, now)
+			c.Tick(now)
+		}
+	})
 	b.Run("full-Tick", func(b *testing.B) {
 		now := t0
 		for b.Loop() {

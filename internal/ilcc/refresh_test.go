@@ -1,6 +1,7 @@
 package ilcc
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -125,7 +126,57 @@ func TestRARefreshPassesNoPeer(t *testing.T) {
 	// over every peer.
 	stepped.syncWalked = 0
 	eff = mustUpdate(t, stepped, LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: time.Hour}, t0.Add(41*time.Minute))
-	if !eff.LocalChanged || !stepped.fullTick {
-		t.Fatalf("deprecating refresh: LocalChanged %v, full Tick next %v, want both", eff.LocalChanged, stepped.fullTick)
+	if !eff.LocalChanged || !stepped.Rescanning() {
+		t.Fatalf("deprecating refresh: LocalChanged %v, rescan %v, want both", eff.LocalChanged, stepped.Rescanning())
+	}
+}
+
+// After a change that may move every peer's deadline (here the idle timeout), Tick takes the
+// open rescan's next share (at most rescanStep peers) and acts on the peers queued due, not a
+// pass over every peer (issue 28: ~75 ms at 100,000 sessions); once the rescan has passed, it
+// does what the whole pass does.
+func TestTickAfterGlobalChangeInSteps(t *testing.T) {
+	const n = 3*rescanStep + 123
+	stepped, whole := cacheOf(t, n), cacheOf(t, n)
+	for _, c := range []*Cache{stepped, whole} {
+		if err := c.SetIdleTimeout(time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stepped.touched, stepped.syncWalked = 0, 0
+	ticks := 0
+	for now := t0.Add(30 * time.Second); stepped.Rescanning(); ticks++ {
+		if ticks > n/rescanStep+2 {
+			t.Fatalf("rescan of %d peers still open after %d Ticks", n, ticks)
+		}
+		before := stepped.touched
+		if eff := stepped.Tick(now); len(eff.Removed)+len(eff.Updates)+len(eff.Bindings) != 0 {
+			t.Fatalf("Tick %d before any deadline: %+v", ticks, eff)
+		}
+		if step := stepped.touched - before; step > rescanStep || stepped.syncWalked != 0 {
+			t.Fatalf("Tick %d queued %d peers and passed over %d, want at most %d and 0", ticks, step, stepped.syncWalked, rescanStep)
+		}
+	}
+	if ticks < n/rescanStep || stepped.touched != n {
+		t.Fatalf("%d Ticks queued %d peers, want %d in at least %d", ticks, stepped.touched, n, n/rescanStep)
+	}
+	for _, at := range []time.Duration{time.Minute + 500*time.Microsecond, time.Minute + 3*time.Millisecond, time.Minute + time.Second} {
+		now := t0.Add(at)
+		whole.mu.Lock()
+		whole.fullTick = true
+		whole.mu.Unlock()
+		se, we := stepped.Tick(now), whole.Tick(now)
+		if !reflect.DeepEqual(se, we) {
+			t.Fatalf("Tick at t0+%v: stepped removed %d, the whole pass %d (effects differ)", at, len(se.Removed), len(we.Removed))
+		}
+		if len(se.Removed) == 0 {
+			t.Fatalf("Tick at t0+%v removed no idle session", at)
+		}
+		if stepped.syncWalked != 0 {
+			t.Fatalf("Tick at t0+%v passed over %d peers", at, stepped.syncWalked)
+		}
+	}
+	if len(stepped.peers) != 0 || len(whole.peers) != 0 {
+		t.Fatalf("after a minute idle %d and %d sessions left, want none", len(stepped.peers), len(whole.peers))
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"ilnp/internal/datapath"
 	"ilnp/internal/wire"
@@ -103,4 +104,38 @@ func TestPathPollOfPeer(t *testing.T) {
 			t.Fatalf("peer %v without pairs: got %d", absent, len(got))
 		}
 	}
+}
+
+// BenchmarkRemotePinsObserve100k: the poll's first step with 100 remote pins over 100,000
+// pairs: each pin's counters found by a binary search (of), and, for comparison, by a pass
+// over every pair per pin as the step did before (issue 28).
+func BenchmarkRemotePinsObserve100k(b *testing.B) {
+	var stats []datapath.PathStats
+	for i := range 100_000 {
+		stats = append(stats, datapath.PathStats{Key: datapath.PathKey{LocalNID: 1, RemoteNID: wire.NID(0x0a00_0000_0000_0000 + uint64(i)), Local: 1, Remote: 2}, RxPackets: 1})
+	}
+	poll := newPathPoll(stats)
+	n := &Node{tcpa: &tcpAware{}}
+	now := time.Now()
+	for i := range 100 {
+		n.tcpa.rpins.Pin(wire.NID(0x0a00_0000_0000_0000+uint64(i*997)), 2, 3, 1, now)
+	}
+	b.Run("binary-search", func(b *testing.B) {
+		for b.Loop() {
+			n.tcpRemotePinsObserve(poll.of, now)
+		}
+	})
+	b.Run("pass-per-pin", func(b *testing.B) {
+		for b.Loop() {
+			n.tcpRemotePinsObserve(func(peer wire.NID) []datapath.PathStats {
+				var out []datapath.PathStats
+				for _, st := range poll.stats {
+					if st.Key.RemoteNID == peer {
+						out = append(out, st)
+					}
+				}
+				return out
+			}, now)
+		}
+	})
 }

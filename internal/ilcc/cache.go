@@ -167,10 +167,11 @@ type Cache struct {
 	// due queues the peers by deadline for NextDeadline, which the loop asks after every
 	// event, and for Tick: a pass over every peer there made each event cost O(sessions)
 	// (issue 28). A change to one peer queues its deadline if that came earlier
-	// (peerChanged); any other change sets peersRescan (the next NextDeadline queues every
-	// peer afresh) and fullTick (the next Tick passes over every peer, as it always did). A
-	// queued entry whose peer has gone or whose deadline moved later is dropped or moved when
-	// it comes to the top.
+	// (peerChanged); any other change sets peersRescan (the rescan queues every peer afresh,
+	// a share per NextDeadline and per Tick). A queued entry whose peer has gone or whose
+	// deadline moved later is dropped or moved when it comes to the top. fullTick makes the
+	// next Tick pass over every peer (the tests' whole pass); a local locator that Tick
+	// expires or deprecates takes that pass too.
 	due         peerHeap
 	peersRescan bool
 	fullTick    bool
@@ -190,6 +191,10 @@ type Cache struct {
 	epoch time.Time
 	// sharedAdv is the advertisement peers were last told or opened with (shared).
 	sharedAdv []wire.LocatorEntry
+	// synced is what the last syncPeers read of the local locators; syncWalked counts the
+	// peers syncPeers passed over (tests: the work a call does).
+	synced     syncedLocals
+	syncWalked int
 }
 
 // shared returns an advertisement equal to adv that the peers told the same share (c.mu held):
@@ -209,12 +214,13 @@ func (c *Cache) lock() {
 	c.global()
 }
 
-// global notes a change that may move any peer's deadline (c.mu held). A change to one peer
-// takes c.mu and calls peerChanged instead: a rescan and a full Tick per such event made it
-// cost O(sessions) (issue 28).
+// global notes a change that may move any peer's deadline (c.mu held): the rescan finds
+// them, in shares. A change to one peer takes c.mu and calls peerChanged instead: a rescan
+// per such event made it cost O(sessions) (issue 28). It made the next Tick a full pass over
+// every peer too (~75 ms at 100,000 sessions); Tick now acts on the peers queued due, the
+// rescan's shares queuing the others, as NextDeadline sees them.
 func (c *Cache) global() {
 	c.peersRescan = true
-	c.fullTick = true
 }
 
 // peerChanged queues the deadline of the peer nid, which alone changed (c.mu held).
@@ -505,10 +511,11 @@ func (c *Cache) UpdateLocal(u LocalUpdate, now time.Time) (Effects, error) {
 	// RFC 4862 s.5.5.3 (c) ignores an option whose preferred lifetime exceeds the valid one;
 	// clamping keeps the locator (the RA did announce it) and stays on the safe side.
 	u.PreferredLifetime = min(u.PreferredLifetime, u.ValidLifetime)
-	c.lock()
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	var eff Effects
 	l := c.locals[u.Locator]
+	known := l != nil
 	if l == nil {
 		// Unranked yet: it sorts after the ranked ones until the policy has placed it.
 		l = &local{loc: u.Locator, learned: now, rank: len(c.locals)}
@@ -523,6 +530,14 @@ func (c *Cache) UpdateLocal(u LocalUpdate, now time.Time) (Effects, error) {
 	l.deprecated = u.PreferredLifetime <= 0
 	if wasDeprecated != l.deprecated {
 		eff.LocalChanged = true
+	}
+	if known && !eff.LocalChanged {
+		// A refresh (an RA renewing the lifetimes): the ranking's inputs are as they were, and
+		// a peer's deadline moves only through refreshAt, which the rescan (in steps) finds; a
+		// full Tick per RA walked every peer (issue 28: ~75 ms at 100,000 sessions).
+		c.peersRescan = true
+	} else {
+		c.global()
 	}
 	c.reselect(now, &eff)
 	return eff, nil
@@ -563,7 +578,9 @@ func (c *Cache) RouterSeen(ifindex int, router netip.Addr, lifetime time.Duratio
 	if lifetime <= 0 {
 		return c.RouterGone(ifindex, router, now)
 	}
-	c.lock()
+	// No peer's deadline depends on a router's (NextDeadline and Tick look at the routers
+	// themselves): every RA made the next Tick a full one (issue 28).
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.routers[routerKey{ifindex, router}] = now.Add(lifetime)
 	return Effects{}
@@ -631,8 +648,18 @@ func (c *Cache) sortedPeers() []*peer {
 }
 
 // reselect ranks the local locators with the policy, sets their states for the mode, then
-// brings every correspondent up to date (bindings and LUs).
+// brings every correspondent up to date (bindings and LUs) unless what that reads of the
+// locators is as it was.
 func (c *Cache) reselect(now time.Time, eff *Effects) {
+	c.rankLocals(eff)
+	if c.peersInSync(now) {
+		return
+	}
+	c.syncPeers(now, eff)
+}
+
+// rankLocals ranks the local locators with the policy and sets their states for the mode.
+func (c *Cache) rankLocals(eff *Effects) {
 	ls := c.sortedLocals()
 	if len(ls) > 0 {
 		cands := make([]Candidate, len(ls))
@@ -668,7 +695,36 @@ func (c *Cache) reselect(now time.Time, eff *Effects) {
 			l.state = to
 		}
 	}
-	c.syncPeers(now, eff)
+}
+
+// syncedLocals is what syncPeers read of the local locators the last time it passed over every
+// peer: the advertised set (lifetimes zeroed: sameSet ignores them), the families reached, the
+// active local locator. Every change to one peer brings that peer up to date on its own
+// (syncBinding, emitLU), so while these are unchanged a pass over every peer finds nothing to
+// do (issue 28: an RA refresh passed over every peer, ~30 ms at 100,000 sessions).
+type syncedLocals struct {
+	adv    []wire.LocatorEntry
+	reach  reach
+	active boundLocal
+	set    bool
+}
+
+func (c *Cache) syncedNow(now time.Time) syncedLocals {
+	s := syncedLocals{adv: c.advertisement(now), reach: c.reach(), set: true}
+	for i := range s.adv {
+		s.adv[i].Lifetime = 0
+	}
+	if l := c.activeLocal(); l != nil {
+		s.active = boundLocal{loc: l.loc, ifindex: l.ifindex, router: l.router}
+	}
+	return s
+}
+
+// peersInSync says whether syncPeers would change nothing: what it reads of the local
+// locators is what the last pass over every peer read (c.mu held).
+func (c *Cache) peersInSync(now time.Time) bool {
+	s := c.syncedNow(now)
+	return c.synced.set && s.reach == c.synced.reach && s.active == c.synced.active && slices.Equal(s.adv, c.synced.adv)
 }
 
 // advertisement lists the usable local locators, best first, preference = rank, lifetime =
@@ -710,9 +766,11 @@ func sameSet(a, b []wire.LocatorEntry) bool {
 }
 
 func (c *Cache) syncPeers(now time.Time, eff *Effects) {
+	c.synced = c.syncedNow(now)
 	adv := c.advertisement(now)
 	rc := c.reach()
 	for _, p := range c.sortedPeers() {
+		c.syncWalked++
 		// The active local locator's family may have changed (IPv6 to IPv4 behind a NAT).
 		if p.selectRemote(rc) {
 			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote, local family"})
@@ -1101,6 +1159,9 @@ func (c *Cache) Tick(now time.Time) Effects {
 		}
 	}
 	if !changed && !c.fullTick {
+		if c.peersRescan || c.rescan != nil {
+			c.peersNext() // the open rescan's next share, as a turn's NextDeadline takes it
+		}
 		c.tickDue(now, &eff)
 		return eff
 	}
@@ -1115,10 +1176,10 @@ func (c *Cache) Tick(now time.Time) Effects {
 		c.expireRemotes(p, now, &eff)
 	}
 	if changed {
-		c.reselect(now, &eff)
-	} else {
-		c.syncPeers(now, &eff)
+		c.rankLocals(&eff)
 	}
+	// The pass above may have changed any peer's remote locators.
+	c.syncPeers(now, &eff)
 	adv := c.advertisement(now)
 	for _, p := range c.sortedPeers() {
 		retry := p.retryAt != 0 && !now.Before(c.timeOf(p.retryAt))

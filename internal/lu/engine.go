@@ -193,6 +193,8 @@ type Engine struct {
 	// NextDeadline, which the daemon asks after every event, was a pass over every peer:
 	// O(sessions) per event at a correspondent of 100,000 (issue 28).
 	deadlines deadlineHeap
+	// popped counts the deadline entries Tick took off the queue (tests: the work a call does).
+	popped int
 }
 
 // New returns an engine; zero fields of cfg take their defaults and the result is validated.
@@ -351,10 +353,14 @@ func (e *Engine) Ack(peer wire.NID, ack wire.LocatorUpdate, now time.Time) (Resu
 // Tick retransmits every LU whose timeout has passed and gives up those that have used all
 // their attempts. Actions are ordered by deadline, then peer, so runs are reproducible.
 func (e *Engine) Tick(now time.Time) []Action {
+	// The due exchanges come off the deadline queue: a pass over every peer was O(sessions)
+	// per timer at a correspondent that has exchanged LUs with 100,000 (issue 28).
 	var due []wire.NID
-	for nid, p := range e.peers {
-		if p.out != nil && !now.Before(p.out.deadline) {
-			due = append(due, nid)
+	for len(e.deadlines) > 0 && !now.Before(e.deadlines[0].at) {
+		top := heap.Pop(&e.deadlines).(deadlineEntry)
+		e.popped++
+		if p := e.peers[top.peer]; p != nil && p.out != nil && p.out.id == top.id && p.out.deadline.Equal(top.at) {
+			due = append(due, top.peer)
 		}
 	}
 	sort.Slice(due, func(i, j int) bool {
@@ -364,6 +370,8 @@ func (e *Engine) Tick(now time.Time) []Action {
 		}
 		return due[i] < due[j]
 	})
+	// An exchange armed twice with the same deadline has two entries.
+	due = slices.Compact(due)
 	var actions []Action
 	for _, nid := range due {
 		p := e.peers[nid]

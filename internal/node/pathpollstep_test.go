@@ -3,6 +3,7 @@ package node
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"ilnp/internal/datapath"
 	"ilnp/internal/wire"
@@ -70,4 +71,71 @@ func TestPathPollSteps(t *testing.T) {
 	if s := poll.take(pathStepPairs); len(s) != 0 {
 		t.Fatalf("third step %+v, want none", s)
 	}
+}
+
+// A poll hands out one peer's pair counters by a binary search over its peers, the same pairs
+// a pass over every pair finds (the poll's first step looked for each remote pin's peer in
+// every pair: pins x pairs, issue 28).
+func TestPathPollOfPeer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(28, 2))
+	var stats []datapath.PathStats
+	for i := 0; i < 20_000; i++ {
+		peer := wire.NID(0x0a00_0000_0000_0000 + uint64(rng.IntN(8_000)))
+		stats = append(stats, datapath.PathStats{Key: datapath.PathKey{LocalNID: 1, RemoteNID: peer, Local: 1, Remote: wire.L64(0x10 + i)}, RxPackets: uint64(i)})
+	}
+	whole := make(map[wire.NID][]datapath.PathStats)
+	for _, st := range stats {
+		whole[st.Key.RemoteNID] = append(whole[st.Key.RemoteNID], st)
+	}
+	poll := newPathPoll(stats) // sorts stats in place, stably: each peer's pairs keep their order
+	for peer, want := range whole {
+		got := poll.of(peer)
+		if len(got) != len(want) {
+			t.Fatalf("peer %v: %d pairs, a pass over every pair finds %d", peer, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("peer %v: pair %d is %+v, want %+v", peer, i, got[i], want[i])
+			}
+		}
+	}
+	for _, absent := range []wire.NID{1, 0x0a00_0000_0000_0000 + 8_000, 0xffff_ffff_ffff_ffff} {
+		if got := poll.of(absent); got != nil {
+			t.Fatalf("peer %v without pairs: got %d", absent, len(got))
+		}
+	}
+}
+
+// BenchmarkRemotePinsObserve100k: the poll's first step with 100 remote pins over 100,000
+// pairs: each pin's counters found by a binary search (of), and, for comparison, by a pass
+// over every pair per pin as the step did before (issue 28).
+func BenchmarkRemotePinsObserve100k(b *testing.B) {
+	var stats []datapath.PathStats
+	for i := range 100_000 {
+		stats = append(stats, datapath.PathStats{Key: datapath.PathKey{LocalNID: 1, RemoteNID: wire.NID(0x0a00_0000_0000_0000 + uint64(i)), Local: 1, Remote: 2}, RxPackets: 1})
+	}
+	poll := newPathPoll(stats)
+	n := &Node{tcpa: &tcpAware{}}
+	now := time.Now()
+	for i := range 100 {
+		n.tcpa.rpins.Pin(wire.NID(0x0a00_0000_0000_0000+uint64(i*997)), 2, 3, 1, now)
+	}
+	b.Run("binary-search", func(b *testing.B) {
+		for b.Loop() {
+			n.tcpRemotePinsObserve(poll.of, now)
+		}
+	})
+	b.Run("pass-per-pin", func(b *testing.B) {
+		for b.Loop() {
+			n.tcpRemotePinsObserve(func(peer wire.NID) []datapath.PathStats {
+				var out []datapath.PathStats
+				for _, st := range poll.stats {
+					if st.Key.RemoteNID == peer {
+						out = append(out, st)
+					}
+				}
+				return out
+			}, now)
+		}
+	})
 }

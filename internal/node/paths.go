@@ -149,6 +149,15 @@ func (pp *pathPoll) polled(peer wire.NID) bool {
 	return ok
 }
 
+// of is peer's pair counters in the poll (none: nil), found by a binary search.
+func (pp *pathPoll) of(peer wire.NID) []datapath.PathStats {
+	i, ok := slices.BinarySearchFunc(pp.peers, peer, func(ps peerStats, p wire.NID) int { return cmp.Compare(ps.peer, p) })
+	if !ok {
+		return nil
+	}
+	return pp.stats[pp.peers[i].from:pp.peers[i].to]
+}
+
 // newPathPoll groups stats by peer (off the loop).
 func newPathPoll(stats []datapath.PathStats) *pathPoll {
 	slices.SortStableFunc(stats, func(a, b datapath.PathStats) int { return cmp.Compare(a.Key.RemoteNID, b.Key.RemoteNID) })
@@ -327,7 +336,7 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 		if m.encap6 != nil {
 			m.encap6.stage.BeginPass()
 		}
-		n.tcpRemotePinsObserve(poll.stats, now)
+		n.tcpRemotePinsObserve(poll.of, now)
 	}
 	if peers := poll.take(pathStepPairs); len(peers) > 0 {
 		n.pollPeers(m, poll, peers, now, at)

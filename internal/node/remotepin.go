@@ -103,7 +103,9 @@ func (n *Node) tcpRemotePinAnswered(k paths.Key, rtt time.Duration) {
 
 // tcpRemotePinsObserve runs at each path poll: a remote pin ends when the correspondent's
 // packets come over the new locator (it pins nothing itself) or at tcpaware.MaxRemotePin.
-func (n *Node) tcpRemotePinsObserve(stats []datapath.PathStats, now time.Time) {
+// statsOf is a peer's pair counters (a pass over every pair per pin held the poll's first
+// step for pins x pairs: issue 28).
+func (n *Node) tcpRemotePinsObserve(statsOf func(wire.NID) []datapath.PathStats, now time.Time) {
 	t := n.tcpa
 	if t == nil {
 		return
@@ -111,8 +113,8 @@ func (n *Node) tcpRemotePinsObserve(stats []datapath.PathStats, now time.Time) {
 	for _, peer := range t.rpins.Peers() {
 		_, newLoc, _ := t.rpins.Pinned(peer)
 		var rx uint64
-		for _, st := range stats {
-			if st.Key.RemoteNID == peer && st.Key.Remote == newLoc {
+		for _, st := range statsOf(peer) {
+			if st.Key.Remote == newLoc {
 				rx += st.RxPackets
 			}
 		}

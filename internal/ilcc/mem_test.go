@@ -6,17 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"ilnp/internal/heapstat"
 	"ilnp/internal/wire"
 )
-
-// liveHeap is the heap the program holds after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
 
 // BenchmarkSessionMemory reports the heap one ILCC session holds (issue 28), as a
 // correspondent's cache holds it: a responder's session whose peer nonce is known
@@ -28,7 +20,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 	const n = 20000
 	var opened, moved float64
 	for b.Loop() {
-		before := liveHeap()
+		before := heapstat.Live()
 		c, err := New(Config{NID: myNID, NewNonce: counterNonces()})
 		if err != nil {
 			b.Fatal(err)
@@ -43,12 +35,12 @@ func BenchmarkSessionMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		opened = float64(liveHeap()-before) / n
+		opened = float64(heapstat.Live()-before) / n
 		eff, err := c.UpdateLocal(ra(lMN2, ifLTE, router2), t0.Add(time.Second))
 		if err != nil || len(eff.Updates) != n {
 			b.Fatalf("move: %d updates, %v", len(eff.Updates), err)
 		}
-		moved = float64(liveHeap()-before) / n
+		moved = float64(heapstat.Live()-before) / n
 		runtime.KeepAlive(c)
 	}
 	b.ReportMetric(opened, "B/session")

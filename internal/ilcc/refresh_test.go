@@ -12,25 +12,8 @@ import (
 // refreshCache is a correspondent with n sessions opened at t0, its one locator valid (and
 // preferred) for an hour: every advertisement ends with the locator, so no refresh is due yet.
 func refreshCache(tb testing.TB, n int) *Cache {
-	c, err := New(Config{NID: cnNID, NewNonce: counterNonces(), IdleTimeout: 24 * time.Hour})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := c.UpdateLocal(LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: time.Hour, PreferredLifetime: time.Hour}, t0); err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
-		s := Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: wire.NID(0x1000 + i)},
-			RemoteNonce: nonce(uint32(i + 1))}
-		if _, err := c.OpenSession(s, t0); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	c.mu.Lock()
-	c.requeueAll()
-	c.fullTick = false
-	c.mu.Unlock()
-	return c
+	return cacheWith(tb, n, Config{NID: cnNID, NewNonce: counterNonces(), IdleTimeout: 24 * time.Hour}, time.Hour,
+		func(int) time.Time { return t0 })
 }
 
 // drain runs NextDeadline as the daemon's loop does, one turn each, until no rescan is open,

@@ -11,17 +11,24 @@ import (
 // known, its one locator with infinite lifetimes (no local or router deadline), its deadlines
 // queued.
 func cacheOf(tb testing.TB, n int) *Cache {
-	c, err := New(Config{NID: cnNID, NewNonce: counterNonces()})
+	return cacheWith(tb, n, Config{NID: cnNID, NewNonce: counterNonces()}, Infinite,
+		func(i int) time.Time { return t0.Add(time.Duration(i) * time.Microsecond) })
+}
+
+// cacheWith is a correspondent's cache of config cfg with n responder sessions, session i
+// opened at opened(i), its one locator valid and preferred for lifetime, its deadlines queued.
+func cacheWith(tb testing.TB, n int, cfg Config, lifetime time.Duration, opened func(i int) time.Time) *Cache {
+	c, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := c.UpdateLocal(LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: Infinite, PreferredLifetime: Infinite}, t0); err != nil {
+	if _, err := c.UpdateLocal(LocalUpdate{Locator: lCN, IfIndex: 1, ValidLifetime: lifetime, PreferredLifetime: lifetime}, t0); err != nil {
 		tb.Fatal(err)
 	}
 	for i := range n {
 		s := Session{Local: wire.ILV{Locator: lCN, NID: cnNID}, Remote: wire.ILV{Locator: lMN1, NID: wire.NID(0x1000 + i)},
 			RemoteNonce: nonce(uint32(i + 1))}
-		if _, err := c.OpenSession(s, t0.Add(time.Duration(i)*time.Microsecond)); err != nil {
+		if _, err := c.OpenSession(s, opened(i)); err != nil {
 			tb.Fatal(err)
 		}
 	}

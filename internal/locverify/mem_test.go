@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"ilnp/internal/heapstat"
 	"ilnp/internal/wire"
 )
 
@@ -14,13 +15,7 @@ import (
 // (B/peer-moved).
 func BenchmarkPeerMemory(b *testing.B) {
 	const n = 20000
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
+	heap := heapstat.Live
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var perPeer, moved float64
 	for b.Loop() {

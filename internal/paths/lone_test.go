@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"ilnp/internal/heapstat"
 	"ilnp/internal/wire"
 )
 
@@ -66,14 +67,6 @@ func TestLoneView(t *testing.T) {
 	}
 }
 
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkPeerMemory reports the heap the tracker holds per peer (issue 28) after 3 s of 60-ms
 // passes with a packet each way per pair and pass: a single-pair peer tracked
 // (B/single-pair-peer), the same peer marked lone as the daemon hands it over
@@ -83,7 +76,7 @@ func BenchmarkPeerMemory(b *testing.B) {
 	const n = 5000
 	const l1, r1, r2 = wire.L64(0x20010db800020000), wire.L64(0x20010db800010000), wire.L64(0x20010db800040000)
 	run := func(pairs int, lone bool) float64 {
-		before := liveHeap()
+		before := heapstat.Live()
 		tr, err := New(Config{})
 		if err != nil {
 			b.Fatal(err)
@@ -115,7 +108,7 @@ func BenchmarkPeerMemory(b *testing.B) {
 		}
 		// The inputs are the daemon's per poll, not the tracker's.
 		in = nil
-		held := float64(liveHeap()-before) / n
+		held := float64(heapstat.Live()-before) / n
 		runtime.KeepAlive(tr)
 		return held
 	}

@@ -41,7 +41,7 @@ func TestEndPassTouchesNoPair(t *testing.T) {
 	// The plain probe of pair 9,999 is answered before the pass reaches it.
 	last := all[len(all)-1].Key
 	s.Answered(last, Plain, t0, now)
-	if st := s.lookup(last); st == nil || st.plainAt != now {
+	if st, in := s.lookup(last); in == nil || answerAfter(st.plain) != now.Sub(t0) {
 		t.Fatalf("answer to an unsampled pair's probe lost mid-pass: %+v", st)
 	}
 	if v := s.Views(); len(v) != len(all) {
@@ -64,7 +64,7 @@ func TestEndPassTouchesNoPair(t *testing.T) {
 	if len(s.pairs) != len(kept) {
 		t.Fatalf("%d pairs kept after the pass, want the %d it sampled", len(s.pairs), len(kept))
 	}
-	if st := s.pairs[last]; st == nil || st.plainAt != now || !st.checking {
+	if st, ok := s.pairs[last]; !ok || answerAfter(st.plain) != now.Sub(t0) || !st.is(checking) {
 		t.Fatalf("sampled pair's check lost: %+v", st)
 	}
 	if _, ok := s.pairs[all[500].Key]; ok {

@@ -11,7 +11,9 @@ import (
 // BenchmarkPairMemory reports the heap the stage holds per pair at 100,000 pairs (issue 28: a
 // mass move at a correspondent has every pair checked once): each pair checked and found dead
 // and backing off (B/pair-backing-off, what the mass move leaves), and the same pairs once
-// answered again and past their backoff (B/pair-answered). The figure is the live heap after
+// answered again and past their backoff (B/pair-answered), and the same pairs no longer sent
+// on, past their backoff, still unanswered (B/pair-idle: a mass move's correspondent whose
+// movers went quiet after their LU-ACK). The figure is the live heap after
 // a collection, the stage's own with its maps' overhead.
 func BenchmarkPairMemory(b *testing.B) {
 	const n = 100_000
@@ -21,6 +23,7 @@ func BenchmarkPairMemory(b *testing.B) {
 	for i := range answered {
 		answered[i] = Sample{Key: samples[i].Key, LastTx: t0}
 	}
+	idle := checkingSamples(n, t0) // LastTx t0, 5 s before the last step
 	run := func(after []Sample) float64 {
 		before := heapstat.Live()
 		s, err := New(Config{})
@@ -36,10 +39,11 @@ func BenchmarkPairMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 		return held
 	}
-	var backingOff, answeredAgain float64
+	var backingOff, answeredAgain, idleAfter float64
 	for b.Loop() {
-		backingOff, answeredAgain = run(nil), run(answered)
+		backingOff, answeredAgain, idleAfter = run(nil), run(answered), run(idle)
 	}
 	b.ReportMetric(backingOff, "B/pair-backing-off")
 	b.ReportMetric(answeredAgain, "B/pair-answered")
+	b.ReportMetric(idleAfter, "B/pair-idle")
 }

@@ -13,7 +13,9 @@
 // plain one's round trip plus Slack, is a path that works but drops the header: the pair is
 // turned on. Both answered: the path is fine (the silence was the peer's); neither: the path
 // is dead (path liveness deals with it). Either way the pair is not checked again before a
-// backoff that doubles up to MaxBackoff.
+// backoff that doubles up to MaxBackoff. A pair past its backoff that is answered again, or
+// no longer sent on, is forgotten; sent on again in the same quiet episode, its backoff is
+// recomputed from the episode's age.
 //
 // Return. While a pair this node turned on stays on, a native probe asking for a native
 // answer goes out every NativeEvery; the datapath turns the pair back off when that answer,
@@ -25,6 +27,7 @@ package pathprobe
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -143,16 +146,69 @@ func (v Verdict) String() string {
 // MarshalText makes Verdict a JSON string.
 func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
 
+// pair is what the stage keeps of one pair: a value (no pointer: issue 28, a mass move has
+// every pair of a correspondent checked once) in 24 bytes. Times are stamps (Stage.stamp).
 type pair struct {
-	checking          bool
-	sent              time.Time
-	plainAt, exthdrAt time.Time // answers of the current check; zero: none yet
-	notBefore         time.Time
-	backoff           time.Duration
-	on, byPeer        bool
-	lastNative        time.Time
-	verdict           Verdict
-	checks, encaps    int
+	// t is, by the pair's state: in a check, when its probes went; on, the last native probe;
+	// otherwise the end of the backoff (0: none).
+	t int64
+	// plain and exthdr are the answers of the current check, in microseconds after t plus 1
+	// (0: none yet).
+	plain, exthdr uint32
+	// checks and encaps count for the view (saturating).
+	checks, encaps uint16
+	verdict        Verdict
+	flags          uint8
+	// doublings is the backoff: 0 none, else Backoff doubled doublings-1 times, up to
+	// MaxBackoff.
+	doublings uint8
+}
+
+const (
+	checking uint8 = 1 << iota
+	on
+	byPeer
+)
+
+func (p *pair) is(f uint8) bool { return p.flags&f != 0 }
+
+func (p *pair) set(f uint8, v bool) {
+	if v {
+		p.flags |= f
+	} else {
+		p.flags &^= f
+	}
+}
+
+// spent reports whether p, sampled as sm at now, holds nothing worth a record (issue 28: a
+// mass move at a correspondent has every pair checked once, and each kept its record for
+// good): no check, not on, never encapsulated, past its backoff, and either answered since
+// (no backoff left) or no longer sent on. The backoff of a pair forgotten while its packets
+// are still unanswered is recomputed from its quiet episode's age if it is sent on again
+// (priorChecks); the verdict of a check that found nothing goes with it.
+func (s *Stage) spent(p *pair, sm *Sample, now time.Time, t int64) bool {
+	if p.flags != 0 || p.encaps != 0 || (p.t != 0 && t < p.t) {
+		return false
+	}
+	return p.doublings == 0 || now.Sub(sm.LastTx) > s.cfg.InUse
+}
+
+// priorChecks is how many checks a pair sent on through a whole quiet episode of age a could
+// have had before one at a (each check waits Quiet, then Backoff, 2 Backoff, ...: Quiet +
+// Backoff (2^k - 1) <= a): the backoff of a pair forgotten in its episode, recomputed at its
+// next check; at least what the pair kept would have had, never less.
+func (s *Stage) priorChecks(a time.Duration) uint8 {
+	var k uint8
+	for sum := s.cfg.Quiet; k < math.MaxUint8; k++ {
+		b := s.backoff(&pair{doublings: k + 1}) // the pause after check k+1
+		if sum += b; sum > a || sum < 0 {
+			return k
+		}
+		if b >= s.cfg.MaxBackoff {
+			return k + 1 // every later pause is the longest too
+		}
+	}
+	return k
 }
 
 // Stage is the detection's state over every pair. Not safe for concurrent use.
@@ -163,10 +219,13 @@ type pair struct {
 // what is still set aside, whole.
 type Stage struct {
 	cfg   Config
-	pairs map[Key]*pair // outside a pass every pair; in a pass those it sampled
+	pairs map[Key]pair // outside a pass every pair; in a pass those it sampled
 	// unsampled are, in a pass, the pairs kept before it that it has not sampled yet (nil:
 	// no pass is open).
-	unsampled map[Key]*pair
+	unsampled map[Key]pair
+	// base is the instant of stamp 0: the first time the stage was given.
+	base    time.Time
+	hasBase bool
 	// touched counts the pairs the stage looked at (tests: the work a call does).
 	touched int
 }
@@ -176,21 +235,69 @@ func New(cfg Config) (*Stage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Stage{cfg: cfg.withDefaults(), pairs: map[Key]*pair{}}, nil
+	return &Stage{cfg: cfg.withDefaults(), pairs: map[Key]pair{}}, nil
+}
+
+// stamp is t in nanoseconds after the stage's base (monotonic when both carry the clock).
+func (s *Stage) stamp(t time.Time) int64 {
+	if !s.hasBase {
+		s.base, s.hasBase = t, true
+	}
+	return int64(t.Sub(s.base))
+}
+
+// answerAt encodes an answer d after its probe went (pair.plain, pair.exthdr).
+func answerAt(d int64) uint32 {
+	return uint32(min(max(d/int64(time.Microsecond), 0), 1<<32-2)) + 1
+}
+
+// answerAfter decodes answerAt.
+func answerAfter(a uint32) time.Duration { return time.Duration(a-1) * time.Microsecond }
+
+func inc(n *uint16) {
+	if *n < 1<<16-1 {
+		*n++
+	}
+}
+
+// backoff is the pause p's backoff stands for.
+func (s *Stage) backoff(p *pair) time.Duration {
+	if p.doublings == 0 {
+		return 0
+	}
+	b := s.cfg.Backoff
+	for i := uint8(1); i < p.doublings && b < s.cfg.MaxBackoff && b <= math.MaxInt64/2; i++ {
+		b *= 2
+	}
+	return min(b, s.cfg.MaxBackoff)
 }
 
 // Answered records the answer to a probe of kind p sent on k at sent.
 func (s *Stage) Answered(k Key, p Probe, sent, at time.Time) {
-	st := s.lookup(k)
-	if st == nil || !st.checking || !sent.Equal(st.sent) {
+	st, in := s.lookup(k)
+	if in == nil || !st.is(checking) || s.stamp(sent) != st.t {
 		return
 	}
 	switch p {
 	case Plain:
-		st.plainAt = at
+		st.plain = answerAt(s.stamp(at) - st.t)
 	case Exthdr:
-		st.exthdrAt = at
+		st.exthdr = answerAt(s.stamp(at) - st.t)
+	default:
+		return
 	}
+	in[k] = st
+}
+
+// lookup is the pair k, sampled in the open pass or not, and the map it is in (nil: none).
+func (s *Stage) lookup(k Key) (pair, map[Key]pair) {
+	if st, ok := s.pairs[k]; ok {
+		return st, s.pairs
+	}
+	if st, ok := s.unsampled[k]; ok {
+		return st, s.unsampled
+	}
+	return pair{}, nil
 }
 
 // Step takes the pairs as they are now and returns what to do. Pairs not sampled are forgotten.
@@ -210,29 +317,31 @@ func (s *Stage) BeginPass() {
 	if s.unsampled != nil {
 		return
 	}
-	s.unsampled, s.pairs = s.pairs, map[Key]*pair{}
+	s.unsampled, s.pairs = s.pairs, map[Key]pair{}
 }
 
 // StepSome takes some pairs as they are now and returns what to do with them. Its work is
 // the samples', whatever the number of pairs kept.
 func (s *Stage) StepSome(samples []Sample, now time.Time) []Action {
 	var acts []Action
-	for _, sm := range samples {
+	t := s.stamp(now)
+	for i := range samples {
+		sm := &samples[i]
 		s.touched++
-		st := s.pairs[sm.Key]
-		if st == nil {
-			if st = s.unsampled[sm.Key]; st != nil {
+		st, kept := s.pairs[sm.Key]
+		if !kept {
+			var ok bool
+			if st, ok = s.unsampled[sm.Key]; ok {
 				delete(s.unsampled, sm.Key)
-			} else {
-				st = &pair{}
 			}
 		}
-		acts = append(acts, s.step(sm, st, now)...)
-		// Only a pair with state of its own is kept: one that was never checked, is not on and
-		// waits for nothing is what a new pair is (issue 28: a pair per session at 100,000s of
-		// sessions, almost all of them that).
-		if *st == (pair{}) {
-			delete(s.pairs, sm.Key)
+		acts = s.step(acts, sm, &st, now, t)
+		// Only a pair with state of its own is kept (issue 28: a pair per session at 100,000s
+		// of sessions, almost all of them with nothing to remember).
+		if s.spent(&st, sm, now, t) {
+			if kept {
+				delete(s.pairs, sm.Key)
+			}
 			continue
 		}
 		s.pairs[sm.Key] = st
@@ -245,72 +354,75 @@ func (s *Stage) StepSome(samples []Sample, now time.Time) []Action {
 // dropped whole (the garbage collector frees it off the loop).
 func (s *Stage) EndPass() { s.unsampled = nil }
 
-// lookup is the pair k, sampled in the open pass or not.
-func (s *Stage) lookup(k Key) *pair {
-	if st := s.pairs[k]; st != nil {
-		return st
-	}
-	return s.unsampled[k]
-}
-
-func (s *Stage) step(sm Sample, st *pair, now time.Time) []Action {
+func (s *Stage) step(acts []Action, sm *Sample, st *pair, now time.Time, t int64) []Action {
 	if sm.On {
-		st.checking = false
-		if !st.on {
-			st.on, st.lastNative = true, now
+		if !st.is(on) {
+			st.set(on, true)
+			st.t = t
 		}
-		st.byPeer = sm.ByPeer
-		if sm.ByPeer || now.Sub(st.lastNative) < s.cfg.NativeEvery {
-			return nil
+		st.set(checking, false)
+		st.set(byPeer, sm.ByPeer)
+		if sm.ByPeer || time.Duration(t-st.t) < s.cfg.NativeEvery {
+			return acts
 		}
-		st.lastNative = now
-		return []Action{{Key: sm.Key, Probe: Native}}
+		st.t = t
+		return append(acts, Action{Key: sm.Key, Probe: Native})
 	}
-	if st.on {
+	if st.is(on) {
 		// Back to native (the datapath saw a native answer): a fresh start.
-		st.on, st.byPeer, st.backoff, st.notBefore = false, false, 0, time.Time{}
+		st.flags, st.doublings, st.t = 0, 0, 0
 	}
-	if st.checking {
-		return s.judge(sm, st, now)
+	if st.is(checking) {
+		return s.judge(acts, sm, st, t)
 	}
 	if sm.Unanswered == 0 {
-		st.backoff = 0
-		return nil
+		st.doublings = 0
+		return acts
 	}
 	// Only a pair still in use: one this node stopped sending on (the peer moved away from
 	// it) is not the path's fault.
 	if sm.FirstUnanswered.IsZero() || now.Sub(sm.FirstUnanswered) < s.cfg.Quiet ||
-		now.Sub(sm.LastTx) > s.cfg.InUse || now.Before(st.notBefore) {
-		return nil
+		now.Sub(sm.LastTx) > s.cfg.InUse || (st.t != 0 && t < st.t) {
+		return acts
 	}
-	st.checking, st.sent, st.plainAt, st.exthdrAt = true, now, time.Time{}, time.Time{}
-	st.checks++
-	return []Action{{Key: sm.Key, Probe: Plain}, {Key: sm.Key, Probe: Exthdr}}
+	if st.doublings == 0 {
+		st.doublings = s.priorChecks(now.Sub(sm.FirstUnanswered))
+	}
+	st.set(checking, true)
+	st.t, st.plain, st.exthdr = t, 0, 0
+	inc(&st.checks)
+	return append(acts, Action{Key: sm.Key, Probe: Plain}, Action{Key: sm.Key, Probe: Exthdr})
 }
 
 // judge ends a check once its answers say enough.
-func (s *Stage) judge(sm Sample, st *pair, now time.Time) []Action {
+func (s *Stage) judge(acts []Action, sm *Sample, st *pair, t int64) []Action {
+	since := time.Duration(t - st.t)
 	switch {
-	case !st.exthdrAt.IsZero() || sm.Unanswered == 0:
-		s.rest(st, Fine, now)
-	case !st.plainAt.IsZero():
-		if now.Sub(st.sent) < 2*st.plainAt.Sub(st.sent)+s.cfg.Slack {
-			return nil
+	case st.exthdr != 0 || sm.Unanswered == 0:
+		s.rest(st, Fine, t)
+	case st.plain != 0:
+		if since < 2*answerAfter(st.plain)+s.cfg.Slack {
+			return acts
 		}
-		st.checking, st.verdict, st.backoff = false, DropsExthdr, 0
-		st.on, st.lastNative = true, now
-		st.encaps++
-		return []Action{{Key: sm.Key, Encapsulate: true}}
-	case now.Sub(st.sent) >= s.cfg.Wait:
-		s.rest(st, Dead, now)
+		st.set(checking, false)
+		st.set(on, true)
+		st.verdict, st.doublings, st.t = DropsExthdr, 0, t
+		inc(&st.encaps)
+		return append(acts, Action{Key: sm.Key, Encapsulate: true})
+	case since >= s.cfg.Wait:
+		s.rest(st, Dead, t)
 	}
-	return nil
+	return acts
 }
 
-func (s *Stage) rest(st *pair, v Verdict, now time.Time) {
-	st.checking, st.verdict = false, v
-	st.backoff = min(max(2*st.backoff, s.cfg.Backoff), s.cfg.MaxBackoff)
-	st.notBefore = now.Add(st.backoff)
+func (s *Stage) rest(st *pair, v Verdict, t int64) {
+	st.set(checking, false)
+	st.verdict = v
+	if s.backoff(st) < s.cfg.MaxBackoff && st.doublings < math.MaxUint8 {
+		st.doublings++
+	}
+	st.t = t + int64(s.backoff(st))
+	st.plain, st.exthdr = 0, 0
 }
 
 // View is one pair for `ilnpctl show paths`.
@@ -327,16 +439,17 @@ type View struct {
 	TimesEncapsulated int     `json:"times_encapsulated"`
 }
 
-// Views lists the pairs that were ever checked or encapsulated, in key order.
+// Views lists the pairs kept that were ever checked or encapsulated, in key order (a pair
+// whose check found nothing is forgotten once it is answered and its backoff is over).
 func (s *Stage) Views() []View {
 	var out []View
-	add := func(k Key, st *pair) {
-		if st.checks == 0 && !st.on {
+	add := func(k Key, st pair) {
+		if st.checks == 0 && !st.is(on) {
 			return
 		}
 		out = append(out, View{Key: k, Peer: k.Peer.String(), Local: k.Local.String(), Remote: k.Remote.String(),
-			Encapsulated: st.on, ByPeer: st.byPeer, Checking: st.checking, LastVerdict: st.verdict,
-			Checks: st.checks, TimesEncapsulated: st.encaps})
+			Encapsulated: st.is(on), ByPeer: st.is(byPeer), Checking: st.is(checking), LastVerdict: st.verdict,
+			Checks: int(st.checks), TimesEncapsulated: int(st.encaps)})
 	}
 	for k, st := range s.pairs {
 		add(k, st)

@@ -1,6 +1,7 @@
 package pathprobe
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -120,7 +121,7 @@ func TestStage(t *testing.T) {
 				}
 			}
 			got := None // a pair with nothing to remember is not kept
-			if p := s.pairs[k1]; p != nil {
+			if p, ok := s.pairs[k1]; ok {
 				got = p.verdict
 			}
 			if got != c.final {
@@ -175,7 +176,72 @@ func TestStageKeepsOnlyPairsWithState(t *testing.T) {
 	}
 	samples[7] = quiet(samples[7].Key)
 	acts := s.Step(samples, t0.Add(ms(300)))
-	if len(s.pairs) != 1 || s.pairs[samples[7].Key] == nil || !slices.Equal(acts, probes(samples[7].Key)) {
+	if len(s.pairs) != 1 || !hasPair(s, samples[7].Key) || !slices.Equal(acts, probes(samples[7].Key)) {
 		t.Fatalf("%d pairs kept, actions %v: want only the one being checked", len(s.pairs), acts)
+	}
+}
+
+func hasPair(s *Stage, k Key) bool { _, ok := s.pairs[k]; return ok }
+
+// A pair whose check found nothing is forgotten once its backoff is over and it is no longer
+// sent on (issue 28: a mass move left every pair's record for good); sent on again in the
+// same quiet episode, it is checked once and backs off as long as a pair kept through the
+// whole episode would (its backoff recomputed from the episode's age), not from 1 s again.
+func TestStageForgetsIdlePairsAndRecomputesBackoff(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d time.Duration) Sample {
+		return Sample{Key: k1, Unanswered: 3, FirstUnanswered: t0, LastTx: t0.Add(d)}
+	}
+	if got := s.Step([]Sample{at(ms(200))}, t0.Add(ms(200))); !slices.Equal(got, probes(k1)) {
+		t.Fatalf("first check: %v", got)
+	}
+	s.Step([]Sample{at(ms(200))}, t0.Add(ms(1200))) // no answer: dead, 1 s backoff
+	if !hasPair(s, k1) {
+		t.Fatal("a pair in its backoff forgotten")
+	}
+	s.Step([]Sample{at(ms(200))}, t0.Add(ms(2300))) // past the backoff, not sent on for 2.1 s
+	if hasPair(s, k1) {
+		t.Fatal("an idle pair past its backoff kept")
+	}
+	// Sent on again 100 s into the episode: a pair kept through it would be at the longest
+	// backoff (30 s).
+	now := t0.Add(100 * time.Second)
+	if got := s.Step([]Sample{at(100 * time.Second)}, now); !slices.Equal(got, probes(k1)) {
+		t.Fatalf("resumed pair: %v, want a check", got)
+	}
+	s.Step([]Sample{at(101 * time.Second)}, now.Add(time.Second)) // dead again
+	for _, d := range []time.Duration{2 * time.Second, 20 * time.Second, 30*time.Second + ms(999)} {
+		if got := s.Step([]Sample{at(100*time.Second + d)}, now.Add(d)); got != nil {
+			t.Fatalf("%v after the resumed check: %v, want the longest backoff", d, got)
+		}
+	}
+	if got := s.Step([]Sample{at(132 * time.Second)}, now.Add(32*time.Second)); !slices.Equal(got, probes(k1)) {
+		t.Fatalf("after the longest backoff: %v, want a check", got)
+	}
+}
+
+// priorChecks: Quiet + Backoff (2^k - 1) <= the episode's age, the longest backoff reached.
+func TestPriorChecks(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		age  time.Duration
+		want uint8
+	}{
+		{0, 0}, {ms(1149), 0}, {ms(1150), 1}, {ms(3149), 1}, {ms(3150), 2}, {ms(7150), 3},
+		{ms(15150), 4}, {ms(31150), 5}, // the fifth pause is 16 s, the sixth the longest (30 s)
+		{ms(61149), 5}, {ms(61150), 6}, {time.Hour, 6}, {math.MaxInt64, 6},
+	} {
+		if got := s.priorChecks(c.age); got != c.want {
+			t.Errorf("priorChecks(%v) = %d, want %d", c.age, got, c.want)
+		}
+	}
+	if b := s.backoff(&pair{doublings: 7}); b != 30*time.Second {
+		t.Errorf("backoff after 7 doublings: %v", b)
 	}
 }

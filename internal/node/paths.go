@@ -113,15 +113,24 @@ func (m *pathMonitor) markDown(h healthKey, down bool) {
 }
 
 // pathPoll is one poll: the pair counters read off the loop, grouped by peer, and the walk's
-// place in them. The loop takes them pathStepPairs at a time (pollStep).
+// place in them. The loop takes them pathStepPairs at a time (pollStep). The daemon's poll
+// reads them a share per step (rd, load: issue 28, every pair's counters held for a whole
+// poll were 10.8 MB at 100,000 sessions); ShowPaths and tests read them whole (newPathPoll).
 type pathPoll struct {
-	stats []datapath.PathStats // every pair's counters, ordered by peer
+	stats []datapath.PathStats // the pairs' counters (read by shares: the share's), ordered by peer
 	peers []peerStats
-	next  int                       // the next peer to step
-	flows map[flowEnds]int          // the sockets, when this poll counts flows (nil: not)
-	best  map[wire.L64]ilcc.Quality // each local locator's best pair so far (applyPathQuality)
-	cost  time.Duration             // the loop time its steps took
-	enc   *encap6Read               // the datapath's encap6 pairs (nil: none read)
+	next  int // the next peer to step
+	// begun: the first step was taken (the passes begun, the remote pins observed).
+	begun bool
+	// rd reads the pairs a share at a time (nil: stats holds them all).
+	rd *datapath.PathReader
+	// encapSeen is, in a read by shares, the peers stepped with an encap6 route or pair
+	// (polled: endEncap6 asks only about those).
+	encapSeen map[wire.NID]bool
+	flows     map[flowEnds]int          // the sockets, when this poll counts flows (nil: not)
+	best      map[wire.L64]ilcc.Quality // each local locator's best pair so far (applyPathQuality)
+	cost      time.Duration             // the loop time its steps took
+	enc       *encap6Read               // the datapath's encap6 pairs (nil: none read)
 }
 
 // peerStats is one peer's share of the counters: stats[from:to] of the poll.
@@ -143,8 +152,12 @@ func (pp *pathPoll) take(limit int) []peerStats {
 	return out
 }
 
-// polled reports whether the poll has counters of peer.
+// polled reports whether the poll has counters of peer (read by shares: whether it stepped
+// peer, asked only of peers with an encap6 route or pair).
 func (pp *pathPoll) polled(peer wire.NID) bool {
+	if pp.rd != nil {
+		return pp.encapSeen[peer]
+	}
 	_, ok := slices.BinarySearchFunc(pp.peers, peer, func(ps peerStats, p wire.NID) int { return cmp.Compare(ps.peer, p) })
 	return ok
 }
@@ -158,19 +171,61 @@ func (pp *pathPoll) of(peer wire.NID) []datapath.PathStats {
 	return pp.stats[pp.peers[i].from:pp.peers[i].to]
 }
 
+// statsOf is peer's pair counters for the poll's first step (tcpRemotePinsObserve): read by
+// shares, its binding's session read now.
+func (pp *pathPoll) statsOf(n *Node) func(wire.NID) []datapath.PathStats {
+	if pp.rd == nil {
+		return pp.of
+	}
+	return func(peer wire.NID) []datapath.PathStats {
+		b, ok := n.cache.Binding(peer)
+		if !ok {
+			return nil
+		}
+		stats, err := pp.rd.Of(b.SessionLocal.NID, peer)
+		if err != nil {
+			n.log.Debug("path counters", "peer", peer, "err", err)
+		}
+		return stats
+	}
+}
+
 // newPathPoll groups stats by peer (off the loop).
 func newPathPoll(stats []datapath.PathStats) *pathPoll {
 	slices.SortStableFunc(stats, func(a, b datapath.PathStats) int { return cmp.Compare(a.Key.RemoteNID, b.Key.RemoteNID) })
-	pp := &pathPoll{stats: stats, best: map[wire.L64]ilcc.Quality{}}
+	return &pathPoll{stats: stats, peers: groupPeers(nil, stats), best: map[wire.L64]ilcc.Quality{}}
+}
+
+// newSharedPoll is a poll that reads the counters a share per step from rd (load).
+func newSharedPoll(rd *datapath.PathReader) *pathPoll {
+	return &pathPoll{rd: rd, best: map[wire.L64]ilcc.Quality{}, encapSeen: map[wire.NID]bool{}}
+}
+
+// groupPeers appends to peers the runs of stats (ordered by peer) of one peer each.
+func groupPeers(peers []peerStats, stats []datapath.PathStats) []peerStats {
 	for i := 0; i < len(stats); {
 		j := i + 1
 		for j < len(stats) && stats[j].Key.RemoteNID == stats[i].Key.RemoteNID {
 			j++
 		}
-		pp.peers = append(pp.peers, peerStats{peer: stats[i].Key.RemoteNID, from: i, to: j})
+		peers = append(peers, peerStats{peer: stats[i].Key.RemoteNID, from: i, to: j})
 		i = j
 	}
-	return pp
+	return peers
+}
+
+// load reads the next share of a poll read by shares once the walk has stepped the last one
+// (off the loop); after the last share the poll has no peers left.
+func (pp *pathPoll) load(limit int) error {
+	if pp.rd == nil || pp.next < len(pp.peers) {
+		return nil
+	}
+	share, err := pp.rd.Next(limit)
+	if err != nil {
+		return fmt.Errorf("path counters: %w", err)
+	}
+	pp.stats, pp.peers, pp.next = share, groupPeers(pp.peers[:0], share), 0
+	return nil
 }
 
 type sentProbe struct {
@@ -230,16 +285,17 @@ func (n *Node) runPaths(ctx context.Context) {
 			}
 			yielding = time.Time{}
 			began := time.Now()
-			// The counters are read here, off the loop (issue 28: at 20,000 sessions the read
-			// was half of a poll, and the loop's longest stall in a mass move), and grouped by
-			// peer; the sockets too when the flows are due.
-			stats, err := n.dp.Paths()
+			// The counters are read off the loop (issue 28: at 20,000 sessions the read was
+			// half of a poll, and the loop's longest stall in a mass move), a share before
+			// each step (all of them held for a whole poll were 10.8 MB at 100,000 sessions);
+			// the sockets here when the flows are due.
+			rd, err := n.dp.ReadPaths()
 			if err != nil {
 				n.log.Warn("path counters", "err", err)
 				wake.Reset(pathPollInterval)
 				continue
 			}
-			poll := newPathPoll(stats)
+			poll := newSharedPoll(rd)
 			if m.encap6 != nil {
 				poll.enc = n.readEncap6()
 			}
@@ -251,6 +307,15 @@ func (n *Node) runPaths(ctx context.Context) {
 			// The walk, pathStepPairs pairs per loop turn.
 			var next time.Time
 			for done := false; !done; {
+				t0 := time.Now()
+				if err := poll.load(pathStepPairs); err != nil {
+					// The pass stays open: the next poll's pass goes on from it, and forgets
+					// nothing this one did not reach.
+					n.log.Warn("path counters", "err", err)
+					next = time.Now().Add(pathPollInterval)
+					break
+				}
+				poll.cost += time.Since(t0)
 				var step time.Duration
 				if err := n.do(ctx, func() error {
 					t0 := time.Now()
@@ -331,12 +396,13 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 		m.wallBase, m.monoBase = now, datapath.MonotonicNs()
 	}
 	at := func(ns uint64) time.Time { return m.at(ns, now) }
-	if poll.next == 0 {
+	if !poll.begun {
+		poll.begun = true
 		m.tracker.BeginPass()
 		if m.encap6 != nil {
 			m.encap6.stage.BeginPass()
 		}
-		n.tcpRemotePinsObserve(poll.of, now)
+		n.tcpRemotePinsObserve(poll.statsOf(n), now)
 	}
 	if peers := poll.take(pathStepPairs); len(peers) > 0 {
 		n.pollPeers(m, poll, peers, now, at)
@@ -390,8 +456,14 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 		// one in use): a locator known only from DNS or the hosts file may not exist yet, and
 		// probing it would leave the router's neighbour entry for it failed when it appears
 		// (losing the first packets, the LU-ACK among them, for a second).
-		heardFrom := heardFromOf(stats)
 		b, ok := n.cache.Binding(peer)
+		if ok && !slices.ContainsFunc(stats, func(st datapath.PathStats) bool { return st.Key.LocalNID == b.SessionLocal.NID }) {
+			// Only pairs of another session with the peer (another local NID: ephemeral
+			// NIDs): a poll read by shares steps the session's own where they are, and a
+			// peer is stepped once a pass.
+			continue
+		}
+		heardFrom := heardFromOf(stats)
 		if len(heardFrom) == 0 || !ok || b.RemoteNonce.IsZero() {
 			// Not two-way (in the ILCC) yet: nothing would prove a pair. A spread written
 			// goes (a later session starts without it); none written stays known as none, so
@@ -466,6 +538,13 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 			nids[i] = ps.peer
 		}
 		n.stepEncap6(m, m.encap6, poll.enc, nids, poll.stats[peers[0].from:peers[len(peers)-1].to], at, now)
+		if poll.encapSeen != nil && poll.enc != nil {
+			for _, nid := range nids {
+				if poll.enc.on[nid] || n.host.encap6[nid] {
+					poll.encapSeen[nid] = true
+				}
+			}
+		}
 	}
 }
 

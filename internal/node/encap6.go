@@ -1,11 +1,13 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"golang.org/x/net/icmp"
@@ -15,7 +17,6 @@ import (
 	"ilnp/internal/budget"
 	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
-	"ilnp/internal/ilcc"
 	"ilnp/internal/pathprobe"
 	"ilnp/internal/paths"
 	"ilnp/internal/timeline"
@@ -49,6 +50,8 @@ type encap6Monitor struct {
 	out chan encap6Probe
 	// probes is the probe budget (encap6ProbesPerSecond).
 	probes budget.Bucket
+	// samples is a step's samples' buffer, kept from step to step.
+	samples []pathprobe.Sample
 }
 
 // encap6Probe is one probe for the sender.
@@ -195,10 +198,18 @@ func drainEncap6(m *encap6Monitor) {
 	}
 }
 
+// encap6Session is a peer's session as a step of a path poll found it (pollPeers): its
+// binding's session view; ok: it has one.
+type encap6Session struct {
+	local, remote wire.ILV
+	ok            bool
+}
+
 // stepEncap6 is the stage's share of one step of a path poll on the loop, over the same
-// peers' counters (each peer's all): a poll at 100,000 sessions took it in one go, 213 ms of
-// the loop (issue 28).
-func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, r *encap6Read, peers []wire.NID, stats []datapath.PathStats, at func(uint64) time.Time, now time.Time) {
+// peers' counters (each peer's all; sess[i] is peers[i]'s session): a poll at 100,000 sessions
+// took it in one go, 213 ms of the loop (issue 28). It looks nothing up per pair: a peer's
+// session comes from the step (a second binding per pair was three quarters of its CPU).
+func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, r *encap6Read, stats []datapath.PathStats, peers []peerStats, sess []encap6Session, at func(uint64) time.Time, now time.Time) {
 	if m == nil || r == nil {
 		return
 	}
@@ -209,36 +220,41 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, r *encap6Read, peer
 			usable[l.Locator] = true
 		}
 	}
-	bindings := map[wire.NID]ilcc.Binding{}
-	samples := make([]pathprobe.Sample, 0, len(stats))
-	for _, st := range stats {
-		k := st.Key
-		if encap.IsL32(k.Local) || encap.IsL32(k.Remote) || !usable[k.Local] {
+	samples := m.samples[:0]
+	for i, ps := range peers {
+		if !sess[i].ok {
 			continue
 		}
-		b, ok := bindings[k.RemoteNID]
-		if !ok {
-			if b, ok = n.cache.Binding(k.RemoteNID); !ok {
+		for _, st := range stats[ps.from:ps.to] {
+			k := st.Key
+			if k.LocalNID != sess[i].local.NID || encap.IsL32(k.Local) || encap.IsL32(k.Remote) || !usable[k.Local] {
 				continue
 			}
-			bindings[k.RemoteNID] = b
+			var e datapath.Encap6Pair
+			if len(r.state) > 0 {
+				e = r.state[k]
+			}
+			samples = append(samples, pathprobe.Sample{
+				Key:        paths.Key{Peer: k.RemoteNID, Local: k.Local, Remote: k.Remote},
+				Unanswered: st.Unanswered, FirstUnanswered: at(st.FirstUnansweredTxNs), LastTx: at(st.LastTxNs),
+				On: e.On, ByPeer: e.ByPeer,
+			})
 		}
-		if b.SessionLocal.NID != k.LocalNID {
-			continue
-		}
-		e := r.state[k]
-		samples = append(samples, pathprobe.Sample{
-			Key:        paths.Key{Peer: k.RemoteNID, Local: k.Local, Remote: k.Remote},
-			Unanswered: st.Unanswered, FirstUnanswered: at(st.FirstUnansweredTxNs), LastTx: at(st.LastTxNs),
-			On: e.On, ByPeer: e.ByPeer,
-		})
 	}
+	m.samples = samples[:0] // the buffer, for the next step
 	acts := m.stage.StepSome(samples, now)
+	sessOf := func(peer wire.NID) encap6Session {
+		i, ok := slices.BinarySearchFunc(peers, peer, func(ps peerStats, p wire.NID) int { return cmp.Compare(ps.peer, p) })
+		if !ok {
+			return encap6Session{}
+		}
+		return sess[i]
+	}
 	for i := 0; i < len(acts); i++ {
 		a := acts[i]
-		b := bindings[a.Key.Peer]
+		s := sessOf(a.Key.Peer)
 		if a.Encapsulate {
-			n.encap6On(b, a.Key, now)
+			n.encap6On(s.local, a.Key, now)
 			r.on[a.Key.Peer] = true
 			continue
 		}
@@ -258,12 +274,12 @@ func (n *Node) stepEncap6(pm *pathMonitor, m *encap6Monitor, r *encap6Read, peer
 			continue
 		}
 		for _, a := range probes {
-			n.sendEncap6Probe(pm, m, b, a, now)
+			n.sendEncap6Probe(pm, m, s, a, now)
 		}
 	}
-	for _, nid := range peers {
-		if r.on[nid] || n.host.encap6[nid] {
-			n.setEncap6Route(nid, r.on[nid])
+	for _, ps := range peers {
+		if r.on[ps.peer] || n.host.encap6[ps.peer] {
+			n.setEncap6Route(ps.peer, r.on[ps.peer])
 		}
 	}
 }
@@ -301,8 +317,8 @@ func (n *Node) setEncap6Route(nid wire.NID, on bool) {
 
 // encap6On turns the pair over and, when an LU waits for its ACK, sends it again at once: the
 // copies so far were lost to the path (lu.Engine.Resend).
-func (n *Node) encap6On(b ilcc.Binding, k paths.Key, now time.Time) {
-	if err := n.dp.SetEncap6Pair(datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: k.Peer, Local: k.Local, Remote: k.Remote}, true); err != nil {
+func (n *Node) encap6On(local wire.ILV, k paths.Key, now time.Time) {
+	if err := n.dp.SetEncap6Pair(datapath.PathKey{LocalNID: local.NID, RemoteNID: k.Peer, Local: k.Local, Remote: k.Remote}, true); err != nil {
 		n.count("encap6_errors")
 		n.log.Warn("encap6 on", "pair", k, "err", err)
 		return
@@ -319,12 +335,12 @@ func (n *Node) encap6On(b ilcc.Binding, k paths.Key, now time.Time) {
 // sendEncap6Probe sends a plain or exthdr probe between the pair's wire addresses (no nonce:
 // the datapaths pass it as not the session's), or a native one through the session on the
 // pair's probe slot, asking for a native answer.
-func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding, a pathprobe.Action, now time.Time) {
+func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, s encap6Session, a pathprobe.Action, now time.Time) {
 	m.seq++
 	p := encap6Probe{sock: m.sock, seq: m.seq}
 	switch a.Probe {
 	case pathprobe.Plain, pathprobe.Exthdr:
-		p.src = wire.ILV{Locator: a.Key.Local, NID: b.SessionLocal.NID}.Addr()
+		p.src = wire.ILV{Locator: a.Key.Local, NID: s.local.NID}.Addr()
 		p.dst = wire.ILV{Locator: a.Key.Remote, NID: a.Key.Peer}.Addr()
 		if a.Probe == pathprobe.Exthdr {
 			p.sock = m.exthdr
@@ -332,11 +348,11 @@ func (n *Node) sendEncap6Probe(pm *pathMonitor, m *encap6Monitor, b ilcc.Binding
 		p.data = plainProbePayload
 	case pathprobe.Native:
 		slot := pm.slot(a.Key)
-		if err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: b.SessionLocal.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote}); err != nil {
+		if err := n.dp.SetProbePair(slot, datapath.PathKey{LocalNID: s.local.NID, RemoteNID: a.Key.Peer, Local: a.Key.Local, Remote: a.Key.Remote}); err != nil {
 			n.sentEncap6Probe(p, err)
 			return
 		}
-		p.src, p.dst, p.mark = b.SessionLocal.Addr(), b.SessionRemote.Addr(), datapath.ProbeMark|slot
+		p.src, p.dst, p.mark = s.local.Addr(), s.remote.Addr(), datapath.ProbeMark|slot
 		p.data = append(probePayload(a.Key.Local, a.Key.Remote), 'N')
 	}
 	m.sent[m.seq] = sentEncap6{key: a.Key, probe: a.Probe, id: p.sock.id, at: now}

@@ -131,6 +131,8 @@ type pathPoll struct {
 	best      map[wire.L64]ilcc.Quality // each local locator's best pair so far (applyPathQuality)
 	cost      time.Duration             // the loop time its steps took
 	enc       *encap6Read               // the datapath's encap6 pairs (nil: none read)
+	// sess is a step's peers' sessions for stepEncap6 (a buffer kept from step to step).
+	sess []encap6Session
 }
 
 // peerStats is one peer's share of the counters: stats[from:to] of the poll.
@@ -445,6 +447,7 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 	bindings := map[wire.NID]ilcc.Binding{}
 	var cands []paths.Key
 	inputs := make([]paths.PeerInput, 0, len(peers))
+	poll.sess = poll.sess[:0]
 	for _, ps := range peers {
 		peer, stats := ps.peer, poll.stats[ps.from:ps.to]
 		in := paths.PeerInput{Peer: peer}
@@ -457,6 +460,7 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 		// probing it would leave the router's neighbour entry for it failed when it appears
 		// (losing the first packets, the LU-ACK among them, for a second).
 		b, ok := n.cache.Binding(peer)
+		poll.sess = append(poll.sess, encap6Session{local: b.SessionLocal, remote: b.SessionRemote, ok: ok})
 		if ok && !slices.ContainsFunc(stats, func(st datapath.PathStats) bool { return st.Key.LocalNID == b.SessionLocal.NID }) {
 			// Only pairs of another session with the peer (another local NID: ephemeral
 			// NIDs): a poll read by shares steps the session's own where they are, and a
@@ -532,17 +536,11 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 	if poll.flows != nil {
 		setFlows(m, poll.flows, bindings, cands)
 	}
-	if len(peers) > 0 {
-		nids := make([]wire.NID, len(peers))
-		for i, ps := range peers {
-			nids[i] = ps.peer
-		}
-		n.stepEncap6(m, m.encap6, poll.enc, nids, poll.stats[peers[0].from:peers[len(peers)-1].to], at, now)
-		if poll.encapSeen != nil && poll.enc != nil {
-			for _, nid := range nids {
-				if poll.enc.on[nid] || n.host.encap6[nid] {
-					poll.encapSeen[nid] = true
-				}
+	n.stepEncap6(m, m.encap6, poll.enc, poll.stats, peers, poll.sess, at, now)
+	if poll.encapSeen != nil && poll.enc != nil {
+		for _, ps := range peers {
+			if poll.enc.on[ps.peer] || n.host.encap6[ps.peer] {
+				poll.encapSeen[ps.peer] = true
 			}
 		}
 	}

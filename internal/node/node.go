@@ -356,6 +356,7 @@ func (n *Node) setup() error {
 		SessionTableSize:     uint32(n.cfg.SessionTableSize),
 		EmbryoTableSize:      uint32(n.cfg.EmbryoTableSize),
 		PathTableSize:        uint32(n.cfg.PathTableSize),
+		EventRingSize:        uint32(n.cfg.EventRingSize),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft

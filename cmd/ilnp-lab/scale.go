@@ -24,13 +24,15 @@ func cmdScale(ctx context.Context, args []string) error {
 	openRate := fs.Int("open-rate", 5000, "sessions opened per second while setting up")
 	profile := fs.String("profile", "", "directory where the daemons serve Go profiles and the run saves the CN's CPU profile of the mass move, its heap and the MN's CPU profile of the fan-out (a short path: it holds Unix sockets)")
 	memLimit := fs.String("memory-limit", "", "the CN's ilnpd.conf memory-limit (e.g. 64M; default: none), as ilnpd.conf(5) SIZING has a user set it")
+	ringSize := fs.String("event-ring-size", "", "the CN's ilnpd.conf event-ring-size (e.g. 4M; default: the datapath's 256K)")
 	_ = fs.Parse(args)
 	bin, err := c.ilnpBinaries("scale")
 	if err != nil {
 		return err
 	}
 	r, err := scalesess.Run(ctx, scalesess.Config{Out: c.out, BinDir: bin, Sessions: *sessions, LURate: *luRate,
-		LUDuration: *luDuration, Correspondents: *corr, OpenRate: *openRate, ProfileDir: *profile, MemoryLimit: *memLimit, Log: os.Stderr})
+		LUDuration: *luDuration, Correspondents: *corr, OpenRate: *openRate, ProfileDir: *profile, MemoryLimit: *memLimit,
+		EventRingSize: *ringSize, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

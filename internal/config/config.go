@@ -39,6 +39,9 @@
 //	path-table-size N            locator pairs other than a session's default: session-table-size/16
 //	                             main one (LRU), 256..1048576;       (at least 16384)
 //	                             needs a restart
+//	event-ring-size SIZE         the datapath's event ring to the    default: 256K
+//	                             daemon (80 bytes an event), a power of two, 64K..1G, bytes
+//	                             or with K, M, G; needs a restart (and a flush)
 //	memory-limit SIZE|off        soft limit of the daemon's memory   default: off
 //	                             (Go runtime, debug.SetMemoryLimit), bytes or with K, M, G
 //	                             (powers of 1024), 16M..1024G; needs a restart
@@ -170,6 +173,10 @@ type Config struct {
 	// million sessions the embryos' copy of the table is 300 MB of kernel memory that a flood
 	// only needs tens of thousands of (issue 28).
 	EmbryoTableSize int
+	// EventRingSize is the bytes of the datapath's event ring (0: the datapath's 256 KiB), a
+	// power of two: events it cannot queue while the daemon is behind are lost to it, and
+	// their sessions adopted from the table later (issue 28).
+	EventRingSize int64
 	// MemoryLimit is the Go runtime's soft memory limit in bytes (debug.SetMemoryLimit; 0:
 	// none): the garbage collector works harder as the heap nears it instead of letting it
 	// grow to twice what is live (issue 28).
@@ -415,6 +422,7 @@ func init() {
 		"embryo-table-size":       one(integer(256, 1<<20, func(c *Config) *int { return &c.EmbryoTableSize })),
 		"path-table-size":         one(integer(256, 1<<20, func(c *Config) *int { return &c.PathTableSize })),
 		"memory-limit":            one(setMemoryLimit),
+		"event-ring-size":         one(setEventRingSize),
 		"gc-percent": one(func(c *Config, v string) error {
 			if v == "off" {
 				c.GCPercent = 0
@@ -595,6 +603,24 @@ func setMemoryLimit(c *Config, v string) error {
 		return fmt.Errorf("%s is out of range [16M, 1024G] (or off)", v)
 	}
 	c.MemoryLimit = n
+	return nil
+}
+
+// Bounds of event-ring-size: the kernel wants a power of two and a multiple of the page size.
+const (
+	minEventRing = 64 << 10
+	maxEventRing = 1 << 30
+)
+
+func setEventRingSize(c *Config, v string) error {
+	n, err := ParseSize(v)
+	if err != nil {
+		return err
+	}
+	if n < minEventRing || n > maxEventRing || n&(n-1) != 0 {
+		return fmt.Errorf("%s is not a power of two in [64K, 1G]", v)
+	}
+	c.EventRingSize = n
 	return nil
 }
 
@@ -841,6 +867,9 @@ func (c Config) Format() string {
 	}
 	if c.PathTableSize != 0 {
 		kv("path-table-size", strconv.Itoa(c.PathTableSize))
+	}
+	if c.EventRingSize != 0 {
+		kv("event-ring-size", FormatSize(c.EventRingSize))
 	}
 	if c.MemoryLimit != 0 {
 		kv("memory-limit", FormatSize(c.MemoryLimit))

@@ -39,6 +39,7 @@ new-sessions-per-second 50
 session-table-size 4096
 embryo-table-size 1024
 path-table-size 2048
+event-ring-size 4M
 memory-limit 512M
 gc-percent 50
 session-unproven-timeout 3s
@@ -89,6 +90,7 @@ func TestParseFull(t *testing.T) {
 		SessionTableSize:       4096,
 		EmbryoTableSize:        1024,
 		PathTableSize:          2048,
+		EventRingSize:          4 << 20,
 		MemoryLimit:            512 << 20,
 		GCPercent:              50,
 		SessionUnprovenTimeout: 3 * time.Second,
@@ -177,6 +179,8 @@ func TestParseValues(t *testing.T) {
 		{"memory-limit 20000000", func(c Config) bool { return c.MemoryLimit == 20_000_000 }},
 		{"memory-limit 640MB", func(c Config) bool { return c.MemoryLimit == 640<<20 }},
 		{"memory-limit off", func(c Config) bool { return c.MemoryLimit == 0 }},
+		{"event-ring-size 64K", func(c Config) bool { return c.EventRingSize == 64<<10 }},
+		{"event-ring-size 1G", func(c Config) bool { return c.EventRingSize == 1<<30 }},
 		{"gc-percent off", func(c Config) bool { return c.GCPercent == 0 }},
 		{"gc-percent 1000", func(c Config) bool { return c.GCPercent == 1000 }},
 	} {
@@ -236,6 +240,10 @@ func TestParseErrors(t *testing.T) {
 		{"interfaces a\nembryo-table-size 2000000\n", "embryo-table-size: 2000000 is out of range [256, 1048576]"},
 		{"interfaces a\npath-table-size 100\n", "path-table-size: 100 is out of range [256, 1048576]"},
 		{"interfaces a\nmemory-limit 8M\n", "memory-limit: 8M is out of range [16M, 1024G]"},
+		{"interfaces a\nevent-ring-size 32K\n", "event-ring-size: 32K is not a power of two in [64K, 1G]"},
+		{"interfaces a\nevent-ring-size 3M\n", "event-ring-size: 3M is not a power of two"},
+		{"interfaces a\nevent-ring-size 2G\n", "event-ring-size: 2G is not a power of two in [64K, 1G]"},
+		{"interfaces a\nevent-ring-size lots\n", "event-ring-size: want a size"},
 		{"interfaces a\nmemory-limit 2T\n", "memory-limit: want a size like 512M"},
 		{"interfaces a\nmemory-limit -1G\n", "memory-limit: want a size"},
 		{"interfaces a\nmemory-limit 99999999999999999999G\n", "memory-limit: want a size"},

@@ -18,13 +18,20 @@ const readBatch = 4096
 // without batch operations falls back to the per-entry walk. Entries changed during the read
 // may or may not be seen, as with any walk of a live hash map.
 func readAll[K, V any](m *ebpf.Map, fn func(*K, *V)) error {
+	return readUntil(m, func(k *K, v *V) bool { fn(k, v); return true })
+}
+
+// readUntil is readAll that stops when fn returns false.
+func readUntil[K, V any](m *ebpf.Map, fn func(*K, *V) bool) error {
 	keys := make([]K, readBatch)
 	vals := make([]V, readBatch)
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := m.BatchLookup(&cursor, keys, vals, nil)
 		for i := range n {
-			fn(&keys[i], &vals[i])
+			if !fn(&keys[i], &vals[i]) {
+				return nil
+			}
 		}
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
@@ -40,14 +47,16 @@ func readAll[K, V any](m *ebpf.Map, fn func(*K, *V)) error {
 	}
 }
 
-func readAllIterate[K, V any](m *ebpf.Map, fn func(*K, *V)) error {
+func readAllIterate[K, V any](m *ebpf.Map, fn func(*K, *V) bool) error {
 	var (
 		k K
 		v V
 	)
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		fn(&k, &v)
+		if !fn(&k, &v) {
+			return nil
+		}
 	}
 	return it.Err()
 }

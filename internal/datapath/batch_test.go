@@ -57,7 +57,7 @@ func TestSessionsReadBatchwise(t *testing.T) {
 		t.Fatalf("one batch read %d of %d (%v)", n, readBatch, err)
 	}
 	walked := 0
-	if err := readAllIterate(d.objs.Sessions, func(*ilnpBPFIlnpSessionKey, *ilnpBPFIlnpSession) { walked++ }); err != nil || walked != count {
+	if err := readAllIterate(d.objs.Sessions, func(*ilnpBPFIlnpSessionKey, *ilnpBPFIlnpSession) bool { walked++; return true }); err != nil || walked != count {
 		t.Fatalf("the per-entry walk saw %d of %d (%v)", walked, count, err)
 	}
 }

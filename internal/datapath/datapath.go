@@ -56,6 +56,9 @@ type Options struct {
 	// (paths: a session's main pair counts in its own entry); 0: SessionTableSize/16, at least
 	// 16384.
 	PathTableSize uint32
+	// EventRingSize is the bytes of the event ring to user space (events), a power of two and
+	// a multiple of the page size; 0: 256 KiB (bpf/lib/maps.h).
+	EventRingSize uint32
 	// KeepPinned leaves the pinned maps in PinDir on Close, and pins the TCX links there too,
 	// so the datapath keeps forwarding after the process ends; the next Load and Attach with
 	// the same PinDir take both over (pin.go). Flush removes them.
@@ -129,6 +132,9 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	if opts.EmbryoTableSize != 0 {
 		spec.Maps["embryos"].MaxEntries = opts.EmbryoTableSize
+	}
+	if opts.EventRingSize != 0 {
+		spec.Maps["events"].MaxEntries = opts.EventRingSize
 	}
 	// Only sessions with more than sessionRemoteLocators remote locators have an entry.
 	if m := spec.Maps["remote_more"]; m.MaxEntries < opts.SessionTableSize/16 {

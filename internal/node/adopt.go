@@ -117,10 +117,6 @@ func (n *Node) adopt() error {
 		n.log.Warn("peer routes are written again", "err", err)
 	}
 	defer n.host.forgetRoutes()
-	sessions, err := n.dp.Sessions()
-	if err != nil {
-		return fmt.Errorf("adopt sessions: %w", err)
-	}
 	acked := map[wire.NID][]wire.LocatorEntry{}
 	for _, c := range st.Correspondents {
 		if c.Acked {
@@ -136,47 +132,15 @@ func (n *Node) adopt() error {
 		n.log.Warn("unverified locators", "err", err)
 	}
 	adopted := 0
-	for _, s := range sessions {
-		if !n.localNID(s.LocalNID) {
-			continue
+	// The table is walked, not listed: a million sessions' list took some 280 MB beside the
+	// ILCC the walk fills (issue 28).
+	if err := n.dp.WalkSessions(func(s datapath.Session) bool {
+		if n.adoptSession(s, acked, unverified, now) {
+			adopted++
 		}
-		if s.LocalLocator != 0 {
-			// A soft switch the previous daemon held on the old locator (tcpaware.Pins): this
-			// one would never release it, so the session sends from the active locator again.
-			if _, err := n.dp.SetSessionsLocal(s.RemoteNID, 0); err != nil {
-				n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
-			}
-		}
-		if s.Flags&datapath.SessionRemotePinned != 0 {
-			// The same on the correspondent's side (tcpaware.RemotePins): the new program's
-			// remote_pins map is empty, and the flag goes too.
-			if _, err := n.dp.SetSessionsRemote(s.RemoteNID, 0); err != nil {
-				n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
-			}
-		}
-		remote := make([]ilcc.RemoteLocator, 0, len(s.RemoteLocators))
-		for _, r := range s.RemoteLocators {
-			remote = append(remote, ilcc.RemoteLocator{Locator: r.Locator, Preference: r.Preference,
-				Lifetime: r.Lifetime, State: ilccState(r.State)})
-		}
-		eff, err := n.cache.AdoptSession(ilcc.AdoptedSession{
-			Local:      wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
-			Remote:     wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
-			LocalNonce: s.LocalNonce, RemoteNonce: s.RemoteNonce,
-			RemoteLocators: remote, RemoteActive: s.RemoteActive,
-			Advertised: acked[s.RemoteNID],
-		}, now)
-		if err != nil {
-			n.log.Warn("pinned session not adopted", "peer", s.RemoteNID, "err", err)
-			continue
-		}
-		adopted++
-		if err := n.host.addIdentity(s.LocalAddr()); err != nil {
-			n.log.Warn("identity address", "err", err)
-		}
-		n.routeAdopted(s.RemoteAddr())
-		n.apply(eff, now)
-		n.lvResumed(s, unverified)
+		return true
+	}); err != nil {
+		return fmt.Errorf("adopt sessions: %w", err)
 	}
 	if peers, err := n.dp.Peers(); err == nil {
 		for _, p := range peers {
@@ -196,6 +160,51 @@ func (n *Node) adopt() error {
 			n.dp.Adopted(), nLocals, adopted)})
 	}
 	return nil
+}
+
+// adoptSession takes over one session of the pinned table (adopt); false: not this node's, or
+// the ILCC refused it.
+func (n *Node) adoptSession(s datapath.Session, acked map[wire.NID][]wire.LocatorEntry, unverified []datapath.Unverified, now time.Time) bool {
+	if !n.localNID(s.LocalNID) {
+		return false
+	}
+	if s.LocalLocator != 0 {
+		// A soft switch the previous daemon held on the old locator (tcpaware.Pins): this
+		// one would never release it, so the session sends from the active locator again.
+		if _, err := n.dp.SetSessionsLocal(s.RemoteNID, 0); err != nil {
+			n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
+		}
+	}
+	if s.Flags&datapath.SessionRemotePinned != 0 {
+		// The same on the correspondent's side (tcpaware.RemotePins): the new program's
+		// remote_pins map is empty, and the flag goes too.
+		if _, err := n.dp.SetSessionsRemote(s.RemoteNID, 0); err != nil {
+			n.log.Warn("held soft switch not released", "peer", s.RemoteNID, "err", err)
+		}
+	}
+	remote := make([]ilcc.RemoteLocator, 0, len(s.RemoteLocators))
+	for _, r := range s.RemoteLocators {
+		remote = append(remote, ilcc.RemoteLocator{Locator: r.Locator, Preference: r.Preference,
+			Lifetime: r.Lifetime, State: ilccState(r.State)})
+	}
+	eff, err := n.cache.AdoptSession(ilcc.AdoptedSession{
+		Local:      wire.ILV{Locator: s.LocalView, NID: s.LocalNID},
+		Remote:     wire.ILV{Locator: s.RemoteView, NID: s.RemoteNID},
+		LocalNonce: s.LocalNonce, RemoteNonce: s.RemoteNonce,
+		RemoteLocators: remote, RemoteActive: s.RemoteActive,
+		Advertised: acked[s.RemoteNID],
+	}, now)
+	if err != nil {
+		n.log.Warn("pinned session not adopted", "peer", s.RemoteNID, "err", err)
+		return false
+	}
+	if err := n.host.addIdentity(s.LocalAddr()); err != nil {
+		n.log.Warn("identity address", "err", err)
+	}
+	n.routeAdopted(s.RemoteAddr())
+	n.apply(eff, now)
+	n.lvResumed(s, unverified)
+	return true
 }
 
 // routeAdopted gives an adopted correspondent its MTU route again (through the active

@@ -77,7 +77,7 @@ type Node struct {
 	// eventsLost is the datapath's events_lost counter when the loop last reconciled
 	// (reconcile.go).
 	eventsLost uint64
-	// reconcilePending: the last reconciliation stopped at its bound (reconcile.go).
+	// reconcilePending: the walk under way adopts the sessions the ILCC lacks (reconcile.go).
 	reconcilePending bool
 	// encapLocal is the IPv4 locator the datapath encapsulates from for IPv6-active sessions
 	// (xfamily.go).
@@ -280,9 +280,6 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	defer timer.Stop()
 	touch := time.NewTicker(touchInterval)
 	defer touch.Stop()
-	// The session table is read off the loop (sessionsRead) and walked in steps (sweep.go).
-	sessionsRead := make(chan tableRead, 1)
-	reading := false
 	for {
 		n.persist()
 		n.armTimer(timer)
@@ -322,17 +319,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		case <-timer.C:
 			n.onTimer()
 		case <-touch.C:
-			if !reading && n.sweep.Done() {
-				reading = true
-				go n.readSessions(ctx, sessionsRead)
-			}
+			n.startSweep(ctx) // read off the loop, walked in steps (sweep.go)
 			n.expireClamps(time.Now())
 			n.securitySummary()
-		case sessions := <-sessionsRead:
-			reading = false
-			n.startSweep(sessions)
+		case c, ok := <-n.sweepChunks():
+			n.takeChunk(ctx, c, ok)
 		case <-n.sweepReady():
-			n.sweepStep()
+			n.sweepStep(ctx)
 		case <-n.persistReady():
 			n.persistStep()
 		case <-n.rescanReady():
@@ -363,6 +356,7 @@ func (n *Node) setup() error {
 		SessionTableSize:     uint32(n.cfg.SessionTableSize),
 		EmbryoTableSize:      uint32(n.cfg.EmbryoTableSize),
 		PathTableSize:        uint32(n.cfg.PathTableSize),
+		EventRingSize:        uint32(n.cfg.EventRingSize),
 		// A moving correspondent switches its data to a new locator the moment it sends the
 		// LU, so its first packets from there can overtake the LU (which goes through this
 		// daemon before the datapath learns the locator): dropping them loses data in a soft

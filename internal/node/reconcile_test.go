@@ -99,3 +99,78 @@ func TestReconcileLostSessionEvents(t *testing.T) {
 	// The session with the MN, known all along, is still one session.
 	_ = n.cn.session(t, mnNID)
 }
+
+// TestReconcileManyLostSessions: 20,000 sessions in the CN's datapath whose events were all
+// lost (a burst that filled the ring) are all adopted by the walk the next touch starts and
+// the ones that follow it at once, a bounded share per turn of the loop: within two touch
+// intervals and a margin, where adopting 5,000 per 5-s walk (the daemon before issue 28's
+// million-session run) took four walks, 15 s after the first. The daemon goes on answering
+// meanwhile, and the session with the MN stays.
+func TestReconcileManyLostSessions(t *testing.T) {
+	const orphans = 20000
+	n := newTestNet(t, "soft")
+	if _, err := ping(n.CN, ilv(l2, mnNID), 2, 100*time.Millisecond, 2*time.Second); err != nil {
+		t.Fatalf("session CN -> MN: %v", err)
+	}
+	pins := bpffs.Locate(filepath.Join(n.cn.state, "bpf"), n.cn.state)
+	dp, err := datapath.OpenPinned(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	remote := mustL64("2001:db8:2::")
+	local, err := wire.NonceFromBytes([]byte{0x11, 0x22, 0x33, 0x44})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range orphans {
+		if err := dp.PutSession(datapath.Session{
+			LocalNID: cnNID, RemoteNID: wire.NID(0x0214_4fff_fe30_0000 + uint64(i)), LocalView: l1, RemoteView: remote,
+			RemoteActive: remote, RemoteLocators: []datapath.RemoteLocator{{Locator: remote, State: datapath.LocatorActive}},
+			LocalNonce: local, Flags: datapath.SessionInitiator,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counters, err := ebpf.LoadPinnedMap(filepath.Join(pins, "counters"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counters.Close()
+	key := uint32(slices.Index(datapath.CounterNames(), "events_lost"))
+	var per []uint64
+	if err := counters.Lookup(key, &per); err != nil {
+		t.Fatal(err)
+	}
+	per = append(per[:0:0], per...)
+	per[0] += orphans
+	if err := counters.Update(key, per, ebpf.UpdateExist); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	want := before["ilcc_sessions"] + orphans
+	n.waitFor(14*time.Second, "the CN adopts every orphaned session", func() (bool, string) {
+		st, err := n.cn.stats()
+		if err != nil {
+			return false, err.Error()
+		}
+		return st["ilcc_sessions"] >= want, fmt.Sprintf("ilcc_sessions %d of %d, sessions_reconciled %d",
+			st["ilcc_sessions"], want, st["sessions_reconciled"])
+	})
+	st, err := n.cn.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d sessions adopted within %.1f s of the loss", st["sessions_reconciled"]-before["sessions_reconciled"], time.Since(begin).Seconds())
+	if got := st["sessions_reconciled"] - before["sessions_reconciled"]; got != orphans {
+		t.Errorf("sessions_reconciled grew by %d, want %d (each adopted once)", got, orphans)
+	}
+	if _, err := ping(n.CN, ilv(l2, mnNID), 2, 100*time.Millisecond, 2*time.Second); err != nil {
+		t.Fatalf("the session with the MN after the catching up: %v", err)
+	}
+	_ = n.cn.session(t, mnNID)
+}

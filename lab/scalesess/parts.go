@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -57,6 +59,7 @@ func (s *scaleRun) openUntil(ctx context.Context, ns *netns.NS, sock string, g *
 		ids[i] = i
 	}
 	have := map[int]bool{}
+	stall := stallLimit(len(g.nonces))
 	for round := 0; round < 4 && len(ids) > 0; round++ {
 		if err := s.openSessions(ctx, g, ids, loc, dst, rate); err != nil {
 			return len(have), err
@@ -71,7 +74,13 @@ func (s *scaleRun) openUntil(ctx context.Context, ns *netns.NS, sock string, g *
 			// all the ILCC holds but the bystander's and the other group's.
 			st, err := s.stats(ns, sock)
 			if err != nil {
-				return len(have), err
+				// A daemon busy adopting a million sessions may miss a request's timeout:
+				// what counts is the count standing still for stall.
+				if time.Since(still) > stall {
+					return len(have), err
+				}
+				fmt.Fprintf(s.cfg.Log, "scale: %s: %v (retrying)\n", ns.Name, err)
+				continue
 			}
 			count := int(st["ilcc_sessions"])
 			if count >= len(g.nonces) {
@@ -84,7 +93,7 @@ func (s *scaleRun) openUntil(ctx context.Context, ns *netns.NS, sock string, g *
 			}
 			if count != last {
 				last, still = count, time.Now()
-			} else if time.Since(still) > 6*time.Second { // the daemon recovers lost session events every 5 s
+			} else if time.Since(still) > stall {
 				break
 			}
 		}
@@ -101,6 +110,20 @@ func (s *scaleRun) openUntil(ctx context.Context, ns *netns.NS, sock string, g *
 		fmt.Fprintf(s.cfg.Log, "scale: %s has %d of %d sessions; sending to the %d others again\n", ns.Name, len(have), len(g.nonces), len(ids))
 	}
 	return len(have), nil
+}
+
+// stallLimit is how long openUntil waits for the count of n sessions to grow before it sends to
+// the missing ones again: the daemon adopts sessions whose events were lost at the next touch
+// (every 5 s) and goes on until none is missing, a netlink route each; at a million sessions
+// a turn of its loop (a state file step, a path poll) can hold the count longer.
+func stallLimit(n int) time.Duration {
+	return max(6*time.Second, time.Duration(n/50_000)*time.Second)
+}
+
+// scaled is base for 100,000 sessions or fewer, and grows with n beyond (the daemon's work at
+// a start, a stop or an adoption is per session).
+func scaled(base time.Duration, n int) time.Duration {
+	return max(base, time.Duration(float64(base)*float64(n)/100_000))
 }
 
 // openCN opens the CN's sessions.
@@ -307,8 +330,8 @@ func (s *scaleRun) massMove(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
-	// Every LU answered, or 10 s.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	// Every LU answered, or 10 s (more with more sessions: a busier loop).
+	for deadline := time.Now().Add(scaled(10*time.Second, s.cfg.Sessions)); time.Now().Before(deadline); {
 		if acked(s.cn, sent) == sent {
 			break
 		}
@@ -459,6 +482,35 @@ func (s *scaleRun) isMNPeer(nid string) bool {
 	return err == nil && s.mn.index(n) >= 0
 }
 
+// tailEvents reads the events written to path past *off, whole lines only, and moves *off
+// past them.
+func tailEvents(path string, off *int64) ([]timeline.Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(*off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var out []timeline.Event
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) { // with a line still being written, or none
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		*off += int64(len(line))
+		var e timeline.Event
+		if json.Unmarshal(line, &e) == nil {
+			out = append(out, e)
+		}
+	}
+}
+
 func readEvents(path string) ([]timeline.Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -485,7 +537,13 @@ func (s *scaleRun) restart(ctx context.Context, r *Result) error {
 		return err
 	}
 	r.Notes.RestartBefore = int(st["ilcc_sessions"])
-	s.cnProc.Stop(30 * time.Second)
+	s.cnProc.Stop(scaled(30*time.Second, s.cfg.Sessions))
+	// The timeline holds a line per session opened: at a million, hundreds of MB that the
+	// wait below must not parse again and again beside the daemon it times.
+	var off int64
+	if fi, err := os.Stat(s.cnEvents); err == nil {
+		off = fi.Size()
+	}
 	t0 := monoNow()
 	p, err := s.t.Start(s.t.CN, "ilnpd-cn-restarted", filepath.Join(s.cfg.BinDir, "ilnpd"), "-config", s.cnConf)
 	if err != nil {
@@ -493,8 +551,9 @@ func (s *scaleRun) restart(ctx context.Context, r *Result) error {
 	}
 	s.cnProc = p
 	var adopted int64
-	for deadline := time.Now().Add(120 * time.Second); adopted == 0; {
-		evs, err := readEvents(s.cnEvents)
+	limit := scaled(120*time.Second, s.cfg.Sessions)
+	for deadline := time.Now().Add(limit); adopted == 0; {
+		evs, err := tailEvents(s.cnEvents, &off)
 		if err != nil {
 			return err
 		}
@@ -512,14 +571,14 @@ func (s *scaleRun) restart(ctx context.Context, r *Result) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the restarted ilnpd adopted nothing within 120 s: %s", lastLines(p.Log(), 5))
+			return fmt.Errorf("the restarted ilnpd adopted nothing within %s: %s", limit, lastLines(p.Log(), 5))
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	r.AdoptMs = float64(adopted-t0) / 1e6
-	if err := s.waitReady(ctx, s.t.CN, s.cnSock, 60*time.Second); err != nil {
+	if err := s.waitReady(ctx, s.t.CN, s.cnSock, scaled(60*time.Second, s.cfg.Sessions)); err != nil {
 		return err
 	}
 	st, err = s.stats(s.t.CN, s.cnSock)

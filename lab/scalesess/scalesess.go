@@ -77,7 +77,9 @@ type Config struct {
 	ProfileDir string
 	// MemoryLimit, if set, is the CN's memory-limit (ilnpd.conf(5)).
 	MemoryLimit string
-	Log         io.Writer
+	// EventRingSize, if set, is the CN's event-ring-size (ilnpd.conf(5)).
+	EventRingSize string
+	Log           io.Writer
 }
 
 // Addresses of the correspondents' namespace (behind R1) and the prefixes they live in.
@@ -201,6 +203,9 @@ func Report(r Result, cfg Config) string {
 	memLimit := ""
 	if cfg.MemoryLimit != "" {
 		memLimit = ", memory-limit " + cfg.MemoryLimit
+	}
+	if cfg.EventRingSize != "" {
+		memLimit += ", event-ring-size " + cfg.EventRingSize
 	}
 	fmt.Fprintf(&b, "# ILNP at scale\n\nCommand: `ilnp-lab scale --out DIR --sessions %d --lu-rate %d --correspondents %d` "+
 		"(one run; mass move %s). Topology: lan-lan lab, ilnpd on the CN and the MN, the correspondents in one namespace "+
@@ -423,6 +428,9 @@ func (s *scaleRun) daemons(ctx context.Context) error {
 			fmt.Sprintf("session-table-size %d\nembryo-table-size %d\nnew-sessions-per-second 0\n", TableSize(n.sessions), EmbryoTableSize(n.sessions))
 		if n.name == "cn" && s.cfg.MemoryLimit != "" {
 			text += "memory-limit " + s.cfg.MemoryLimit + "\n"
+		}
+		if n.name == "cn" && s.cfg.EventRingSize != "" {
+			text += "event-ring-size " + s.cfg.EventRingSize + "\n"
 		}
 		if _, err := config.Parse(strings.NewReader(text), conf); err != nil {
 			return fmt.Errorf("scale wrote a bad ilnpd config: %w", err)

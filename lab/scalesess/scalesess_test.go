@@ -122,3 +122,56 @@ func TestTableSizes(t *testing.T) {
 		t.Error("a run of 1048576 sessions, which cannot fit with the bystander, was not refused")
 	}
 }
+
+// The waits a run makes at a million sessions grow with them; at 100,000 and below they are
+// what the defaults' runs were measured with.
+func TestScaledWaits(t *testing.T) {
+	for _, tc := range []struct {
+		n             int
+		scaled, stall time.Duration
+	}{
+		{1000, 30 * time.Second, 6 * time.Second},
+		{100_000, 30 * time.Second, 6 * time.Second},
+		{1_000_000, 300 * time.Second, 20 * time.Second},
+	} {
+		if got := scaled(30*time.Second, tc.n); got != tc.scaled {
+			t.Errorf("scaled(30s, %d) = %v, want %v", tc.n, got, tc.scaled)
+		}
+		if got := stallLimit(tc.n); got != tc.stall {
+			t.Errorf("stallLimit(%d) = %v, want %v", tc.n, got, tc.stall)
+		}
+	}
+}
+
+// tailEvents reads what was appended since the last read, whole lines only: a line the daemon
+// is still writing is read once it is whole.
+func TestTailEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	write := func(s string) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"t_ns":1,"type":"session_new"}` + "\n" + `{"t_ns":2,"type":"adop`)
+	var off int64
+	evs, err := tailEvents(path, &off)
+	if err != nil || len(evs) != 1 || evs[0].MonoNS != 1 {
+		t.Fatalf("first read: %+v, %v", evs, err)
+	}
+	write(`ted","detail":"sessions=3"}` + "\n" + "not json\n")
+	evs, err = tailEvents(path, &off)
+	if err != nil || len(evs) != 1 || evs[0].Kind != "adopted" || evs[0].Detail != "sessions=3" {
+		t.Fatalf("second read: %+v, %v", evs, err)
+	}
+	if fi, err := os.Stat(path); err != nil || off != fi.Size() {
+		t.Fatalf("offset %d after reading the whole file (%v)", off, err)
+	}
+	if evs, err = tailEvents(path, &off); err != nil || len(evs) != 0 {
+		t.Fatalf("nothing new: %+v, %v", evs, err)
+	}
+}

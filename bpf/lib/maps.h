@@ -116,43 +116,53 @@ enum ilnp_session_flag {
  * modulo 2^32 (about 1 ms, 52 days; 0 = never): the daemon reads them within that span. */
 #define ILNP_PAIR_TIME_SHIFT 20
 
+/* What a received packet reads and writes first, what only a sent one touches last (ilnp_session
+ * says why). */
 struct ilnp_pair {
 	__be64 local;
 	__be64 remote;
-	__u64 tx_packets;
-	__u64 tx_bytes;
 	__u64 rx_packets;
 	__u64 rx_bytes;
-	__u32 last_tx;
 	__u32 last_rx;
-	__u32 first_unanswered;
 	__u32 unanswered;
+	__u32 first_unanswered;
+	__u32 last_tx;
+	__u64 tx_packets;
+	__u64 tx_bytes;
 };
 
 /* The data-path part of one ILCC entry (thesis table 3.2). The table is preallocated at
  * session-table-size entries, so every byte here is a megabyte at a million sessions: what
- * few sessions need lives in maps of its own (remote_more, multipath, unverified). What
- * every packet reads comes first. */
+ * few sessions need lives in maps of its own (remote_more, multipath, unverified).
+ *
+ * Order: a busy correspondent's packet finds its entry cold, one cache miss per 64-byte line
+ * it touches. The hash element is 48 bytes of header, the 16-byte key, then this 200-byte
+ * value, so entries start on every 8-byte phase of a line, and the lookup itself reads the
+ * hash and key just before the value. A received packet on the main pair reads and writes the
+ * first 140 bytes only (nonce, locators, views, receive counters, then its pair's up to
+ * last_rx .. first_unanswered): 3-4 lines with the key's instead of 4-5; what only sent
+ * packets touch (the pair's tx part, locators to send from and to, tx counters) follows, and
+ * created_ns, which no packet reads, ends it. */
 struct ilnp_session {
-	__be64 local_view;    /* locators the sockets see (session view) */
-	__be64 remote_view;
-	__be64 local_locator; /* 0 = ilnp_config.active_local */
-	__be64 remote_active; /* 0 = remote_view */
 	__u32 flags;           /* enum ilnp_session_flag */
 	__u8 local_nonce_len;
 	__u8 remote_nonce_len; /* 0 = not learned yet (initiator before the first reply) */
 	__u16 pad;
-	__u8 local_nonce[ILNP_NONCE_MAX];  /* what we send */
 	__u8 remote_nonce[ILNP_NONCE_MAX]; /* what we expect */
+	__u8 local_nonce[ILNP_NONCE_MAX];  /* what we send */
+	__be64 local_view;    /* locators the sockets see (session view) */
+	__be64 remote_view;
 	struct ilnp_remote_locator remote[ILNP_SESSION_REMOTE_LOCATORS]; /* then remote_more */
-	__u64 tx_packets;
 	__u64 rx_packets;
-	__u64 last_tx_ns;      /* CLOCK_MONOTONIC_COARSE: enough for idle timers */
-	__u64 last_rx_ns;
-	__u64 created_ns;      /* CLOCK_MONOTONIC */
+	__u64 last_rx_ns;      /* CLOCK_MONOTONIC_COARSE: enough for idle timers */
 	/* The counters of one locator pair of the session, normally its main one (paths.h):
 	 * a packet on it touches no other map element; other pairs' counters live in paths. */
 	struct ilnp_pair pair;
+	__be64 local_locator; /* 0 = ilnp_config.active_local */
+	__be64 remote_active; /* 0 = remote_view */
+	__u64 tx_packets;
+	__u64 last_tx_ns;
+	__u64 created_ns;      /* CLOCK_MONOTONIC */
 };
 
 /* A session's remote locators ILNP_SESSION_REMOTE_LOCATORS and on (ILNP_SESS_MORE_REMOTE). */

@@ -23,19 +23,23 @@ const scaleCycle = 1024
 // BenchmarkDatapathScale measures what BenchmarkDatapath's egress and ingress do (kernel ns per
 // fresh 1400-byte TCP packet, BPF_PROG_TEST_RUN) with 1,000, 10,000 and 100,000 sessions in the
 // maps, each with its main locator pair counted in its entry (issue 28: flat in the session
-// count).
+// count). The *-all runs send small packets of every session in a scattered order, so that at
+// 100,000 a session's entry is as cold as a busy correspondent's (ilnp-lab scale): its lines
+// left the core's caches since its last packet.
 func BenchmarkDatapathScale(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			d := newDatapath(b, Options{SessionTableSize: scaleTableSize})
 			h := hostA(b, 4)
 			h.setup(b, d, false)
-			egress, ingress := fillSessions(b, d, h, n)
+			egress, ingress, coldEgress, coldIngress := fillSessions(b, d, h, n)
 			one := len(egress) / 2
 			b.Run("egress", func(b *testing.B) { benchPackets(b, d.objs.IlnpEgress, egress[one:one+1], verdictRedirect) })
 			b.Run("ingress", func(b *testing.B) { benchPackets(b, d.objs.IlnpIngress, ingress[one:one+1], verdictNext) })
 			b.Run("egress-1024", func(b *testing.B) { benchPackets(b, d.objs.IlnpEgress, egress, verdictRedirect) })
 			b.Run("ingress-1024", func(b *testing.B) { benchPackets(b, d.objs.IlnpIngress, ingress, verdictNext) })
+			b.Run("egress-all", func(b *testing.B) { benchPackets(b, d.objs.IlnpEgress, coldEgress, verdictRedirect) })
+			b.Run("ingress-all", func(b *testing.B) { benchPackets(b, d.objs.IlnpIngress, coldIngress, verdictNext) })
 		})
 	}
 }
@@ -46,12 +50,15 @@ func scaleNID(i int) wire.NID { return wire.NID(0x02cc000000000000 | uint64(i+1)
 // fillSessions puts n sessions of h's NID with correspondents scaleNID(i) (h's locators, a
 // nonce of their own each, their main pair counted in their entry as traffic would have left
 // it) and returns one
-// outgoing and one incoming packet for each of up to scaleCycle of them.
-func fillSessions(b *testing.B, d *Datapath, h host, n int) (egress, ingress [][]byte) {
+// outgoing and one incoming packet for each of up to scaleCycle of them, and a small one each
+// way for every session, in a scattered order (a prime stride).
+func fillSessions(b *testing.B, d *Datapath, h host, n int) (egress, ingress, coldEgress, coldIngress [][]byte) {
 	b.Helper()
 	start := time.Now()
 	step := max(1, n/scaleCycle)
 	body := make([]byte, 1400)
+	small := make([]byte, 64)
+	coldEgress, coldIngress = make([][]byte, n), make([][]byte, n)
 	for i := range n {
 		remote := scaleNID(i)
 		var nb [4]byte
@@ -68,12 +75,16 @@ func fillSessions(b *testing.B, d *Datapath, h host, n int) (egress, ingress [][
 		must(b, d.objs.Sessions.Lookup(sk, &v))
 		v.Pair = ilnpBPFIlnpPair{Local: be64(uint64(h.l2)), Remote: be64(uint64(h.peer2)), TxPackets: 1, RxPackets: 1}
 		must(b, d.objs.Sessions.Update(sk, &v, ebpf.UpdateExist))
+		at := (i * 7919) % n
+		src, dst := addr(h.l1, h.nid), addr(h.peer1, remote)
+		coldEgress[at] = frame(ipv6Packet(src, dst, wire.ProtoTCP, tcpSegment(src, dst, small)))
+		from, to := addr(h.peer2, remote), addr(h.l2, h.nid)
+		coldIngress[at] = frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: h.peer2, NID: remote},
+			wire.ILV{Locator: h.l2, NID: h.nid}, nonce, wire.ProtoTCP, tcpSegment(zeroLocator(from), zeroLocator(to), small)))
 		if i%step != 0 || len(egress) == scaleCycle {
 			continue
 		}
-		src, dst := addr(h.l1, h.nid), addr(h.peer1, remote)
 		egress = append(egress, frame(ipv6Packet(src, dst, wire.ProtoTCP, tcpSegment(src, dst, body))))
-		from, to := addr(h.peer2, remote), addr(h.l2, h.nid)
 		ingress = append(ingress, frame(wire.AppendILNPPacket(nil, wire.ILV{Locator: h.peer2, NID: remote},
 			wire.ILV{Locator: h.l2, NID: h.nid}, nonce, wire.ProtoTCP, tcpSegment(zeroLocator(from), zeroLocator(to), body))))
 	}
@@ -85,7 +96,7 @@ func fillSessions(b *testing.B, d *Datapath, h host, n int) (egress, ingress [][
 		b.Fatalf("filled %d sessions, %d pairs; want %d each", e["sessions"], len(pairs), n)
 	}
 	b.Logf("%d sessions in %v, packets cycle over %d of them", n, time.Since(start).Round(time.Millisecond), len(egress))
-	return egress, ingress
+	return egress, ingress, coldEgress, coldIngress
 }
 
 // benchPackets runs the packets in turn, one fresh packet per BPF_PROG_TEST_RUN, and reports

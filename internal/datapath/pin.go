@@ -13,14 +13,15 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"ilnp/internal/bpfmaps"
 	"ilnp/internal/tcx"
 )
 
 // LayoutVersion is raised by hand when what a pinned map's key or value means changes while
-// the sizes stay (a field moved, a flag redefined); size, type and count changes are caught by
-// the hash in Layout anyway.
+// its BTF stays (a flag redefined, a unit changed); size, type, count and field order changes
+// are caught by the hash in Layout anyway.
 const LayoutVersion = 1
 
 // layoutPin is the name of the one-entry map, pinned beside the datapath's maps, that records
@@ -37,7 +38,8 @@ var ErrLayoutMismatch = errors.New("pinned datapath has another layout")
 
 // Layout names the layout of this binary's pinned maps: "v<LayoutVersion>-<hash>", the hash
 // (SHA-256, first 8 bytes) taken over every pinned map's name, type, key and value size,
-// maximum entries and flags, in name order. Two binaries with the same Layout can hand the
+// maximum entries, flags and the fields of its key and value (names, offsets, types: a field
+// moved within the same size changes it too), in name order. Two binaries with the same Layout can hand the
 // pinned maps over to each other. It is computed once: parsing the embedded object takes
 // milliseconds, and the daemon names its layout in the state file it keeps current.
 func Layout() (string, error) { return layoutOnce() }
@@ -56,12 +58,47 @@ func layoutOf(spec *ebpf.CollectionSpec) string {
 		if m.Pinning != ebpf.PinByName {
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s type=%v key=%d value=%d max=%d flags=%#x",
-			name, m.Type, m.KeySize, m.ValueSize, m.MaxEntries, m.Flags))
+		lines = append(lines, fmt.Sprintf("%s type=%v key=%d value=%d max=%d flags=%#x key=%s value=%s",
+			name, m.Type, m.KeySize, m.ValueSize, m.MaxEntries, m.Flags,
+			btfShape(m.Key, 0), btfShape(m.Value, 0)))
 	}
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
 	return fmt.Sprintf("v%d-%s", LayoutVersion, hex.EncodeToString(sum[:8]))
+}
+
+// btfShape describes a map key or value type by its fields' names, bit offsets and types, so
+// that a field moved within the same size shows. Nil (a map declared by size only) is "-".
+func btfShape(t btf.Type, depth int) string {
+	if t == nil {
+		return "-"
+	}
+	if depth > 8 {
+		return "..."
+	}
+	members := func(kind string, ms []btf.Member, size uint32) string {
+		parts := make([]string, 0, len(ms))
+		for _, m := range ms {
+			parts = append(parts, fmt.Sprintf("%s@%d/%d:%s", m.Name, m.Offset, m.BitfieldSize, btfShape(m.Type, depth+1)))
+		}
+		return fmt.Sprintf("%s%d{%s}", kind, size, strings.Join(parts, ","))
+	}
+	switch v := btf.UnderlyingType(t).(type) {
+	case *btf.Struct:
+		return members("struct", v.Members, v.Size)
+	case *btf.Union:
+		return members("union", v.Members, v.Size)
+	case *btf.Array:
+		return fmt.Sprintf("[%d]%s", v.Nelems, btfShape(v.Type, depth+1))
+	case *btf.Int:
+		return fmt.Sprintf("int%d/%v", v.Size, v.Encoding)
+	default:
+		size, err := btf.Sizeof(v)
+		if err != nil {
+			return fmt.Sprintf("%T", v)
+		}
+		return fmt.Sprintf("%T/%d", v, size)
+	}
 }
 
 // pinnedNames are the names of the maps the datapath pins.

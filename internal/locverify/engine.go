@@ -164,17 +164,21 @@ type pending struct {
 }
 
 // peer is one correspondent's state, kept small (issue 28: one per session, 100,000s of
-// them): its verified locators in a short slice (a peer has a few), and what only a peer
-// under verification needs (unverified locators, recently left ones, probations, outstanding
-// challenges) in rare, allocated on the first need and dropped once empty again.
+// them), and held in Engine.peers by value: a correspondent whose state is only "this
+// locator is verified" is its map slot and nothing else. Its first verified locator is
+// inline; what only a peer under verification or with more locators needs (further
+// verified locators, unverified ones, recently left ones, probations, outstanding
+// challenges) is in rare, allocated on the first need and dropped once empty again. Its
+// methods change the copy they are called on: the engine stores it back (Engine.put).
 type peer struct {
-	verified locSet
+	one      wire.L64 // the first verified locator (0: none)
 	rare     *rarePeer
 	answered bool // echoed a challenge in this session
 	probed   bool // Probe sent its challenge
 }
 
 type rarePeer struct {
+	verified   locSet // the verified locators after one, in the order verified
 	unverified locSet
 	left       []leftLoc      // verified locators that left the set, and when
 	probation  []probationLoc // returned at full rate, their challenge outstanding
@@ -221,15 +225,61 @@ func (st *peer) more() *rarePeer {
 
 // tidy drops the rare state once nothing is in it.
 func (st *peer) tidy() {
-	if r := st.rare; r != nil && len(r.unverified) == 0 && len(r.left) == 0 && len(r.probation) == 0 && len(r.tokens) == 0 {
+	if r := st.rare; r != nil && len(r.verified) == 0 && len(r.unverified) == 0 && len(r.left) == 0 && len(r.probation) == 0 && len(r.tokens) == 0 {
 		st.rare = nil
+	}
+}
+
+func (st *peer) isVerified(l wire.L64) bool {
+	return l != 0 && (st.one == l || st.rare != nil && st.rare.verified.has(l))
+}
+
+// verify adds l to the verified locators.
+func (st *peer) verify(l wire.L64) {
+	switch {
+	case l == 0 || st.isVerified(l):
+	case st.one == 0:
+		st.one = l
+	default:
+		st.more().verified.add(l)
+	}
+}
+
+// verifiedList is the verified locators in the order verified, in buf if they fit.
+func (st *peer) verifiedList(buf []wire.L64) []wire.L64 {
+	out := buf[:0]
+	if st.one != 0 {
+		out = append(out, st.one)
+	}
+	if st.rare != nil {
+		out = append(out, st.rare.verified...)
+	}
+	return out
+}
+
+// setVerified makes ls (in order) the verified locators.
+func (st *peer) setVerified(ls []wire.L64) {
+	st.one = 0
+	if st.rare != nil {
+		st.rare.verified = nil
+	}
+	for _, l := range ls {
+		st.verify(l)
+	}
+	st.tidy()
+}
+
+func (st *peer) unverifyVerified(l wire.L64) {
+	if st.isVerified(l) {
+		var buf [4]wire.L64
+		st.setVerified(slices.DeleteFunc(st.verifiedList(buf[:]), func(x wire.L64) bool { return x == l }))
 	}
 }
 
 func (st *peer) isUnverified(l wire.L64) bool { return st.rare != nil && st.rare.unverified.has(l) }
 
 func (st *peer) unverify(l wire.L64) {
-	st.verified.del(l)
+	st.unverifyVerified(l)
 	st.more().unverified.add(l)
 }
 
@@ -261,7 +311,7 @@ func (st *peer) dropToken(t Token) {
 // (the daemon's loop owns it).
 type Engine struct {
 	cfg    Config
-	peers  map[wire.NID]*peer
+	peers  map[wire.NID]peer
 	tokens map[Token]pending
 	// order holds the tokens in the order they were sent, which is their order of expiry (one
 	// lifetime for all): expire pops the expired ones off its front instead of a pass over
@@ -300,7 +350,8 @@ type probationEntry struct {
 	deadline time.Time
 }
 
-func newPeer() *peer { return &peer{} }
+// put stores st as p's state (the map holds peers by value).
+func (e *Engine) put(p wire.NID, st peer) { e.peers[p] = st }
 
 // New returns an engine.
 func New(cfg Config) (*Engine, error) {
@@ -313,7 +364,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Random == nil {
 		cfg.Random = func(b []byte) error { _, err := rand.Read(b); return err }
 	}
-	return &Engine{cfg: cfg, peers: map[wire.NID]*peer{}, tokens: map[Token]pending{}}, nil
+	return &Engine{cfg: cfg, peers: map[wire.NID]peer{}, tokens: map[Token]pending{}}, nil
 }
 
 // Mode is the engine's mode.
@@ -327,16 +378,13 @@ func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool
 	if e.cfg.Mode == Off {
 		return nil, nil
 	}
-	st := newPeer()
-	st.verified = make(locSet, 0, len(locs)+1)
+	var st peer
 	for _, l := range locs {
-		st.verified.add(l)
+		st.verify(l)
 	}
-	if active != 0 {
-		st.verified.add(active)
-	}
+	st.verify(active)
 	e.forget(p)
-	e.peers[p] = st
+	e.put(p, st)
 	if !probe {
 		return nil, nil
 	}
@@ -365,6 +413,7 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 		return nil, err
 	}
 	st := e.peers[p]
+	defer func() { e.put(p, st) }()
 	var out []Action
 	for _, c := range unverified {
 		if c.Locator == 0 || st.isUnverified(c.Locator) {
@@ -372,7 +421,7 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 		}
 		st.unverify(c.Locator)
 		st.answered = st.answered || e.cfg.Mode == Opportunistic
-		a, err := e.challenge(p, st, c.Locator, now)
+		a, err := e.challenge(p, &st, c.Locator, now)
 		if err != nil {
 			return out, err
 		}
@@ -383,12 +432,13 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 
 // Probe challenges p's locator active once per session, unless p has answered already.
 func (e *Engine) Probe(p wire.NID, active wire.L64, now time.Time) ([]Action, error) {
-	st := e.peers[p]
-	if e.cfg.Mode == Off || st == nil || st.probed || st.answered || active == 0 {
+	st, ok := e.peers[p]
+	if e.cfg.Mode == Off || !ok || st.probed || st.answered || active == 0 {
 		return nil, nil
 	}
 	st.probed = true
-	a, err := e.challenge(p, st, active, now)
+	a, err := e.challenge(p, &st, active, now)
+	e.put(p, st)
 	if err != nil {
 		return nil, err
 	}
@@ -405,18 +455,16 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 		return nil, nil
 	}
 	e.expire(now)
+	// A session this engine never saw open (adopted after a restart) starts with nothing:
+	// what it knew then is unknown, so everything announced from now on is new.
 	st := e.peers[p]
-	if st == nil {
-		// A session this engine never saw open (adopted after a restart): what it knew
-		// then is unknown, so everything announced from now on is new.
-		st = newPeer()
-		e.peers[p] = st
-	}
+	defer func() { e.put(p, st) }()
 	// An LU lists all the peer's locators (RFC 6743 s.2): one it no longer lists has left,
 	// and its verification leaves with it. Should it come back (the peer moving back, or a
 	// copy of an old LU replayed from the path), it is challenged again.
-	kept := st.verified[:0]
-	for _, l := range st.verified {
+	var buf, keptBuf [4]wire.L64
+	kept := keptBuf[:0]
+	for _, l := range st.verifiedList(buf[:]) {
 		if slices.Contains(locs, l) {
 			kept = append(kept, l)
 			continue
@@ -425,8 +473,8 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 		st.remember(l, now)
 		e.left = append(e.left, leftEntry{peer: p, loc: l, at: now})
 	}
-	st.verified = kept
-	return e.added(p, st, locs, from, luBytes, fresh, now)
+	st.setVerified(kept)
+	return e.added(p, &st, locs, from, luBytes, fresh, now)
 }
 
 // Roamed handles a nonce-verified packet of p from l, a locator its set does not list (a NAT
@@ -438,11 +486,8 @@ func (e *Engine) Roamed(p wire.NID, l wire.L64, pktBytes uint64, now time.Time) 
 	}
 	e.expire(now)
 	st := e.peers[p]
-	if st == nil {
-		st = newPeer()
-		e.peers[p] = st
-	}
-	return e.added(p, st, []wire.L64{l}, l, pktBytes, false, now)
+	defer func() { e.put(p, st) }()
+	return e.added(p, &st, []wire.L64{l}, l, pktBytes, false, now)
 }
 
 // added is Announced's work for each of locs.
@@ -450,12 +495,12 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 	var out []Action
 	for _, l := range locs {
 		switch {
-		case l == 0 || st.verified.has(l):
+		case l == 0 || st.isVerified(l):
 			continue
 		case st.isUnverified(l):
 			// Announced again (a retransmission, or a new LU from it): challenge again if
 			// it is the sender and nothing is outstanding for it.
-			if l == from && !e.outstanding(p, l) {
+			if l == from && !e.outstanding(st, l) {
 				a, err := e.challenge(p, st, l, now)
 				if err != nil {
 					return out, err
@@ -464,7 +509,7 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 			}
 			continue
 		case e.cfg.Mode == Opportunistic && !st.answered:
-			st.verified.add(l)
+			st.verify(l)
 			out = append(out, Action{Kind: Believed, Peer: p, Locator: l})
 			continue
 		case fresh && l == from && st.recentlyLeft(l, now):
@@ -474,7 +519,7 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 			}
 			r := st.more()
 			r.left = slices.DeleteFunc(r.left, func(x leftLoc) bool { return x.loc == l })
-			st.verified.add(l)
+			st.verify(l)
 			st.endProbation(l)
 			r.probation = append(r.probation, probationLoc{loc: l, token: a.Token})
 			e.probation = append(e.probation, probationEntry{peer: p, loc: l, token: a.Token, deadline: now.Add(ProbationLifetime)})
@@ -512,22 +557,22 @@ func (e *Engine) Echoed(p wire.NID, token Token, now time.Time) (actions []Actio
 		return nil, false
 	}
 	delete(e.tokens, token)
-	st := e.peers[p]
-	if st == nil {
+	st, known := e.peers[p]
+	if !known {
 		return nil, true
 	}
 	st.answered = true
-	defer st.dropToken(token)
-	if st.probationToken(pd.loc) == token {
+	switch {
+	case st.probationToken(pd.loc) == token:
 		st.endProbation(pd.loc) // it kept full rate and has now proved it
-		return nil, true
-	}
-	if st.isUnverified(pd.loc) {
+	case st.isUnverified(pd.loc):
 		st.rare.unverified.del(pd.loc)
-		st.verified.add(pd.loc)
-		return []Action{{Kind: MarkVerified, Peer: p, Locator: pd.loc}}, true
+		st.verify(pd.loc)
+		actions = []Action{{Kind: MarkVerified, Peer: p, Locator: pd.loc}}
 	}
-	return nil, true
+	st.dropToken(token)
+	e.put(p, st)
+	return actions, true
 }
 
 // Closed forgets a correspondent whose session ended.
@@ -536,7 +581,7 @@ func (e *Engine) Closed(p wire.NID) { e.forget(p) }
 // Unverified lists p's unverified locators.
 func (e *Engine) Unverified(p wire.NID) []wire.L64 {
 	st := e.peers[p]
-	if st == nil || st.rare == nil || len(st.rare.unverified) == 0 {
+	if st.rare == nil || len(st.rare.unverified) == 0 {
 		return nil
 	}
 	out := slices.Clone(st.rare.unverified)
@@ -552,8 +597,7 @@ func (e *Engine) Known(p wire.NID) bool {
 
 // Answered says whether p echoed a challenge in this session.
 func (e *Engine) Answered(p wire.NID) bool {
-	st := e.peers[p]
-	return st != nil && st.answered
+	return e.peers[p].answered
 }
 
 // Tick puts the returned locators whose challenge went unanswered for ProbationLifetime under
@@ -563,12 +607,13 @@ func (e *Engine) Tick(now time.Time) []Action {
 	for len(e.probation) > 0 && !now.Before(e.probation[0].deadline) {
 		pe := e.probation[0]
 		e.probation = e.probation[1:]
-		st := e.peers[pe.peer]
-		if st == nil || st.probationToken(pe.loc) != pe.token {
+		st, ok := e.peers[pe.peer]
+		if !ok || st.probationToken(pe.loc) != pe.token {
 			continue // answered, left, or the session is gone
 		}
 		st.endProbation(pe.loc)
 		st.unverify(pe.loc)
+		e.put(pe.peer, st)
 		out = append(out, Action{Kind: MarkUnverified, Peer: pe.peer, Locator: pe.loc, TxBytes: challengeCost(pe.loc)})
 	}
 	if len(e.probation) == 0 {
@@ -597,8 +642,8 @@ func (e *Engine) forgetLeft(now time.Time) {
 	for len(e.left) > 0 && now.Sub(e.left[0].at) >= RecentlyVerified {
 		x := e.left[0]
 		e.left = e.left[1:]
-		st := e.peers[x.peer]
-		if st == nil || st.rare == nil {
+		st, ok := e.peers[x.peer]
+		if !ok || st.rare == nil {
 			continue
 		}
 		st.rare.left = slices.DeleteFunc(st.rare.left, func(l leftLoc) bool { return l.loc == x.loc && !l.at.After(x.at) })
@@ -606,6 +651,7 @@ func (e *Engine) forgetLeft(now time.Time) {
 			st.rare.left = nil
 		}
 		st.tidy()
+		e.put(x.peer, st)
 	}
 	if len(e.left) == 0 {
 		e.left = nil // let a burst's array go
@@ -663,9 +709,8 @@ func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Act
 	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
 }
 
-func (e *Engine) outstanding(p wire.NID, l wire.L64) bool {
-	st := e.peers[p]
-	if st == nil || st.rare == nil {
+func (e *Engine) outstanding(st *peer, l wire.L64) bool {
+	if st.rare == nil {
 		return false
 	}
 	for _, t := range st.rare.tokens {
@@ -688,8 +733,9 @@ func (e *Engine) expire(now time.Time) {
 			continue // answered, or dropped (maxPending, forget)
 		}
 		delete(e.tokens, t)
-		if st := e.peers[pd.peer]; st != nil {
+		if st, ok := e.peers[pd.peer]; ok {
 			st.dropToken(t)
+			e.put(pd.peer, st)
 		}
 	}
 	if len(e.order) == 0 {
@@ -702,7 +748,7 @@ func (e *Engine) expire(now time.Time) {
 }
 
 func (e *Engine) forget(p wire.NID) {
-	if st := e.peers[p]; st != nil && st.rare != nil {
+	if st := e.peers[p]; st.rare != nil {
 		for _, t := range st.rare.tokens {
 			delete(e.tokens, t)
 		}

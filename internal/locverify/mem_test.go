@@ -119,7 +119,7 @@ func TestLeftForgotten(t *testing.T) {
 		t.Fatal("forgotten before RecentlyVerified")
 	}
 	e.Tick(now.Add(RecentlyVerified))
-	if st.rare != nil || e.left != nil {
+	if st := e.peers[p]; st.rare != nil || e.left != nil {
 		t.Fatalf("after RecentlyVerified: rare %+v, queue %v", st.rare, e.left)
 	}
 	if _, ok := e.NextDeadline(); ok {

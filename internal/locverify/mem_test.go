@@ -2,6 +2,7 @@ package locverify
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,7 +108,7 @@ func TestLeftForgotten(t *testing.T) {
 	if _, ok := e.Echoed(p, acts[1].Token, now); !ok {
 		t.Fatal("echo not taken")
 	}
-	st := e.peers[p]
+	st, _ := e.get(p)
 	if st.rare == nil || len(st.rare.left) != 1 {
 		t.Fatalf("after the move: rare %+v", st.rare)
 	}
@@ -119,10 +120,88 @@ func TestLeftForgotten(t *testing.T) {
 		t.Fatal("forgotten before RecentlyVerified")
 	}
 	e.Tick(now.Add(RecentlyVerified))
-	if st := e.peers[p]; st.rare != nil || e.left != nil {
+	if st, _ := e.get(p); st.rare != nil || e.left != nil {
 		t.Fatalf("after RecentlyVerified: rare %+v, queue %v", st.rare, e.left)
 	}
 	if _, ok := e.NextDeadline(); ok {
 		t.Error("a deadline left with nothing to do")
+	}
+}
+
+// A burst of new sessions passes through the full records to the lone ones once answered,
+// and the full map it filled is made afresh once it has drained; a lone correspondent keeps
+// its state, and leaves the lone map as soon as something is under way again.
+func TestLonePeers(t *testing.T) {
+	e, err := New(Config{Mode: Opportunistic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const n = 4 * mapsFresh
+	peerOf := func(i int) (wire.NID, wire.L64) {
+		return wire.NID(0x0a00_0000_0000_0000 + i), wire.L64(0x2001_0db8_0000_0000 + i<<16)
+	}
+	for i := range n {
+		p, l := peerOf(i)
+		if _, err := e.Opened(p, []wire.L64{l}, l, false, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.peers) != n || len(e.lone) != 0 {
+		t.Fatalf("opened: %d full, %d lone", len(e.peers), len(e.lone))
+	}
+	for i := range n {
+		p, l := peerOf(i)
+		acts, err := e.Probe(p, l, now)
+		if err != nil || len(acts) != 1 {
+			t.Fatalf("probe: %+v %v", acts, err)
+		}
+		if _, ok := e.Echoed(p, acts[0].Token, now); !ok {
+			t.Fatal("echo not taken")
+		}
+	}
+	if len(e.peers) != 0 || len(e.lone) != n || e.peersPeak > mapsFresh {
+		t.Fatalf("answered: %d full (peak %d), %d lone", len(e.peers), e.peersPeak, len(e.lone))
+	}
+	p, l := peerOf(7)
+	if !e.Known(p) || !e.Answered(p) || e.Unverified(p) != nil {
+		t.Fatalf("lone peer: known %v, answered %v, unverified %v", e.Known(p), e.Answered(p), e.Unverified(p))
+	}
+	if acts, _ := e.Probe(p, l, now); acts != nil {
+		t.Fatalf("a lone peer probed again: %+v", acts)
+	}
+	// Announcing its locator again changes nothing; a new one puts it under verification
+	// (it answered: Opportunistic limits it), and its answer brings it back.
+	if acts, err := e.Announced(p, []wire.L64{l}, l, 1000, true, now); err != nil || acts != nil {
+		t.Fatalf("same locator: %+v %v", acts, err)
+	}
+	l2 := l + 1
+	acts, err := e.Announced(p, []wire.L64{l, l2}, l2, 1000, true, now)
+	if err != nil || len(acts) != 2 || acts[0].Kind != MarkUnverified || acts[1].Kind != SendChallenge {
+		t.Fatalf("new locator: %+v %v", acts, err)
+	}
+	if _, lone := e.lone[p]; lone || !slices.Equal(e.Unverified(p), []wire.L64{l2}) {
+		t.Fatalf("under verification: lone %v, unverified %v", lone, e.Unverified(p))
+	}
+	if _, ok := e.Echoed(p, acts[1].Token, now); !ok {
+		t.Fatal("echo not taken")
+	}
+	if st, _ := e.get(p); !st.isVerified(l) || !st.isVerified(l2) || st.rare == nil {
+		t.Fatalf("two verified: %+v", st)
+	}
+	// Back to one locator (the other's departure remembered for RecentlyVerified).
+	later := now.Add(time.Second)
+	if _, err := e.Announced(p, []wire.L64{l2}, l2, 1000, true, later); err != nil {
+		t.Fatal(err)
+	}
+	e.Tick(later.Add(RecentlyVerified))
+	if got, lone := e.lone[p]; !lone || got != l2 {
+		t.Fatalf("after its move: lone %v %v, want %v", lone, got, l2)
+	}
+	for i := range n {
+		e.Closed(wire.NID(0x0a00_0000_0000_0000 + i))
+	}
+	if len(e.lone) != 0 || e.lonePeak > mapsFresh || e.Known(p) {
+		t.Fatalf("closed: %d lone (peak %d)", len(e.lone), e.lonePeak)
 	}
 }

@@ -160,7 +160,19 @@ type Config struct {
 type pending struct {
 	peer    wire.NID
 	loc     wire.L64
-	expires time.Time
+	expires offset
+}
+
+// offset is a time as the engine keeps it where there is one per challenge: from its epoch,
+// the first time it was given (8 bytes where a time.Time takes 24).
+type offset time.Duration
+
+// offsetOf is t as an offset.
+func (e *Engine) offsetOf(t time.Time) offset {
+	if e.epoch.IsZero() {
+		e.epoch = t
+	}
+	return offset(t.Sub(e.epoch))
 }
 
 // peer is one correspondent's state, kept small (issue 28: one per session, 100,000s of
@@ -171,8 +183,11 @@ type pending struct {
 // challenges) is in rare, allocated on the first need and dropped once empty again. Its
 // methods change the copy they are called on: the engine stores it back (Engine.put).
 type peer struct {
-	one      wire.L64 // the first verified locator (0: none)
-	rare     *rarePeer
+	one  wire.L64 // the first verified locator (0: none)
+	rare *rarePeer
+	// tok is the first outstanding challenge (zero: none), rare.tokens the later ones: a
+	// session's probe needs no rare part.
+	tok      Token
 	answered bool // echoed a challenge in this session
 	probed   bool // Probe sent its challenge
 }
@@ -182,7 +197,7 @@ type rarePeer struct {
 	unverified locSet
 	left       []leftLoc      // verified locators that left the set, and when
 	probation  []probationLoc // returned at full rate, their challenge outstanding
-	tokens     []Token
+	tokens     []Token        // after peer.tok
 }
 
 type leftLoc struct {
@@ -300,11 +315,38 @@ func (st *peer) endProbation(l wire.L64) {
 	}
 }
 
-func (st *peer) dropToken(t Token) {
-	if st.rare != nil {
-		st.rare.tokens = slices.DeleteFunc(st.rare.tokens, func(x Token) bool { return x == t })
-		st.tidy()
+// tokens is the outstanding challenges, oldest first, in buf if they fit.
+func (st *peer) tokens(buf []Token) []Token {
+	out := buf[:0]
+	if st.tok != (Token{}) {
+		out = append(out, st.tok)
 	}
+	if st.rare != nil {
+		out = append(out, st.rare.tokens...)
+	}
+	return out
+}
+
+// setTokens makes ts (oldest first) the outstanding challenges.
+func (st *peer) setTokens(ts []Token) {
+	st.tok = Token{}
+	if st.rare != nil {
+		st.rare.tokens = nil
+	}
+	for i, t := range ts {
+		if i == 0 {
+			st.tok = t
+			continue
+		}
+		r := st.more()
+		r.tokens = append(r.tokens, t)
+	}
+	st.tidy()
+}
+
+func (st *peer) dropToken(t Token) {
+	var buf [maxPending]Token
+	st.setTokens(slices.DeleteFunc(st.tokens(buf[:]), func(x Token) bool { return x == t }))
 }
 
 // Engine tracks the verification state of every correspondent. Not safe for concurrent use
@@ -343,6 +385,8 @@ type Engine struct {
 	// of its largest size, and a server that challenged 100,000 correspondents at once kept
 	// some 9 MB for none (issue 28); expire makes tokens afresh once they are all gone.
 	tokensPeak int
+	// epoch is what the challenges' expiry offsets count from.
+	epoch time.Time
 }
 
 // tokensFresh is the peak above which an emptied tokens map is made afresh.
@@ -758,23 +802,25 @@ func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Act
 	if err := e.cfg.Random(t[:]); err != nil {
 		return Action{}, fmt.Errorf("challenge for %v at %v: %w", p, l, err)
 	}
-	r := st.more()
-	if len(r.tokens) >= maxPending {
-		delete(e.tokens, r.tokens[0])
-		r.tokens = slices.Delete(r.tokens, 0, 1)
+	if t == (Token{}) {
+		return Action{}, fmt.Errorf("challenge for %v at %v: the random source gave a zero token", p, l)
 	}
-	r.tokens = append(r.tokens, t)
-	e.tokens[t] = pending{peer: p, loc: l, expires: now.Add(e.cfg.ChallengeLifetime)}
+	var buf [maxPending + 1]Token
+	ts := st.tokens(buf[:])
+	if len(ts) >= maxPending {
+		delete(e.tokens, ts[0])
+		ts = ts[1:]
+	}
+	st.setTokens(append(ts, t))
+	e.tokens[t] = pending{peer: p, loc: l, expires: e.offsetOf(now.Add(e.cfg.ChallengeLifetime))}
 	e.tokensPeak = max(e.tokensPeak, len(e.tokens))
 	e.order = append(e.order, t)
 	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
 }
 
 func (e *Engine) outstanding(st *peer, l wire.L64) bool {
-	if st.rare == nil {
-		return false
-	}
-	for _, t := range st.rare.tokens {
+	var buf [maxPending]Token
+	for _, t := range st.tokens(buf[:]) {
 		if pd, ok := e.tokens[t]; ok && pd.loc == l {
 			return true
 		}
@@ -786,7 +832,7 @@ func (e *Engine) expire(now time.Time) {
 	for len(e.order) > 0 {
 		t := e.order[0]
 		pd, ok := e.tokens[t]
-		if ok && !now.After(pd.expires) {
+		if ok && pd.expires >= e.offsetOf(now) {
 			break
 		}
 		e.order = e.order[1:]
@@ -809,10 +855,10 @@ func (e *Engine) expire(now time.Time) {
 }
 
 func (e *Engine) forget(p wire.NID) {
-	if st, _ := e.get(p); st.rare != nil {
-		for _, t := range st.rare.tokens {
-			delete(e.tokens, t)
-		}
+	st, _ := e.get(p)
+	var buf [maxPending]Token
+	for _, t := range st.tokens(buf[:]) {
+		delete(e.tokens, t)
 	}
 	e.dropLone(p)
 	e.dropFull(p)

@@ -11,20 +11,22 @@ import (
 )
 
 // BenchmarkPeerMemory reports the live heap per correspondent (issue 28) as a server's engine
-// holds it: opened with its locator, probed once, the challenge answered (B/peer), and once
+// holds it: opened with its locator and probed once, its challenge out (B/peer-challenged:
+// every responder session for a challenge lifetime), the challenge answered (B/peer), and once
 // every peer moved to a new locator that answered and RecentlyVerified has passed
 // (B/peer-moved).
 func BenchmarkPeerMemory(b *testing.B) {
 	const n = 20000
 	heap := heapstat.Live
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var perPeer, moved float64
+	var perPeer, moved, challenged float64
 	for b.Loop() {
 		before := heap()
 		e, err := New(Config{Mode: Opportunistic})
 		if err != nil {
 			b.Fatal(err)
 		}
+		tokens := make([]Token, n)
 		for i := range n {
 			p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db8_0000_0000+i<<16)
 			if _, err := e.Opened(p, []wire.L64{l}, l, false, now); err != nil {
@@ -34,10 +36,15 @@ func BenchmarkPeerMemory(b *testing.B) {
 			if err != nil || len(acts) != 1 {
 				b.Fatalf("probe: %+v %v", acts, err)
 			}
-			if _, ok := e.Echoed(p, acts[0].Token, now); !ok {
+			tokens[i] = acts[0].Token
+		}
+		challenged = float64(heap()-before-uint64(n*TokenSize)) / n
+		for i, t := range tokens {
+			if _, ok := e.Echoed(wire.NID(0x0a00_0000_0000_0000+i), t, now); !ok {
 				b.Fatal("echo not taken")
 			}
 		}
+		tokens = nil
 		e.expire(now.Add(time.Hour))
 		perPeer = float64(heap()-before) / n
 		// Every peer moves to a new locator, which answers its challenge; RecentlyVerified
@@ -57,6 +64,7 @@ func BenchmarkPeerMemory(b *testing.B) {
 		moved = float64(heap()-before) / n
 		runtime.KeepAlive(e)
 	}
+	b.ReportMetric(challenged, "B/peer-challenged")
 	b.ReportMetric(perPeer, "B/peer")
 	b.ReportMetric(moved, "B/peer-moved")
 }

@@ -353,17 +353,18 @@ func (st *peer) dropToken(t Token) {
 // (the daemon's loop owns it).
 type Engine struct {
 	cfg Config
-	// lone holds the correspondents in the common steady state, which is all a server's
-	// idle sessions come to: one verified locator, an answered challenge, nothing under way;
-	// peers holds the others (get and put move a peer between them). A lone one is an 8-byte
-	// value where a peer's takes 24 (issue 28: at 100,000 sessions a map slot of the one is
-	// some 24 bytes, of the other 52).
-	lone  map[wire.NID]wire.L64
+	// lone holds the correspondents in the steady states all a server's idle sessions come
+	// to, by their flags (loneKind): one verified locator and nothing under way; peers holds
+	// the others (get and put move a peer between them). A lone one is an 8-byte value where
+	// a peer's takes 40 (issue 28: at 100,000 sessions a map slot of the one is some 24
+	// bytes, of the other 66).
+	lone  [loneKinds]map[wire.NID]wire.L64
 	peers map[wire.NID]peer
 	// lonePeak and peersPeak are the most entries each map held since it was made: a Go map
 	// keeps the room of its largest size, and the peers of a burst of new sessions pass
 	// through peers to lone (shrink).
-	lonePeak, peersPeak int
+	lonePeak  [loneKinds]int
+	peersPeak int
 
 	tokens map[Token]pending
 	// order holds the tokens in the order they were sent, which is their order of expiry (one
@@ -405,32 +406,61 @@ type probationEntry struct {
 	deadline time.Time
 }
 
+// The kinds of lone peers: opened (a session a correspondent opened, not probed yet), probed
+// and never answered (a peer that filters ICMPv6 Echo, or whose challenge is out no more),
+// answered.
+const (
+	loneOpened = iota
+	loneProbed
+	loneAnswered
+	loneKinds
+)
+
+// loneKind is the lone map st belongs in, or -1: it is more than a lone peer.
+func (st *peer) loneKind() int {
+	switch {
+	case st.one == 0 || st.rare != nil || st.tok != (Token{}):
+		return -1
+	case st.answered:
+		return loneAnswered // probed or not: Probe asks no more
+	case st.probed:
+		return loneProbed
+	}
+	return loneOpened
+}
+
 // get is p's state (ok false: none), a copy: a change to it is stored with put.
 func (e *Engine) get(p wire.NID) (st peer, ok bool) {
-	if l, ok := e.lone[p]; ok {
-		return peer{one: l, answered: true, probed: true}, true
+	for k, m := range e.lone {
+		if l, ok := m[p]; ok {
+			return peer{one: l, answered: k == loneAnswered, probed: k != loneOpened}, true
+		}
 	}
 	st, ok = e.peers[p]
 	return st, ok
 }
 
-// put stores st as p's state, in lone when that is all it is.
+// put stores st as p's state, in a lone map when that is all it is.
 func (e *Engine) put(p wire.NID, st peer) {
-	if st.one != 0 && st.rare == nil && st.answered {
+	k := st.loneKind()
+	e.dropLone(p, k)
+	if k >= 0 {
 		e.dropFull(p)
-		e.lone[p] = st.one
-		e.lonePeak = max(e.lonePeak, len(e.lone))
+		e.lone[k][p] = st.one
+		e.lonePeak[k] = max(e.lonePeak[k], len(e.lone[k]))
 		return
 	}
-	e.dropLone(p)
 	e.peers[p] = st
 	e.peersPeak = max(e.peersPeak, len(e.peers))
 }
 
-func (e *Engine) dropLone(p wire.NID) {
-	if _, ok := e.lone[p]; ok {
-		delete(e.lone, p)
-		e.lone, e.lonePeak = shrink(e.lone, e.lonePeak)
+// dropLone removes p from the lone maps but keep's.
+func (e *Engine) dropLone(p wire.NID, keep int) {
+	for k, m := range e.lone {
+		if _, ok := m[p]; ok && k != keep {
+			delete(m, p)
+			e.lone[k], e.lonePeak[k] = shrink(m, e.lonePeak[k])
+		}
 	}
 }
 
@@ -468,7 +498,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Random == nil {
 		cfg.Random = func(b []byte) error { _, err := rand.Read(b); return err }
 	}
-	return &Engine{cfg: cfg, lone: map[wire.NID]wire.L64{}, peers: map[wire.NID]peer{}, tokens: map[Token]pending{}}, nil
+	e := &Engine{cfg: cfg, peers: map[wire.NID]peer{}, tokens: map[Token]pending{}}
+	for k := range e.lone {
+		e.lone[k] = map[wire.NID]wire.L64{}
+	}
+	return e, nil
 }
 
 // Mode is the engine's mode.
@@ -860,6 +894,6 @@ func (e *Engine) forget(p wire.NID) {
 	for _, t := range st.tokens(buf[:]) {
 		delete(e.tokens, t)
 	}
-	e.dropLone(p)
+	e.dropLone(p, -1)
 	e.dropFull(p)
 }

@@ -69,6 +69,35 @@ func BenchmarkPeerMemory(b *testing.B) {
 	b.ReportMetric(moved, "B/peer-moved")
 }
 
+// BenchmarkPeerMemoryUnanswered reports the live heap per correspondent that never answers
+// its probe (a client that filters ICMPv6 Echo, or the lab's generated peers), once its
+// challenge has expired (B/peer-unanswered).
+func BenchmarkPeerMemoryUnanswered(b *testing.B) {
+	const n = 20000
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var unanswered float64
+	for b.Loop() {
+		before := heapstat.Live()
+		e, err := New(Config{Mode: Opportunistic})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db8_0000_0000+i<<16)
+			if _, err := e.Opened(p, []wire.L64{l}, l, false, now); err != nil {
+				b.Fatal(err)
+			}
+			if acts, err := e.Probe(p, l, now); err != nil || len(acts) != 1 {
+				b.Fatalf("probe: %+v %v", acts, err)
+			}
+		}
+		e.expire(now.Add(time.Hour))
+		unanswered = float64(heapstat.Live()-before) / n
+		runtime.KeepAlive(e)
+	}
+	b.ReportMetric(unanswered, "B/peer-unanswered")
+}
+
 // A burst of challenges, answered and expired, leaves no map of its size behind.
 func TestTokensMapMadeAfresh(t *testing.T) {
 	e, err := New(Config{Mode: Strict})
@@ -136,9 +165,10 @@ func TestLeftForgotten(t *testing.T) {
 	}
 }
 
-// A burst of new sessions passes through the full records to the lone ones once answered,
-// and the full map it filled is made afresh once it has drained; a lone correspondent keeps
-// its state, and leaves the lone map as soon as something is under way again.
+// A burst of new sessions passes from the lone opened peers through the full records (a
+// challenge out) to the lone answered ones, or the lone probed ones when no answer comes; the
+// full map it filled is made afresh once it has drained; a lone correspondent keeps its
+// state, and leaves the lone maps as soon as something is under way again.
 func TestLonePeers(t *testing.T) {
 	e, err := New(Config{Mode: Opportunistic})
 	if err != nil {
@@ -155,21 +185,41 @@ func TestLonePeers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(e.peers) != n || len(e.lone) != 0 {
-		t.Fatalf("opened: %d full, %d lone", len(e.peers), len(e.lone))
+	lens := func() [loneKinds + 1]int {
+		return [...]int{len(e.lone[loneOpened]), len(e.lone[loneProbed]), len(e.lone[loneAnswered]), len(e.peers)}
 	}
+	if got := lens(); got != [...]int{n, 0, 0, 0} {
+		t.Fatalf("opened: lone opened, probed, answered, full %v", got)
+	}
+	tokens := make([]Token, n)
 	for i := range n {
 		p, l := peerOf(i)
 		acts, err := e.Probe(p, l, now)
 		if err != nil || len(acts) != 1 {
 			t.Fatalf("probe: %+v %v", acts, err)
 		}
-		if _, ok := e.Echoed(p, acts[0].Token, now); !ok {
+		tokens[i] = acts[0].Token
+	}
+	if got := lens(); got != [...]int{0, 0, 0, n} || e.lonePeak[loneOpened] > mapsFresh {
+		t.Fatalf("probed: lone opened, probed, answered, full %v (opened peak %d)", got, e.lonePeak[loneOpened])
+	}
+	for i, tk := range tokens[:n-1] {
+		if _, ok := e.Echoed(wire.NID(0x0a00_0000_0000_0000+i), tk, now); !ok {
 			t.Fatal("echo not taken")
 		}
 	}
-	if len(e.peers) != 0 || len(e.lone) != n || e.peersPeak > mapsFresh {
-		t.Fatalf("answered: %d full (peak %d), %d lone", len(e.peers), e.peersPeak, len(e.lone))
+	if got := lens(); got != [...]int{0, 0, n - 1, 1} || e.peersPeak > mapsFresh {
+		t.Fatalf("answered: lone opened, probed, answered, full %v (full peak %d)", got, e.peersPeak)
+	}
+	// The last one never answers: once its challenge expires it is a lone probed peer, not
+	// probed again.
+	e.expire(now.Add(DefaultChallengeLifetime + time.Second))
+	silent, sl := peerOf(n - 1)
+	if got := lens(); got != [...]int{0, 1, n - 1, 0} || !e.Known(silent) || e.Answered(silent) {
+		t.Fatalf("unanswered: lone opened, probed, answered, full %v", got)
+	}
+	if acts, _ := e.Probe(silent, sl, now); acts != nil {
+		t.Fatalf("a lone probed peer probed again: %+v", acts)
 	}
 	p, l := peerOf(7)
 	if !e.Known(p) || !e.Answered(p) || e.Unverified(p) != nil {
@@ -188,7 +238,7 @@ func TestLonePeers(t *testing.T) {
 	if err != nil || len(acts) != 2 || acts[0].Kind != MarkUnverified || acts[1].Kind != SendChallenge {
 		t.Fatalf("new locator: %+v %v", acts, err)
 	}
-	if _, lone := e.lone[p]; lone || !slices.Equal(e.Unverified(p), []wire.L64{l2}) {
+	if _, lone := e.lone[loneAnswered][p]; lone || !slices.Equal(e.Unverified(p), []wire.L64{l2}) {
 		t.Fatalf("under verification: lone %v, unverified %v", lone, e.Unverified(p))
 	}
 	if _, ok := e.Echoed(p, acts[1].Token, now); !ok {
@@ -203,13 +253,13 @@ func TestLonePeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Tick(later.Add(RecentlyVerified))
-	if got, lone := e.lone[p]; !lone || got != l2 {
+	if got, lone := e.lone[loneAnswered][p]; !lone || got != l2 {
 		t.Fatalf("after its move: lone %v %v, want %v", lone, got, l2)
 	}
 	for i := range n {
 		e.Closed(wire.NID(0x0a00_0000_0000_0000 + i))
 	}
-	if len(e.lone) != 0 || e.lonePeak > mapsFresh || e.Known(p) {
-		t.Fatalf("closed: %d lone (peak %d)", len(e.lone), e.lonePeak)
+	if got := lens(); got != [loneKinds + 1]int{} || e.lonePeak[loneAnswered] > mapsFresh || e.Known(p) {
+		t.Fatalf("closed: lone opened, probed, answered, full %v (answered peak %d)", got, e.lonePeak[loneAnswered])
 	}
 }

@@ -42,7 +42,7 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 		return eff, nil
 	}
 	p := &peer{
-		sessLocal: s.Local, sessRemote: s.Remote,
+		sessLocal: c.localView(s.Local), sessRemote: s.Remote,
 		localNonce: s.LocalNonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
 		lastActive: s.RemoteActive, advertised: c.shared(s.Advertised), advertisedAt: c.stampOf(now),
 		announced: len(s.Advertised) > 0,

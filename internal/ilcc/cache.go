@@ -159,6 +159,8 @@ type Cache struct {
 	touched int
 	// lastBoundLocal is the local locator of the last binding made, which the next ones share.
 	lastBoundLocal *boundLocal
+	// lastLocalView is the session view of the last peer opened, which the next ones share.
+	lastLocalView *wire.ILV
 	// epoch is what the peers' stamps count from.
 	epoch time.Time
 	// sharedAdv is the advertisement peers were last told or opened with (shared).
@@ -761,6 +763,14 @@ type boundLocal struct {
 	router  netip.Addr
 }
 
+// localView is v, shared with the peers opened with an equal one (c.mu held).
+func (c *Cache) localView(v wire.ILV) *wire.ILV {
+	if c.lastLocalView == nil || *c.lastLocalView != v {
+		c.lastLocalView = &v
+	}
+	return c.lastLocalView
+}
+
 // boundLocalOf is b's local locator, shared with the peers bound to an equal one (c.mu held).
 func (c *Cache) boundLocalOf(b Binding) *boundLocal {
 	if !b.HasLocal {
@@ -776,7 +786,7 @@ func (c *Cache) boundLocalOf(b Binding) *boundLocal {
 // sameBinding says whether b, made for p, programs the datapath as p's last binding did.
 func sameBinding(p *peer, b Binding) bool {
 	st := p.bound
-	if !p.boundSet || p.nonceStale || st.remoteLocator != b.RemoteLocator ||
+	if !p.boundSet || p.nonceStale || p.boundActive() != b.RemoteLocator ||
 		(st.local != nil) != b.HasLocal || !slices.Equal(p.boundRemotes(), b.RemoteLocators) {
 		return false
 	}
@@ -789,17 +799,15 @@ func (c *Cache) syncBinding(p *peer, eff *Effects) {
 		return
 	}
 	if p.boundSet {
-		b.Was = p.bound.remoteLocator
+		b.Was = p.boundActive()
 	}
-	p.bound.local, p.bound.remoteLocator = c.boundLocalOf(b), b.RemoteLocator
-	p.setBoundRemotes(b.RemoteLocators)
-	p.boundSet, p.nonceStale = true, false
+	p.setBound(b, c.boundLocalOf(b))
 	eff.Bindings = append(eff.Bindings, b)
 }
 
 func (c *Cache) bindingFor(p *peer) Binding {
 	b := Binding{
-		Peer: p.nid(), SessionLocal: p.sessLocal, SessionRemote: p.sessRemote,
+		Peer: p.nid(), SessionLocal: *p.sessLocal, SessionRemote: p.sessRemote,
 		RemoteLocator: p.lastActive, LocalNonce: p.localNonce, RemoteNonce: p.remoteNonce,
 	}
 	if len(p.remotes()) > 0 {
@@ -869,7 +877,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		return Effects{}, fmt.Errorf("session with %v: local nonce generator returned no nonce", s.Remote.NID)
 	}
 	p := &peer{
-		sessLocal: s.Local, sessRemote: s.Remote,
+		sessLocal: c.localView(s.Local), sessRemote: s.Remote,
 		localNonce: nonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
 	}
 	// The session-view locator is the one the application chose: it starts active, so it

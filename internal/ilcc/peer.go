@@ -14,7 +14,9 @@ import (
 // a give-up, locators marked down) is in x, allocated on the first need and dropped once
 // empty again. The size is checked by TestPeerSize.
 type peer struct {
-	sessLocal wire.ILV
+	// sessLocal is this node's session view, shared with the peers of an equal one
+	// (Cache.localView): a server's sessions have one.
+	sessLocal *wire.ILV
 	// sessRemote's NID is the correspondent's, the peer's key.
 	sessRemote wire.ILV
 	lastActive wire.L64
@@ -50,6 +52,7 @@ type peer struct {
 type peerRare struct {
 	remotes      []remote              // a remote locator set of two or more
 	boundRemotes []RemoteLocator       // the bound set when it has two or more
+	boundActive  wire.L64              // the bound remote locator unless it is the bound set's one (0)
 	older        [][]wire.LocatorEntry // the LUs sent before the last (advertised), oldest first
 	retryAt      stamp
 	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
@@ -61,12 +64,35 @@ type told struct{ set []wire.LocatorEntry }
 
 // bindingState is the part of a peer's last Binding that changes (the rest of a Binding is
 // the peer's own and fixed): a whole Binding per peer was 152 bytes (issue 28). The remote
-// nonce it carried is the peer's unless nonceStale.
+// nonce it carried is the peer's unless nonceStale; its RemoteLocator is boundActive.
 type bindingState struct {
-	local         *boundLocal // nil: HasLocal false
-	remoteLocator wire.L64
+	local *boundLocal // nil: HasLocal false
 	// one is a bound remote set of one (Locator 0: none); a larger one is x.boundRemotes.
 	one [1]RemoteLocator
+}
+
+// boundActive is the RemoteLocator of the binding last handed out: a lone set's locator,
+// unless x says otherwise.
+func (p *peer) boundActive() wire.L64 {
+	if p.x != nil && p.x.boundActive != 0 {
+		return p.x.boundActive
+	}
+	return p.bound.one[0].Locator
+}
+
+// setBound records the binding b handed out, with local its shared local locator.
+func (p *peer) setBound(b Binding, local *boundLocal) {
+	p.bound.local = local
+	p.setBoundRemotes(b.RemoteLocators)
+	if len(b.RemoteLocators) == 1 && b.RemoteLocators[0].Locator == b.RemoteLocator {
+		if p.x != nil {
+			p.x.boundActive = 0
+			p.tidy()
+		}
+	} else {
+		p.more().boundActive = b.RemoteLocator
+	}
+	p.boundSet, p.nonceStale = true, false
 }
 
 func (p *peer) nid() wire.NID { return p.sessRemote.NID }
@@ -81,7 +107,7 @@ func (p *peer) more() *peerRare {
 
 // tidy drops the rare part once nothing is in it.
 func (p *peer) tidy() {
-	if x := p.x; x != nil && x.remotes == nil && x.boundRemotes == nil && x.older == nil && x.retryAt == 0 && len(x.down) == 0 {
+	if x := p.x; x != nil && x.remotes == nil && x.boundRemotes == nil && x.boundActive == 0 && x.older == nil && x.retryAt == 0 && len(x.down) == 0 {
 		p.x = nil
 	}
 }

@@ -85,7 +85,7 @@ func (c *Cache) SessionView(nid wire.NID) (local, remote wire.ILV, ok bool) {
 	if p == nil {
 		return wire.ILV{}, wire.ILV{}, false
 	}
-	return p.sessLocal, p.sessRemote, true
+	return *p.sessLocal, p.sessRemote, true
 }
 
 // Bindings returns every correspondent's datapath entry, ordered by peer (for a full resync).
@@ -268,7 +268,7 @@ func (c *Cache) EachSessionOf(nids []wire.NID, fn func(SessionInfo)) {
 		if p == nil {
 			continue
 		}
-		info.Peer, info.SessionLocal, info.SessionRemote = p.nid(), p.sessLocal, p.sessRemote
+		info.Peer, info.SessionLocal, info.SessionRemote = p.nid(), *p.sessLocal, p.sessRemote
 		info.ActiveRemote, info.LocalNonce, info.RemoteNonce = p.lastActive, p.localNonce, p.remoteNonce
 		info.Created, info.LastUsed = c.timeOf(p.created), c.timeOf(p.lastUsed)
 		info.RemoteLocators = info.RemoteLocators[:0]

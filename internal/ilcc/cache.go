@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"ilnp/internal/lu"
-	"ilnp/internal/luguard"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
@@ -825,8 +824,7 @@ func (c *Cache) bindingFor(p *peer) Binding {
 func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Effects) {
 	// The correspondent drops a body it applied before a newer one as a replay (luguard):
 	// moving back to an earlier set sends it with lifetimes a second shorter.
-	var buf [luguard.History][]wire.LocatorEntry
-	if d, ok := luguard.Distinct(adv, p.sent(buf[:])); ok {
+	if d, ok := p.distinct(adv); ok {
 		adv = d
 	}
 	own := c.shared(adv)

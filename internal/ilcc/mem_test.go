@@ -149,8 +149,8 @@ func TestPeerRareOnlyWhileNeeded(t *testing.T) {
 		t.Fatalf("after the first LU: rare %+v, sent last %v", p.x, p.sentLast)
 	}
 	c.RemoveLocal(lMN1, "test", t0.Add(5*time.Second))
-	if p.x == nil || len(p.x.older) != 1 || len(p.sent(nil)) != 2 {
-		t.Fatalf("after the second LU: rare %+v, history %v", p.x, p.sent(nil))
+	if p.x == nil || len(p.x.sent) != 2 || len(p.sent()) != 2 {
+		t.Fatalf("after the second LU: rare %+v, history %v", p.x, p.sent())
 	}
 	// The history keeps the last luguard.History LUs, the newest the advertised set.
 	now, here, there := t0.Add(5*time.Second), ra(lMN2, ifLTE, router2), ra(lMN1, ifWifi, router1)
@@ -160,7 +160,7 @@ func TestPeerRareOnlyWhileNeeded(t *testing.T) {
 		c.RemoveLocal(here.Locator, "test", now)
 		here, there = there, here
 	}
-	if h := p.sent(nil); len(h) != luguard.History || !slices.Equal(h[len(h)-1], p.adv()) || len(p.x.older) != luguard.History-1 {
+	if h := p.sent(); len(h) != luguard.History || !slices.Equal(h[len(h)-1], p.adv()) {
 		t.Fatalf("after %d more LUs: history of %d, last %v, advertised %v", 2*luguard.History, len(h), h[len(h)-1], p.adv())
 	}
 }

@@ -39,8 +39,8 @@ type peer struct {
 	// is learned from its first answer (the datapath never learns a nonce from an LU or its
 	// ACK, bpf/ilnp.c, so an ACK that came first would be dropped and the LU resent 1 s later).
 	announceOnNonce bool
-	// sentLast: advertised is the last LU sent (emitLU), the newest of the replay history
-	// whose older ones are x.older.
+	// sentLast: advertised is the last LU sent (emitLU), the whole replay history until
+	// another is sent (then x.sent).
 	sentLast bool
 	// boundSet: bound holds what syncBinding last handed the datapath; nonceStale: the remote
 	// nonce changed since (setRemoteNonce), so that binding's differs.
@@ -53,7 +53,7 @@ type peerRare struct {
 	remotes      []remote              // a remote locator set of two or more
 	boundRemotes []RemoteLocator       // the bound set when it has two or more
 	boundActive  wire.L64              // the bound remote locator unless it is the bound set's one (0)
-	older        [][]wire.LocatorEntry // the LUs sent before the last (advertised), oldest first
+	sent         [][]wire.LocatorEntry // the last luguard.History LUs, oldest first, once two were sent
 	retryAt      stamp
 	down         map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
 }
@@ -107,7 +107,7 @@ func (p *peer) more() *peerRare {
 
 // tidy drops the rare part once nothing is in it.
 func (p *peer) tidy() {
-	if x := p.x; x != nil && x.remotes == nil && x.boundRemotes == nil && x.boundActive == 0 && x.older == nil && x.retryAt == 0 && len(x.down) == 0 {
+	if x := p.x; x != nil && x.remotes == nil && x.boundRemotes == nil && x.boundActive == 0 && x.sent == nil && x.retryAt == 0 && len(x.down) == 0 {
 		p.x = nil
 	}
 }
@@ -185,28 +185,38 @@ func (p *peer) adv() []wire.LocatorEntry {
 	return p.advertised.set
 }
 
-// sent is the replay history of the LUs sent (luguard), oldest first, in buf if it fits.
-func (p *peer) sent(buf [][]wire.LocatorEntry) [][]wire.LocatorEntry {
-	out := buf[:0]
-	if p.x != nil {
-		out = append(out, p.x.older...)
+// sent is the replay history of the LUs sent (luguard), oldest first: x.sent once two were
+// sent, the advertised set alone after one.
+func (p *peer) sent() [][]wire.LocatorEntry {
+	switch {
+	case p.x != nil && p.x.sent != nil:
+		return p.x.sent
+	case p.sentLast:
+		return [][]wire.LocatorEntry{p.adv()}
 	}
-	if p.sentLast {
-		out = append(out, p.adv())
-	}
-	return out
+	return nil
 }
 
-// sentLU records that the LU own was sent: the one sent before joins the older ones.
+// distinct is luguard.Distinct(adv, p.sent()), which looks only at the LUs before the last:
+// none until two were sent.
+func (p *peer) distinct(adv []wire.LocatorEntry) ([]wire.LocatorEntry, bool) {
+	var sent [][]wire.LocatorEntry
+	if p.x != nil {
+		sent = p.x.sent
+	}
+	return luguard.Distinct(adv, sent)
+}
+
+// sentLU records that the LU own was sent.
 func (p *peer) sentLU(own *told) {
-	if p.sentLast {
-		older := slices.Clip(p.sent(nil))
-		if len(older) > luguard.History-1 {
-			older = slices.Clip(older[len(older)-(luguard.History-1):])
+	switch {
+	case p.x != nil && p.x.sent != nil:
+		p.x.sent = append(p.x.sent, own.set)
+		if len(p.x.sent) > luguard.History {
+			p.x.sent = slices.Delete(p.x.sent, 0, len(p.x.sent)-luguard.History)
 		}
-		if len(older) > 0 {
-			p.more().older = older
-		}
+	case p.sentLast:
+		p.more().sent = [][]wire.LocatorEntry{p.adv(), own.set}
 	}
 	p.advertised, p.sentLast = own, true
 }

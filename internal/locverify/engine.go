@@ -190,7 +190,12 @@ type peer struct {
 	tok      Token
 	answered bool // echoed a challenge in this session
 	probed   bool // Probe sent its challenge
+	// in is where get found it (in padding): its lone kind + 1, inFull, or 0 (not known),
+	// so that put looks up only the map it leaves.
+	in int8
 }
+
+const inFull = loneKinds + 1
 
 type rarePeer struct {
 	verified   locSet // the verified locators after one, in the order verified
@@ -431,21 +436,34 @@ func (st *peer) loneKind() int {
 
 // get is p's state (ok false: none), a copy: a change to it is stored with put.
 func (e *Engine) get(p wire.NID) (st peer, ok bool) {
-	for k, m := range e.lone {
-		if l, ok := m[p]; ok {
-			return peer{one: l, answered: k == loneAnswered, probed: k != loneOpened}, true
+	for _, k := range [...]int{loneAnswered, loneProbed, loneOpened} {
+		if l, ok := e.lone[k][p]; ok {
+			return peer{one: l, answered: k == loneAnswered, probed: k != loneOpened, in: int8(k + 1)}, true
 		}
 	}
-	st, ok = e.peers[p]
+	if st, ok = e.peers[p]; ok {
+		st.in = inFull
+	}
 	return st, ok
 }
 
 // put stores st as p's state, in a lone map when that is all it is.
 func (e *Engine) put(p wire.NID, st peer) {
 	k := st.loneKind()
-	e.dropLone(p, k)
+	switch in := int(st.in); {
+	case in == 0:
+		e.dropLone(p, k)
+		if k >= 0 {
+			e.dropFull(p)
+		}
+	case in == inFull:
+		if k >= 0 {
+			e.dropFull(p)
+		}
+	case in-1 != k:
+		e.dropLone(p, k)
+	}
 	if k >= 0 {
-		e.dropFull(p)
 		e.lone[k][p] = st.one
 		e.lonePeak[k] = max(e.lonePeak[k], len(e.lone[k]))
 		return

@@ -42,11 +42,12 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 		return eff, nil
 	}
 	p := &peer{
-		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
+		sessLocal: c.localView(s.Local), sessRemote: s.Remote,
 		localNonce: s.LocalNonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
 		lastActive: s.RemoteActive, advertised: c.shared(s.Advertised), advertisedAt: c.stampOf(now),
 		announced: len(s.Advertised) > 0,
 	}
+	var set []remote
 	for _, r := range s.RemoteLocators {
 		if r.Locator == 0 {
 			continue
@@ -55,18 +56,19 @@ func (c *Cache) AdoptSession(s AdoptedSession, now time.Time) (Effects, error) {
 		if st != Expired && st != Active && st != Valid {
 			st = Valid
 		}
-		p.remotes = append(p.remotes, remote{loc: r.Locator, pref: r.Preference, lifetime: r.Lifetime,
+		set = append(set, remote{loc: r.Locator, pref: r.Preference, lifetime: r.Lifetime,
 			expires: c.stampOf(remoteExpiry(now, r.Lifetime)), state: st})
 	}
-	if len(p.remotes) == 0 {
-		p.remotes = []remote{{loc: s.Remote.Locator}}
+	if len(set) == 0 {
+		set = []remote{{loc: s.Remote.Locator}}
 	}
+	p.setRemotes(set)
 	if p.lastActive == 0 {
 		p.lastActive = s.Remote.Locator
 	}
 	p.selectRemote(c.reach())
-	c.peers[p.nid] = p
-	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive, Detail: "adopted"})
+	c.peers[p.nid()] = p
+	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid(), Locator: p.lastActive, Detail: "adopted"})
 	c.syncBinding(p, &eff)
 	return eff, nil
 }
@@ -90,7 +92,7 @@ func (c *Cache) EachAdvertised(fn func(nid wire.NID, advertised []wire.LocatorEn
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for nid, p := range c.peers {
-		fn(nid, p.advertised)
+		fn(nid, p.adv())
 	}
 }
 
@@ -99,7 +101,7 @@ func (c *Cache) Advertised(nid wire.NID) []wire.LocatorEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p := c.peers[nid]; p != nil {
-		return slices.Clone(p.advertised)
+		return slices.Clone(p.adv())
 	}
 	return nil
 }

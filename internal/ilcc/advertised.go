@@ -37,7 +37,7 @@ func (c *Cache) AllAdvertised() iter.Seq2[wire.NID, []wire.LocatorEntry] {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for nid, p := range c.peers {
-			if batch = append(batch, told{nid, p.advertised}); len(batch) == allAdvertisedBatch && !flush() {
+			if batch = append(batch, told{nid, p.adv()}); len(batch) == allAdvertisedBatch && !flush() {
 				return
 			}
 		}

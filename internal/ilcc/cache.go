@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"ilnp/internal/lu"
-	"ilnp/internal/luguard"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
 )
@@ -121,34 +120,6 @@ func (c *Cache) timeOf(s stamp) time.Time {
 	return c.epoch.Add(time.Duration(s))
 }
 
-type peer struct {
-	// queuedAt is the earliest deadline Cache.due holds for the peer (0: none).
-	queuedAt    stamp
-	nid         wire.NID
-	sessLocal   wire.ILV
-	sessRemote  wire.ILV
-	remotes     []remote
-	lastActive  wire.L64
-	localNonce  wire.Nonce
-	remoteNonce wire.Nonce
-	// The flags sit in the nonces' padding (a peer of 256 bytes, not 264).
-	announced bool // an LU was sent (or an acknowledged one adopted): advertised is what it was told
-	// announceOnNonce: the other family's locators are to be announced once the peer's nonce
-	// is learned from its first answer (the datapath never learns a nonce from an LU or its
-	// ACK, bpf/ilnp.c, so an ACK that came first would be dropped and the LU resent 1 s later).
-	announceOnNonce bool
-	created         stamp
-	lastUsed        stamp
-	advertised      []wire.LocatorEntry
-	advertisedAt    stamp
-	sent            [][]wire.LocatorEntry // the last luguard.History advertisements, oldest first
-	retryAt         stamp
-	// bound is what syncBinding last handed the datapath, of what can change (the rest of a
-	// Binding is the peer's own and fixed): a whole Binding per peer was 152 bytes (issue 28).
-	bound bindingState
-	down  map[wire.L64]bool // remote locators whose paths stopped delivering (SetRemoteDown)
-}
-
 // routerKey names a router by the link it advertises on: link-locals repeat across links.
 type routerKey struct {
 	ifindex int
@@ -187,10 +158,12 @@ type Cache struct {
 	touched int
 	// lastBoundLocal is the local locator of the last binding made, which the next ones share.
 	lastBoundLocal *boundLocal
+	// lastLocalView is the session view of the last peer opened, which the next ones share.
+	lastLocalView *wire.ILV
 	// epoch is what the peers' stamps count from.
 	epoch time.Time
 	// sharedAdv is the advertisement peers were last told or opened with (shared).
-	sharedAdv []wire.LocatorEntry
+	sharedAdv *told
 	// synced is what the last syncPeers read of the local locators; syncWalked counts the
 	// peers syncPeers passed over (tests: the work a call does).
 	synced     syncedLocals
@@ -201,9 +174,9 @@ type Cache struct {
 // a handoff tells every peer the same set, and a copy each in advertised and in the replay
 // history was two allocations a peer (issue 28). A peer's advertisements are never changed
 // in place.
-func (c *Cache) shared(adv []wire.LocatorEntry) []wire.LocatorEntry {
-	if !slices.Equal(adv, c.sharedAdv) {
-		c.sharedAdv = slices.Clone(adv)
+func (c *Cache) shared(adv []wire.LocatorEntry) *told {
+	if c.sharedAdv == nil || !slices.Equal(adv, c.sharedAdv.set) {
+		c.sharedAdv = &told{set: slices.Clone(adv)}
 	}
 	return c.sharedAdv
 }
@@ -233,7 +206,7 @@ func (c *Cache) peerChanged(nid wire.NID) {
 // queuePeer queues p's deadline unless an earlier one is queued for it (c.mu held).
 func (c *Cache) queuePeer(p *peer) {
 	if t := c.stampOf(c.peerDeadline(p)); t != 0 && (p.queuedAt == 0 || t < p.queuedAt) {
-		heap.Push(&c.due, dueEntry{at: t, nid: p.nid})
+		heap.Push(&c.due, dueEntry{at: t, nid: p.nid()})
 		p.queuedAt = t
 	}
 }
@@ -364,7 +337,7 @@ func (c *Cache) popDue(now time.Time) []*peer {
 			c.queuePeer(p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *peer) int { return cmp.Compare(a.nid, b.nid) })
+	slices.SortFunc(out, func(a, b *peer) int { return cmp.Compare(a.nid(), b.nid()) })
 	return out
 }
 
@@ -395,10 +368,10 @@ func (c *Cache) peerDeadline(p *peer) (next time.Time) {
 		}
 	}
 	consider(c.timeOf(p.lastUsed).Add(c.cfg.IdleTimeout))
-	for _, r := range p.remotes {
+	for _, r := range p.remotes() {
 		consider(c.timeOf(r.expires))
 	}
-	consider(c.timeOf(p.retryAt))
+	consider(c.timeOf(p.retryAt()))
 	consider(c.refreshAt(p))
 	return next
 }
@@ -643,7 +616,7 @@ func (c *Cache) sortedPeers() []*peer {
 	for _, p := range c.peers {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b *peer) int { return cmp.Compare(a.nid, b.nid) })
+	slices.SortFunc(out, func(a, b *peer) int { return cmp.Compare(a.nid(), b.nid()) })
 	return out
 }
 
@@ -773,22 +746,13 @@ func (c *Cache) syncPeers(now time.Time, eff *Effects) {
 		c.syncWalked++
 		// The active local locator's family may have changed (IPv6 to IPv4 behind a NAT).
 		if p.selectRemote(rc) {
-			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote, local family"})
+			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid(), Locator: p.lastActive, To: Active, Detail: "remote, local family"})
 		}
 		c.syncBinding(p, eff)
-		if len(adv) > 0 && !sameSet(adv, p.advertised) {
+		if len(adv) > 0 && !sameSet(adv, p.adv()) {
 			c.emitLU(p, adv, now, eff)
 		}
 	}
-}
-
-// bindingState is the part of a peer's last Binding that changes.
-type bindingState struct {
-	local          *boundLocal // nil: HasLocal false
-	remoteLocators []RemoteLocator
-	remoteLocator  wire.L64
-	remoteNonce    wire.Nonce
-	set            bool
 }
 
 // boundLocal is a Binding's local locator; the peers bound to the same one share it.
@@ -796,6 +760,14 @@ type boundLocal struct {
 	loc     wire.L64
 	ifindex int
 	router  netip.Addr
+}
+
+// localView is v, shared with the peers opened with an equal one (c.mu held).
+func (c *Cache) localView(v wire.ILV) *wire.ILV {
+	if c.lastLocalView == nil || *c.lastLocalView != v {
+		c.lastLocalView = &v
+	}
+	return c.lastLocalView
 }
 
 // boundLocalOf is b's local locator, shared with the peers bound to an equal one (c.mu held).
@@ -810,10 +782,11 @@ func (c *Cache) boundLocalOf(b Binding) *boundLocal {
 	return c.lastBoundLocal
 }
 
-// sameBinding says whether b programs the datapath as st did for p.
-func sameBinding(st bindingState, b Binding) bool {
-	if !st.set || st.remoteLocator != b.RemoteLocator || st.remoteNonce != b.RemoteNonce ||
-		(st.local != nil) != b.HasLocal || !slices.Equal(st.remoteLocators, b.RemoteLocators) {
+// sameBinding says whether b, made for p, programs the datapath as p's last binding did.
+func sameBinding(p *peer, b Binding) bool {
+	st := p.bound
+	if !p.boundSet || p.nonceStale || p.boundActive() != b.RemoteLocator ||
+		(st.local != nil) != b.HasLocal || !slices.Equal(p.boundRemotes(), b.RemoteLocators) {
 		return false
 	}
 	return st.local == nil || (st.local.loc == b.LocalLocator && st.local.ifindex == b.LocalIfIndex && st.local.router == b.LocalRouter)
@@ -821,24 +794,24 @@ func sameBinding(st bindingState, b Binding) bool {
 
 func (c *Cache) syncBinding(p *peer, eff *Effects) {
 	b := c.bindingFor(p)
-	if sameBinding(p.bound, b) {
+	if sameBinding(p, b) {
 		return
 	}
-	if p.bound.set {
-		b.Was = p.bound.remoteLocator
+	if p.boundSet {
+		b.Was = p.boundActive()
 	}
-	p.bound = bindingState{local: c.boundLocalOf(b), remoteLocators: b.RemoteLocators, remoteLocator: b.RemoteLocator, remoteNonce: b.RemoteNonce, set: true}
+	p.setBound(b, c.boundLocalOf(b))
 	eff.Bindings = append(eff.Bindings, b)
 }
 
 func (c *Cache) bindingFor(p *peer) Binding {
 	b := Binding{
-		Peer: p.nid, SessionLocal: p.sessLocal, SessionRemote: p.sessRemote,
+		Peer: p.nid(), SessionLocal: *p.sessLocal, SessionRemote: p.sessRemote,
 		RemoteLocator: p.lastActive, LocalNonce: p.localNonce, RemoteNonce: p.remoteNonce,
 	}
-	if len(p.remotes) > 0 {
-		b.RemoteLocators = make([]RemoteLocator, len(p.remotes))
-		for i, r := range p.remotes {
+	if len(p.remotes()) > 0 {
+		b.RemoteLocators = make([]RemoteLocator, len(p.remotes()))
+		for i, r := range p.remotes() {
 			b.RemoteLocators[i] = RemoteLocator{Locator: r.loc, Preference: r.pref, Lifetime: r.lifetime, State: r.state}
 		}
 	}
@@ -851,24 +824,22 @@ func (c *Cache) bindingFor(p *peer) Binding {
 func (c *Cache) emitLU(p *peer, adv []wire.LocatorEntry, now time.Time, eff *Effects) {
 	// The correspondent drops a body it applied before a newer one as a replay (luguard):
 	// moving back to an earlier set sends it with lifetimes a second shorter.
-	if d, ok := luguard.Distinct(adv, p.sent); ok {
+	if d, ok := p.distinct(adv); ok {
 		adv = d
 	}
 	own := c.shared(adv)
-	p.sent = append(p.sent, own)
-	if len(p.sent) > luguard.History {
-		p.sent = slices.Delete(p.sent, 0, len(p.sent)-luguard.History)
-	}
+	p.sentLU(own)
 	src := c.locals[adv[0].Locator]
 	eff.Updates = append(eff.Updates, lu.Message{
-		Peer:    p.nid,
+		Peer:    p.nid(),
 		Source:  wire.ILV{Locator: src.loc, NID: p.sessLocal.NID},
 		IfIndex: src.ifindex,
-		Dest:    wire.ILV{Locator: p.lastActive, NID: p.nid},
+		Dest:    wire.ILV{Locator: p.lastActive, NID: p.nid()},
 		Nonce:   p.localNonce,
 		Update:  wire.LocatorUpdate{Op: wire.OpAdvertisement, Locators: slices.Clone(adv)},
 	})
-	p.advertised, p.advertisedAt, p.retryAt = own, c.stampOf(now), 0
+	p.advertisedAt = c.stampOf(now)
+	p.setRetryAt(0)
 	p.announced = true
 }
 
@@ -887,7 +858,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	if p := c.peers[s.Remote.NID]; p != nil {
 		c.touch(p, now)
 		if p.remoteNonce.IsZero() && !s.RemoteNonce.IsZero() {
-			p.remoteNonce = s.RemoteNonce
+			p.setRemoteNonce(s.RemoteNonce)
 			c.syncBinding(p, &eff)
 			c.nonceLearned(p, now, &eff)
 		}
@@ -904,7 +875,7 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 		return Effects{}, fmt.Errorf("session with %v: local nonce generator returned no nonce", s.Remote.NID)
 	}
 	p := &peer{
-		nid: s.Remote.NID, sessLocal: s.Local, sessRemote: s.Remote,
+		sessLocal: c.localView(s.Local), sessRemote: s.Remote,
 		localNonce: nonce, remoteNonce: s.RemoteNonce, created: c.stampOf(now), lastUsed: c.stampOf(now),
 	}
 	// The session-view locator is the one the application chose: it starts active, so it
@@ -913,18 +884,20 @@ func (c *Cache) OpenSession(s Session, now time.Time) (Effects, error) {
 	for _, e := range s.RemoteLocators {
 		best = min(best, e.Preference)
 	}
-	p.remotes = append(p.remotes, remote{loc: s.Remote.Locator, pref: min(best, 0xffff)})
+	// A lone locator stays in p.one: the set is allocated only when it grows.
+	set := append(p.one[:0], remote{loc: s.Remote.Locator, pref: min(best, 0xffff)})
 	for _, e := range s.RemoteLocators {
 		if e.Locator == 0 || e.Locator == s.Remote.Locator {
 			continue
 		}
-		p.remotes = append(p.remotes, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: c.stampOf(remoteExpiry(now, e.Lifetime))})
+		set = append(set, remote{loc: e.Locator, pref: e.Preference, lifetime: e.Lifetime, expires: c.stampOf(remoteExpiry(now, e.Lifetime))})
 	}
+	p.setRemotes(set)
 	p.selectRemote(c.reach())
 	adv := c.advertisement(now)
 	p.advertised, p.advertisedAt = c.shared(adv), c.stampOf(now)
-	c.peers[p.nid] = p
-	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid, Locator: p.lastActive})
+	c.peers[p.nid()] = p
+	eff.Events = append(eff.Events, Event{Kind: timeline.SessionNew, Peer: p.nid(), Locator: p.lastActive})
 	c.syncBinding(p, &eff)
 	if s.Initiator && unseenFamily(adv, s.Local.Locator) {
 		if p.remoteNonce.IsZero() {
@@ -960,29 +933,30 @@ func remoteExpiry(now time.Time, lifetime uint16) time.Time {
 // (first listed wins a tie; reach, family.go); when it can reach none, the most preferred of
 // all. It reports whether the active locator changed.
 func (p *peer) selectRemote(rc reach) bool {
+	rs := p.remotes()
 	best, bestOK := -1, false
-	for i, r := range p.remotes {
+	for i, r := range rs {
 		if r.state == Expired {
 			continue
 		}
 		ok := rc.can(r.loc)
-		if best < 0 || (ok && !bestOK) || (ok == bestOK && p.better(r, p.remotes[best])) {
+		if best < 0 || (ok && !bestOK) || (ok == bestOK && p.better(r, rs[best])) {
 			best, bestOK = i, ok
 		}
 	}
-	for i := range p.remotes {
-		if p.remotes[i].state == Expired {
+	for i := range rs {
+		if rs[i].state == Expired {
 			continue
 		}
-		p.remotes[i].state = Valid
+		rs[i].state = Valid
 		if i == best {
-			p.remotes[i].state = Active
+			rs[i].state = Active
 		}
 	}
-	if best < 0 || p.remotes[best].loc == p.lastActive {
+	if best < 0 || rs[best].loc == p.lastActive {
 		return false
 	}
-	p.lastActive = p.remotes[best].loc
+	p.lastActive = rs[best].loc
 	return true
 }
 
@@ -1036,7 +1010,7 @@ func (c *Cache) LearnRemoteNonce(nid wire.NID, nonce wire.Nonce, now time.Time) 
 	case nonce.IsZero():
 		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrMissingNonce}
 	case p.remoteNonce.IsZero(), nonce == p.localNonce:
-		p.remoteNonce = nonce
+		p.setRemoteNonce(nonce)
 	case p.remoteNonce != nonce:
 		return eff, &PeerError{Peer: nid, Op: "nonce", Err: ErrNonceMismatch}
 	}
@@ -1089,7 +1063,7 @@ func (c *Cache) ApplyLU(nid wire.NID, nonce wire.Nonce, upd wire.LocatorUpdate, 
 		return fail(ErrNoLocators)
 	}
 	before := p.lastActive
-	p.remotes = set
+	p.setRemotes(set)
 	c.touch(p, now)
 	p.selectRemote(c.reach())
 	eff.Events = append(eff.Events, Event{Kind: timeline.LUReceived, Peer: nid, Locator: p.lastActive, Detail: fmt.Sprintf("%d locators", len(set))})
@@ -1128,7 +1102,7 @@ func (c *Cache) LUGaveUp(nid wire.NID, now time.Time) {
 	defer c.mu.Unlock()
 	defer c.peerChanged(nid)
 	if p := c.peers[nid]; p != nil {
-		p.retryAt = c.stampOf(now.Add(c.cfg.LURetry))
+		p.setRetryAt(c.stampOf(now.Add(c.cfg.LURetry)))
 	}
 }
 
@@ -1168,9 +1142,9 @@ func (c *Cache) Tick(now time.Time) Effects {
 	c.fullTick, c.peersRescan = false, true
 	for _, p := range c.sortedPeers() {
 		if now.Sub(c.timeOf(p.lastUsed)) >= c.cfg.IdleTimeout {
-			delete(c.peers, p.nid)
-			eff.Removed = append(eff.Removed, p.nid)
-			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid, Detail: "idle"})
+			delete(c.peers, p.nid())
+			eff.Removed = append(eff.Removed, p.nid())
+			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid(), Detail: "idle"})
 			continue
 		}
 		c.expireRemotes(p, now, &eff)
@@ -1182,13 +1156,13 @@ func (c *Cache) Tick(now time.Time) Effects {
 	c.syncPeers(now, &eff)
 	adv := c.advertisement(now)
 	for _, p := range c.sortedPeers() {
-		retry := p.retryAt != 0 && !now.Before(c.timeOf(p.retryAt))
+		retry := p.retryAt() != 0 && !now.Before(c.timeOf(p.retryAt()))
 		if len(adv) == 0 {
 			// Nothing to advertise: the next locator to appear triggers an LU anyway.
-			p.retryAt = 0
+			p.setRetryAt(0)
 			continue
 		}
-		if !sameSet(adv, p.advertised) {
+		if !sameSet(adv, p.adv()) {
 			continue // syncPeers above has just sent it
 		}
 		if retry || c.refreshDue(p, now) {
@@ -1205,9 +1179,9 @@ func (c *Cache) tickDue(now time.Time, eff *Effects) {
 	live := due[:0]
 	for _, p := range due {
 		if now.Sub(c.timeOf(p.lastUsed)) >= c.cfg.IdleTimeout {
-			delete(c.peers, p.nid)
-			eff.Removed = append(eff.Removed, p.nid)
-			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid, Detail: "idle"})
+			delete(c.peers, p.nid())
+			eff.Removed = append(eff.Removed, p.nid())
+			eff.Events = append(eff.Events, Event{Kind: timeline.SessionExpired, Peer: p.nid(), Detail: "idle"})
 			continue
 		}
 		c.expireRemotes(p, now, eff)
@@ -1217,19 +1191,19 @@ func (c *Cache) tickDue(now time.Time, eff *Effects) {
 	rc := c.reach()
 	for _, p := range live {
 		if p.selectRemote(rc) {
-			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote, local family"})
+			eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid(), Locator: p.lastActive, To: Active, Detail: "remote, local family"})
 		}
 		c.syncBinding(p, eff)
-		if len(adv) > 0 && !sameSet(adv, p.advertised) {
+		if len(adv) > 0 && !sameSet(adv, p.adv()) {
 			c.emitLU(p, adv, now, eff)
 		}
 	}
 	for _, p := range live {
-		retry := p.retryAt != 0 && !now.Before(c.timeOf(p.retryAt))
+		retry := p.retryAt() != 0 && !now.Before(c.timeOf(p.retryAt()))
 		switch {
 		case len(adv) == 0:
-			p.retryAt = 0
-		case !sameSet(adv, p.advertised):
+			p.setRetryAt(0)
+		case !sameSet(adv, p.adv()):
 		case retry || c.refreshDue(p, now):
 			c.emitLU(p, adv, now, eff)
 		}
@@ -1238,19 +1212,19 @@ func (c *Cache) tickDue(now time.Time, eff *Effects) {
 }
 
 func (c *Cache) expireRemotes(p *peer, now time.Time, eff *Effects) {
-	kept := p.remotes[:0]
+	kept := p.remotes()[:0]
 	expired := false
-	for _, r := range p.remotes {
+	for _, r := range p.remotes() {
 		if r.expires != 0 && !now.Before(c.timeOf(r.expires)) {
 			expired = true
-			eff.Events = append(eff.Events, Event{Kind: timeline.LocatorRemoved, Peer: p.nid, Locator: r.loc, From: r.state, To: Expired, Detail: "remote lifetime expired"})
+			eff.Events = append(eff.Events, Event{Kind: timeline.LocatorRemoved, Peer: p.nid(), Locator: r.loc, From: r.state, To: Expired, Detail: "remote lifetime expired"})
 			continue
 		}
 		kept = append(kept, r)
 	}
-	p.remotes = kept
+	p.setRemotes(kept)
 	if expired && p.selectRemote(c.reach()) {
-		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid, Locator: p.lastActive, To: Active, Detail: "remote"})
+		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: p.nid(), Locator: p.lastActive, To: Active, Detail: "remote"})
 	}
 }
 
@@ -1258,7 +1232,7 @@ func (c *Cache) expireRemotes(p *peer, now time.Time, eff *Effects) {
 // advertised lifetime whose locator is valid here for longer than advertised. Zero: never.
 func (c *Cache) refreshAt(p *peer) time.Time {
 	var at time.Time
-	for _, e := range p.advertised {
+	for _, e := range p.adv() {
 		l := c.locals[e.Locator]
 		if l == nil || !l.state.Usable() {
 			continue

@@ -101,12 +101,12 @@ func (c *Cache) Roam(nid wire.NID, l wire.L64, now time.Time) (Effects, error) {
 	if !encap.IsL32(l) {
 		return eff, fmt.Errorf("roam %v: %v: %w (not an IPv4 endpoint)", nid, l, ErrBadLocator)
 	}
-	i := slices.IndexFunc(p.remotes, func(r remote) bool { return r.loc == p.lastActive })
-	if i < 0 || !encap.IsL32(p.lastActive) || slices.ContainsFunc(p.remotes, func(r remote) bool { return r.loc == l }) {
+	i := slices.IndexFunc(p.remotes(), func(r remote) bool { return r.loc == p.lastActive })
+	if i < 0 || !encap.IsL32(p.lastActive) || slices.ContainsFunc(p.remotes(), func(r remote) bool { return r.loc == l }) {
 		return eff, nil
 	}
 	before := p.lastActive
-	p.remotes[i].loc = l
+	p.remotes()[i].loc = l
 	c.touch(p, now)
 	p.selectRemote(c.reach())
 	if p.lastActive != before {

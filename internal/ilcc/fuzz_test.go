@@ -31,6 +31,7 @@ func FuzzCacheEvents(f *testing.F) {
 		locators := []wire.L64{lMN1, lMN2, lMN3, lCN2}
 		routers := []netip.Addr{router1, router2}
 		peers := []wire.NID{cnNID, cn2NID, 0x77}
+		dp := map[wire.NID]Binding{} // what the datapath holds, from the Effects alone
 		for i := 0; i+1 < len(ops); i += 2 {
 			op, arg := ops[i]%12, ops[i+1]
 			var eff Effects
@@ -86,17 +87,42 @@ func FuzzCacheEvents(f *testing.F) {
 				p, _ := PolicyByName(PolicyNames()[int(arg)%len(PolicyNames())])
 				eff, _ = c.SetPolicy(p, now)
 			case 10:
-				_, _ = c.LearnRemoteNonce(peers[arg%3], nonce(uint32(arg%9)), now)
+				eff, _ = c.LearnRemoteNonce(peers[arg%3], nonce(uint32(arg%9)), now)
 			case 11:
 				c.LUGaveUp(peers[arg%3], now)
 				eff = c.CloseSession(peers[(arg>>2)%3], "fuzz")
 			}
 			checkInvariants(t, c, eff, upd)
+			checkDatapath(t, c, eff, dp)
 		}
 		if _, err := json.Marshal(c.Snapshot(now)); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// checkDatapath applies eff to dp, the datapath's entries as the daemon writes them, and checks
+// that they are the cache's bindings: no change left out, and Was the entry it replaced.
+func checkDatapath(t *testing.T, c *Cache, eff Effects, dp map[wire.NID]Binding) {
+	t.Helper()
+	for _, b := range eff.Bindings {
+		if old, ok := dp[b.Peer]; b.Was != old.RemoteLocator || ok != (b.Was != 0) {
+			t.Fatalf("binding %+v: Was %v, the entry it replaces has %v (present %v)", b, b.Was, old.RemoteLocator, ok)
+		}
+		dp[b.Peer] = b
+	}
+	for _, nid := range eff.Removed {
+		delete(dp, nid)
+	}
+	bs := c.Bindings()
+	if len(bs) != len(dp) {
+		t.Fatalf("%d bindings, the datapath has %d", len(bs), len(dp))
+	}
+	for _, b := range bs {
+		if !b.Equal(dp[b.Peer]) {
+			t.Fatalf("binding %+v, the datapath has %+v", b, dp[b.Peer])
+		}
+	}
 }
 
 func checkInvariants(t *testing.T, c *Cache, eff Effects, applied wire.LocatorUpdate) {

@@ -37,17 +37,10 @@ func (c *Cache) SetRemoteDown(nid wire.NID, loc wire.L64, down bool, now time.Ti
 	defer c.peerChanged(nid)
 	var eff Effects
 	p := c.peers[nid]
-	if p == nil || p.down[loc] == down {
+	if p == nil || p.isDown(loc) == down {
 		return eff
 	}
-	if down {
-		if p.down == nil {
-			p.down = map[wire.L64]bool{}
-		}
-		p.down[loc] = true
-	} else {
-		delete(p.down, loc)
-	}
+	p.setDown(loc, down)
 	eff.Events = append(eff.Events, Event{Kind: timeline.LocatorState, Peer: nid, Locator: loc, Detail: "remote " + healthDetail(down)})
 	if p.selectRemote(c.reach()) {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active, Detail: "remote"})
@@ -76,8 +69,8 @@ func (c *Cache) demoteDown(ranked []Candidate) []Candidate {
 
 // better: a's locator is preferred to b's (a reachable one first, then the lower preference).
 func (p *peer) better(a, b remote) bool {
-	if p.down[a.loc] != p.down[b.loc] {
-		return !p.down[a.loc]
+	if p.isDown(a.loc) != p.isDown(b.loc) {
+		return !p.isDown(a.loc)
 	}
 	return a.pref < b.pref
 }
@@ -142,8 +135,8 @@ func (c *Cache) Told(nid wire.NID) []wire.L64 {
 	if !p.announced {
 		return []wire.L64{p.sessLocal.Locator}
 	}
-	out := make([]wire.L64, len(p.advertised))
-	for i, e := range p.advertised {
+	out := make([]wire.L64, len(p.adv()))
+	for i, e := range p.adv() {
 		out[i] = e.Locator
 	}
 	return out

@@ -35,7 +35,7 @@ func (c *Cache) ReplaceRemotes(nid wire.NID, locs []wire.LocatorEntry, now time.
 		return eff, &PeerError{Peer: nid, Op: "rendezvous", Err: ErrNoLocators}
 	}
 	before := p.lastActive
-	p.remotes = set
+	p.setRemotes(set)
 	p.selectRemote(c.reach())
 	if p.lastActive != before {
 		eff.Events = append(eff.Events, Event{Kind: timeline.ActiveLocator, Peer: nid, Locator: p.lastActive, To: Active,

@@ -85,7 +85,7 @@ func (c *Cache) SessionView(nid wire.NID) (local, remote wire.ILV, ok bool) {
 	if p == nil {
 		return wire.ILV{}, wire.ILV{}, false
 	}
-	return p.sessLocal, p.sessRemote, true
+	return *p.sessLocal, p.sessRemote, true
 }
 
 // Bindings returns every correspondent's datapath entry, ordered by peer (for a full resync).
@@ -171,7 +171,7 @@ func (c *Cache) Snapshot(now time.Time) Snapshot {
 	active := c.activeLocal()
 	for _, p := range c.sortedPeers() {
 		v := SessionView{
-			PeerNID: p.nid.String(), SessionLocal: p.sessLocal.Addr().String(), SessionRemote: p.sessRemote.Addr().String(),
+			PeerNID: p.nid().String(), SessionLocal: p.sessLocal.Addr().String(), SessionRemote: p.sessRemote.Addr().String(),
 			ActiveRemote: p.lastActive.String(), RemoteLocators: []RemoteLocatorView{}, Advertised: []AdvertisedView{},
 			LocalNonce: p.localNonce.String(), RemoteNonce: p.remoteNonce.String(),
 			CreatedAt: c.timeOf(p.created), LastUsed: c.timeOf(p.lastUsed), IdleS: now.Sub(c.timeOf(p.lastUsed)).Seconds(),
@@ -179,12 +179,12 @@ func (c *Cache) Snapshot(now time.Time) Snapshot {
 		if active != nil {
 			v.ActiveLocal = active.loc.String()
 		}
-		for _, r := range p.remotes {
+		for _, r := range p.remotes() {
 			v.RemoteLocators = append(v.RemoteLocators, RemoteLocatorView{
 				Locator: r.loc.String(), Preference: r.pref, State: r.state, LifetimeS: remaining(c.timeOf(r.expires), now),
 			})
 		}
-		for _, e := range p.advertised {
+		for _, e := range p.adv() {
 			v.Advertised = append(v.Advertised, AdvertisedView{Locator: e.Locator.String(), Preference: e.Preference, LifetimeS: e.Lifetime})
 		}
 		s.Sessions = append(s.Sessions, v)
@@ -268,11 +268,11 @@ func (c *Cache) EachSessionOf(nids []wire.NID, fn func(SessionInfo)) {
 		if p == nil {
 			continue
 		}
-		info.Peer, info.SessionLocal, info.SessionRemote = p.nid, p.sessLocal, p.sessRemote
+		info.Peer, info.SessionLocal, info.SessionRemote = p.nid(), *p.sessLocal, p.sessRemote
 		info.ActiveRemote, info.LocalNonce, info.RemoteNonce = p.lastActive, p.localNonce, p.remoteNonce
 		info.Created, info.LastUsed = c.timeOf(p.created), c.timeOf(p.lastUsed)
 		info.RemoteLocators = info.RemoteLocators[:0]
-		for _, r := range p.remotes {
+		for _, r := range p.remotes() {
 			info.RemoteLocators = append(info.RemoteLocators, RemoteLocator{Locator: r.loc, Preference: r.pref, Lifetime: r.lifetime, State: r.state})
 		}
 		fn(info)

@@ -160,25 +160,49 @@ type Config struct {
 type pending struct {
 	peer    wire.NID
 	loc     wire.L64
-	expires time.Time
+	expires offset
+}
+
+// offset is a time as the engine keeps it where there is one per challenge: from its epoch,
+// the first time it was given (8 bytes where a time.Time takes 24).
+type offset time.Duration
+
+// offsetOf is t as an offset.
+func (e *Engine) offsetOf(t time.Time) offset {
+	if e.epoch.IsZero() {
+		e.epoch = t
+	}
+	return offset(t.Sub(e.epoch))
 }
 
 // peer is one correspondent's state, kept small (issue 28: one per session, 100,000s of
-// them): its verified locators in a short slice (a peer has a few), and what only a peer
-// under verification needs (unverified locators, recently left ones, probations, outstanding
-// challenges) in rare, allocated on the first need and dropped once empty again.
+// them), and held by value (Engine.get, put): a correspondent whose state is only "this
+// locator is verified" is its map slot and nothing else. Its first verified locator is
+// inline; what only a peer under verification or with more locators needs (further
+// verified locators, unverified ones, recently left ones, probations, outstanding
+// challenges) is in rare, allocated on the first need and dropped once empty again. Its
+// methods change the copy they are called on: the engine stores it back (Engine.put).
 type peer struct {
-	verified locSet
-	rare     *rarePeer
+	one  wire.L64 // the first verified locator (0: none)
+	rare *rarePeer
+	// tok is the first outstanding challenge (zero: none), rare.tokens the later ones: a
+	// session's probe needs no rare part.
+	tok      Token
 	answered bool // echoed a challenge in this session
 	probed   bool // Probe sent its challenge
+	// in is where get found it (in padding): its lone kind + 1, inFull, or 0 (not known),
+	// so that put looks up only the map it leaves.
+	in int8
 }
 
+const inFull = loneKinds + 1
+
 type rarePeer struct {
+	verified   locSet // the verified locators after one, in the order verified
 	unverified locSet
 	left       []leftLoc      // verified locators that left the set, and when
 	probation  []probationLoc // returned at full rate, their challenge outstanding
-	tokens     []Token
+	tokens     []Token        // after peer.tok
 }
 
 type leftLoc struct {
@@ -221,15 +245,61 @@ func (st *peer) more() *rarePeer {
 
 // tidy drops the rare state once nothing is in it.
 func (st *peer) tidy() {
-	if r := st.rare; r != nil && len(r.unverified) == 0 && len(r.left) == 0 && len(r.probation) == 0 && len(r.tokens) == 0 {
+	if r := st.rare; r != nil && len(r.verified) == 0 && len(r.unverified) == 0 && len(r.left) == 0 && len(r.probation) == 0 && len(r.tokens) == 0 {
 		st.rare = nil
+	}
+}
+
+func (st *peer) isVerified(l wire.L64) bool {
+	return l != 0 && (st.one == l || st.rare != nil && st.rare.verified.has(l))
+}
+
+// verify adds l to the verified locators.
+func (st *peer) verify(l wire.L64) {
+	switch {
+	case l == 0 || st.isVerified(l):
+	case st.one == 0:
+		st.one = l
+	default:
+		st.more().verified.add(l)
+	}
+}
+
+// verifiedList is the verified locators in the order verified, in buf if they fit.
+func (st *peer) verifiedList(buf []wire.L64) []wire.L64 {
+	out := buf[:0]
+	if st.one != 0 {
+		out = append(out, st.one)
+	}
+	if st.rare != nil {
+		out = append(out, st.rare.verified...)
+	}
+	return out
+}
+
+// setVerified makes ls (in order) the verified locators.
+func (st *peer) setVerified(ls []wire.L64) {
+	st.one = 0
+	if st.rare != nil {
+		st.rare.verified = nil
+	}
+	for _, l := range ls {
+		st.verify(l)
+	}
+	st.tidy()
+}
+
+func (st *peer) unverifyVerified(l wire.L64) {
+	if st.isVerified(l) {
+		var buf [4]wire.L64
+		st.setVerified(slices.DeleteFunc(st.verifiedList(buf[:]), func(x wire.L64) bool { return x == l }))
 	}
 }
 
 func (st *peer) isUnverified(l wire.L64) bool { return st.rare != nil && st.rare.unverified.has(l) }
 
 func (st *peer) unverify(l wire.L64) {
-	st.verified.del(l)
+	st.unverifyVerified(l)
 	st.more().unverified.add(l)
 }
 
@@ -250,18 +320,57 @@ func (st *peer) endProbation(l wire.L64) {
 	}
 }
 
-func (st *peer) dropToken(t Token) {
-	if st.rare != nil {
-		st.rare.tokens = slices.DeleteFunc(st.rare.tokens, func(x Token) bool { return x == t })
-		st.tidy()
+// tokens is the outstanding challenges, oldest first, in buf if they fit.
+func (st *peer) tokens(buf []Token) []Token {
+	out := buf[:0]
+	if st.tok != (Token{}) {
+		out = append(out, st.tok)
 	}
+	if st.rare != nil {
+		out = append(out, st.rare.tokens...)
+	}
+	return out
+}
+
+// setTokens makes ts (oldest first) the outstanding challenges.
+func (st *peer) setTokens(ts []Token) {
+	st.tok = Token{}
+	if st.rare != nil {
+		st.rare.tokens = nil
+	}
+	for i, t := range ts {
+		if i == 0 {
+			st.tok = t
+			continue
+		}
+		r := st.more()
+		r.tokens = append(r.tokens, t)
+	}
+	st.tidy()
+}
+
+func (st *peer) dropToken(t Token) {
+	var buf [maxPending]Token
+	st.setTokens(slices.DeleteFunc(st.tokens(buf[:]), func(x Token) bool { return x == t }))
 }
 
 // Engine tracks the verification state of every correspondent. Not safe for concurrent use
 // (the daemon's loop owns it).
 type Engine struct {
-	cfg    Config
-	peers  map[wire.NID]*peer
+	cfg Config
+	// lone holds the correspondents in the steady states all a server's idle sessions come
+	// to, by their flags (loneKind): one verified locator and nothing under way; peers holds
+	// the others (get and put move a peer between them). A lone one is an 8-byte value where
+	// a peer's takes 40 (issue 28: at 100,000 sessions a map slot of the one is some 24
+	// bytes, of the other 66).
+	lone  [loneKinds]map[wire.NID]wire.L64
+	peers map[wire.NID]peer
+	// lonePeak and peersPeak are the most entries each map held since it was made: a Go map
+	// keeps the room of its largest size, and the peers of a burst of new sessions pass
+	// through peers to lone (shrink).
+	lonePeak  [loneKinds]int
+	peersPeak int
+
 	tokens map[Token]pending
 	// order holds the tokens in the order they were sent, which is their order of expiry (one
 	// lifetime for all): expire pops the expired ones off its front instead of a pass over
@@ -282,6 +391,8 @@ type Engine struct {
 	// of its largest size, and a server that challenged 100,000 correspondents at once kept
 	// some 9 MB for none (issue 28); expire makes tokens afresh once they are all gone.
 	tokensPeak int
+	// epoch is what the challenges' expiry offsets count from.
+	epoch time.Time
 }
 
 // tokensFresh is the peak above which an emptied tokens map is made afresh.
@@ -300,7 +411,99 @@ type probationEntry struct {
 	deadline time.Time
 }
 
-func newPeer() *peer { return &peer{} }
+// The kinds of lone peers: opened (a session a correspondent opened, not probed yet), probed
+// and never answered (a peer that filters ICMPv6 Echo, or whose challenge is out no more),
+// answered.
+const (
+	loneOpened = iota
+	loneProbed
+	loneAnswered
+	loneKinds
+)
+
+// loneKind is the lone map st belongs in, or -1: it is more than a lone peer.
+func (st *peer) loneKind() int {
+	switch {
+	case st.one == 0 || st.rare != nil || st.tok != (Token{}):
+		return -1
+	case st.answered:
+		return loneAnswered // probed or not: Probe asks no more
+	case st.probed:
+		return loneProbed
+	}
+	return loneOpened
+}
+
+// get is p's state (ok false: none), a copy: a change to it is stored with put.
+func (e *Engine) get(p wire.NID) (st peer, ok bool) {
+	for _, k := range [...]int{loneAnswered, loneProbed, loneOpened} {
+		if l, ok := e.lone[k][p]; ok {
+			return peer{one: l, answered: k == loneAnswered, probed: k != loneOpened, in: int8(k + 1)}, true
+		}
+	}
+	if st, ok = e.peers[p]; ok {
+		st.in = inFull
+	}
+	return st, ok
+}
+
+// put stores st as p's state, in a lone map when that is all it is.
+func (e *Engine) put(p wire.NID, st peer) {
+	k := st.loneKind()
+	switch in := int(st.in); {
+	case in == 0:
+		e.dropLone(p, k)
+		if k >= 0 {
+			e.dropFull(p)
+		}
+	case in == inFull:
+		if k >= 0 {
+			e.dropFull(p)
+		}
+	case in-1 != k:
+		e.dropLone(p, k)
+	}
+	if k >= 0 {
+		e.lone[k][p] = st.one
+		e.lonePeak[k] = max(e.lonePeak[k], len(e.lone[k]))
+		return
+	}
+	e.peers[p] = st
+	e.peersPeak = max(e.peersPeak, len(e.peers))
+}
+
+// dropLone removes p from the lone maps but keep's.
+func (e *Engine) dropLone(p wire.NID, keep int) {
+	for k, m := range e.lone {
+		if _, ok := m[p]; ok && k != keep {
+			delete(m, p)
+			e.lone[k], e.lonePeak[k] = shrink(m, e.lonePeak[k])
+		}
+	}
+}
+
+func (e *Engine) dropFull(p wire.NID) {
+	if _, ok := e.peers[p]; ok {
+		delete(e.peers, p)
+		e.peers, e.peersPeak = shrink(e.peers, e.peersPeak)
+	}
+}
+
+// mapsFresh is the peak above which a map that shrank to a quarter of it is made afresh.
+const mapsFresh = 1024
+
+// shrink makes m afresh once it holds less than a quarter of its peak, returning the map and
+// its peak: the copy costs what the entries left cost, so the peaks pay for it.
+func shrink[V any](m map[wire.NID]V, peak int) (map[wire.NID]V, int) {
+	if peak <= mapsFresh || len(m) >= peak/4 {
+		return m, peak
+	}
+	fresh := make(map[wire.NID]V, len(m))
+	for k, v := range m {
+		fresh[k] = v
+	}
+	return fresh, len(fresh)
+}
 
 // New returns an engine.
 func New(cfg Config) (*Engine, error) {
@@ -313,7 +516,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Random == nil {
 		cfg.Random = func(b []byte) error { _, err := rand.Read(b); return err }
 	}
-	return &Engine{cfg: cfg, peers: map[wire.NID]*peer{}, tokens: map[Token]pending{}}, nil
+	e := &Engine{cfg: cfg, peers: map[wire.NID]peer{}, tokens: map[Token]pending{}}
+	for k := range e.lone {
+		e.lone[k] = map[wire.NID]wire.L64{}
+	}
+	return e, nil
 }
 
 // Mode is the engine's mode.
@@ -327,16 +534,13 @@ func (e *Engine) Opened(p wire.NID, locs []wire.L64, active wire.L64, probe bool
 	if e.cfg.Mode == Off {
 		return nil, nil
 	}
-	st := newPeer()
-	st.verified = make(locSet, 0, len(locs)+1)
+	var st peer
 	for _, l := range locs {
-		st.verified.add(l)
+		st.verify(l)
 	}
-	if active != 0 {
-		st.verified.add(active)
-	}
+	st.verify(active)
 	e.forget(p)
-	e.peers[p] = st
+	e.put(p, st)
 	if !probe {
 		return nil, nil
 	}
@@ -364,7 +568,8 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 	if _, err := e.Opened(p, locs, active, false, now); err != nil {
 		return nil, err
 	}
-	st := e.peers[p]
+	st, _ := e.get(p)
+	defer func() { e.put(p, st) }()
 	var out []Action
 	for _, c := range unverified {
 		if c.Locator == 0 || st.isUnverified(c.Locator) {
@@ -372,7 +577,7 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 		}
 		st.unverify(c.Locator)
 		st.answered = st.answered || e.cfg.Mode == Opportunistic
-		a, err := e.challenge(p, st, c.Locator, now)
+		a, err := e.challenge(p, &st, c.Locator, now)
 		if err != nil {
 			return out, err
 		}
@@ -383,12 +588,13 @@ func (e *Engine) Resumed(p wire.NID, locs []wire.L64, active wire.L64, unverifie
 
 // Probe challenges p's locator active once per session, unless p has answered already.
 func (e *Engine) Probe(p wire.NID, active wire.L64, now time.Time) ([]Action, error) {
-	st := e.peers[p]
-	if e.cfg.Mode == Off || st == nil || st.probed || st.answered || active == 0 {
+	st, ok := e.get(p)
+	if e.cfg.Mode == Off || !ok || st.probed || st.answered || active == 0 {
 		return nil, nil
 	}
 	st.probed = true
-	a, err := e.challenge(p, st, active, now)
+	a, err := e.challenge(p, &st, active, now)
+	e.put(p, st)
 	if err != nil {
 		return nil, err
 	}
@@ -405,18 +611,16 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 		return nil, nil
 	}
 	e.expire(now)
-	st := e.peers[p]
-	if st == nil {
-		// A session this engine never saw open (adopted after a restart): what it knew
-		// then is unknown, so everything announced from now on is new.
-		st = newPeer()
-		e.peers[p] = st
-	}
+	// A session this engine never saw open (adopted after a restart) starts with nothing:
+	// what it knew then is unknown, so everything announced from now on is new.
+	st, _ := e.get(p)
+	defer func() { e.put(p, st) }()
 	// An LU lists all the peer's locators (RFC 6743 s.2): one it no longer lists has left,
 	// and its verification leaves with it. Should it come back (the peer moving back, or a
 	// copy of an old LU replayed from the path), it is challenged again.
-	kept := st.verified[:0]
-	for _, l := range st.verified {
+	var buf, keptBuf [4]wire.L64
+	kept := keptBuf[:0]
+	for _, l := range st.verifiedList(buf[:]) {
 		if slices.Contains(locs, l) {
 			kept = append(kept, l)
 			continue
@@ -425,8 +629,8 @@ func (e *Engine) Announced(p wire.NID, locs []wire.L64, from wire.L64, luBytes u
 		st.remember(l, now)
 		e.left = append(e.left, leftEntry{peer: p, loc: l, at: now})
 	}
-	st.verified = kept
-	return e.added(p, st, locs, from, luBytes, fresh, now)
+	st.setVerified(kept)
+	return e.added(p, &st, locs, from, luBytes, fresh, now)
 }
 
 // Roamed handles a nonce-verified packet of p from l, a locator its set does not list (a NAT
@@ -437,12 +641,9 @@ func (e *Engine) Roamed(p wire.NID, l wire.L64, pktBytes uint64, now time.Time) 
 		return nil, nil
 	}
 	e.expire(now)
-	st := e.peers[p]
-	if st == nil {
-		st = newPeer()
-		e.peers[p] = st
-	}
-	return e.added(p, st, []wire.L64{l}, l, pktBytes, false, now)
+	st, _ := e.get(p)
+	defer func() { e.put(p, st) }()
+	return e.added(p, &st, []wire.L64{l}, l, pktBytes, false, now)
 }
 
 // added is Announced's work for each of locs.
@@ -450,12 +651,12 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 	var out []Action
 	for _, l := range locs {
 		switch {
-		case l == 0 || st.verified.has(l):
+		case l == 0 || st.isVerified(l):
 			continue
 		case st.isUnverified(l):
 			// Announced again (a retransmission, or a new LU from it): challenge again if
 			// it is the sender and nothing is outstanding for it.
-			if l == from && !e.outstanding(p, l) {
+			if l == from && !e.outstanding(st, l) {
 				a, err := e.challenge(p, st, l, now)
 				if err != nil {
 					return out, err
@@ -464,7 +665,7 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 			}
 			continue
 		case e.cfg.Mode == Opportunistic && !st.answered:
-			st.verified.add(l)
+			st.verify(l)
 			out = append(out, Action{Kind: Believed, Peer: p, Locator: l})
 			continue
 		case fresh && l == from && st.recentlyLeft(l, now):
@@ -474,7 +675,7 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 			}
 			r := st.more()
 			r.left = slices.DeleteFunc(r.left, func(x leftLoc) bool { return x.loc == l })
-			st.verified.add(l)
+			st.verify(l)
 			st.endProbation(l)
 			r.probation = append(r.probation, probationLoc{loc: l, token: a.Token})
 			e.probation = append(e.probation, probationEntry{peer: p, loc: l, token: a.Token, deadline: now.Add(ProbationLifetime)})
@@ -512,22 +713,22 @@ func (e *Engine) Echoed(p wire.NID, token Token, now time.Time) (actions []Actio
 		return nil, false
 	}
 	delete(e.tokens, token)
-	st := e.peers[p]
-	if st == nil {
+	st, known := e.get(p)
+	if !known {
 		return nil, true
 	}
 	st.answered = true
-	defer st.dropToken(token)
-	if st.probationToken(pd.loc) == token {
+	switch {
+	case st.probationToken(pd.loc) == token:
 		st.endProbation(pd.loc) // it kept full rate and has now proved it
-		return nil, true
-	}
-	if st.isUnverified(pd.loc) {
+	case st.isUnverified(pd.loc):
 		st.rare.unverified.del(pd.loc)
-		st.verified.add(pd.loc)
-		return []Action{{Kind: MarkVerified, Peer: p, Locator: pd.loc}}, true
+		st.verify(pd.loc)
+		actions = []Action{{Kind: MarkVerified, Peer: p, Locator: pd.loc}}
 	}
-	return nil, true
+	st.dropToken(token)
+	e.put(p, st)
+	return actions, true
 }
 
 // Closed forgets a correspondent whose session ended.
@@ -535,8 +736,8 @@ func (e *Engine) Closed(p wire.NID) { e.forget(p) }
 
 // Unverified lists p's unverified locators.
 func (e *Engine) Unverified(p wire.NID) []wire.L64 {
-	st := e.peers[p]
-	if st == nil || st.rare == nil || len(st.rare.unverified) == 0 {
+	st, _ := e.get(p)
+	if st.rare == nil || len(st.rare.unverified) == 0 {
 		return nil
 	}
 	out := slices.Clone(st.rare.unverified)
@@ -546,14 +747,14 @@ func (e *Engine) Unverified(p wire.NID) []wire.L64 {
 
 // Known says whether the engine has state for p (a session it saw open or announce).
 func (e *Engine) Known(p wire.NID) bool {
-	_, ok := e.peers[p]
+	_, ok := e.get(p)
 	return ok
 }
 
 // Answered says whether p echoed a challenge in this session.
 func (e *Engine) Answered(p wire.NID) bool {
-	st := e.peers[p]
-	return st != nil && st.answered
+	st, _ := e.get(p)
+	return st.answered
 }
 
 // Tick puts the returned locators whose challenge went unanswered for ProbationLifetime under
@@ -563,12 +764,13 @@ func (e *Engine) Tick(now time.Time) []Action {
 	for len(e.probation) > 0 && !now.Before(e.probation[0].deadline) {
 		pe := e.probation[0]
 		e.probation = e.probation[1:]
-		st := e.peers[pe.peer]
-		if st == nil || st.probationToken(pe.loc) != pe.token {
+		st, ok := e.get(pe.peer)
+		if !ok || st.probationToken(pe.loc) != pe.token {
 			continue // answered, left, or the session is gone
 		}
 		st.endProbation(pe.loc)
 		st.unverify(pe.loc)
+		e.put(pe.peer, st)
 		out = append(out, Action{Kind: MarkUnverified, Peer: pe.peer, Locator: pe.loc, TxBytes: challengeCost(pe.loc)})
 	}
 	if len(e.probation) == 0 {
@@ -597,8 +799,8 @@ func (e *Engine) forgetLeft(now time.Time) {
 	for len(e.left) > 0 && now.Sub(e.left[0].at) >= RecentlyVerified {
 		x := e.left[0]
 		e.left = e.left[1:]
-		st := e.peers[x.peer]
-		if st == nil || st.rare == nil {
+		st, ok := e.get(x.peer)
+		if !ok || st.rare == nil {
 			continue
 		}
 		st.rare.left = slices.DeleteFunc(st.rare.left, func(l leftLoc) bool { return l.loc == x.loc && !l.at.After(x.at) })
@@ -606,6 +808,7 @@ func (e *Engine) forgetLeft(now time.Time) {
 			st.rare.left = nil
 		}
 		st.tidy()
+		e.put(x.peer, st)
 	}
 	if len(e.left) == 0 {
 		e.left = nil // let a burst's array go
@@ -651,24 +854,25 @@ func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Act
 	if err := e.cfg.Random(t[:]); err != nil {
 		return Action{}, fmt.Errorf("challenge for %v at %v: %w", p, l, err)
 	}
-	r := st.more()
-	if len(r.tokens) >= maxPending {
-		delete(e.tokens, r.tokens[0])
-		r.tokens = slices.Delete(r.tokens, 0, 1)
+	if t == (Token{}) {
+		return Action{}, fmt.Errorf("challenge for %v at %v: the random source gave a zero token", p, l)
 	}
-	r.tokens = append(r.tokens, t)
-	e.tokens[t] = pending{peer: p, loc: l, expires: now.Add(e.cfg.ChallengeLifetime)}
+	var buf [maxPending + 1]Token
+	ts := st.tokens(buf[:])
+	if len(ts) >= maxPending {
+		delete(e.tokens, ts[0])
+		ts = ts[1:]
+	}
+	st.setTokens(append(ts, t))
+	e.tokens[t] = pending{peer: p, loc: l, expires: e.offsetOf(now.Add(e.cfg.ChallengeLifetime))}
 	e.tokensPeak = max(e.tokensPeak, len(e.tokens))
 	e.order = append(e.order, t)
 	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
 }
 
-func (e *Engine) outstanding(p wire.NID, l wire.L64) bool {
-	st := e.peers[p]
-	if st == nil || st.rare == nil {
-		return false
-	}
-	for _, t := range st.rare.tokens {
+func (e *Engine) outstanding(st *peer, l wire.L64) bool {
+	var buf [maxPending]Token
+	for _, t := range st.tokens(buf[:]) {
 		if pd, ok := e.tokens[t]; ok && pd.loc == l {
 			return true
 		}
@@ -680,7 +884,7 @@ func (e *Engine) expire(now time.Time) {
 	for len(e.order) > 0 {
 		t := e.order[0]
 		pd, ok := e.tokens[t]
-		if ok && !now.After(pd.expires) {
+		if ok && pd.expires >= e.offsetOf(now) {
 			break
 		}
 		e.order = e.order[1:]
@@ -688,8 +892,9 @@ func (e *Engine) expire(now time.Time) {
 			continue // answered, or dropped (maxPending, forget)
 		}
 		delete(e.tokens, t)
-		if st := e.peers[pd.peer]; st != nil {
+		if st, ok := e.get(pd.peer); ok {
 			st.dropToken(t)
+			e.put(pd.peer, st)
 		}
 	}
 	if len(e.order) == 0 {
@@ -702,10 +907,11 @@ func (e *Engine) expire(now time.Time) {
 }
 
 func (e *Engine) forget(p wire.NID) {
-	if st := e.peers[p]; st != nil && st.rare != nil {
-		for _, t := range st.rare.tokens {
-			delete(e.tokens, t)
-		}
+	st, _ := e.get(p)
+	var buf [maxPending]Token
+	for _, t := range st.tokens(buf[:]) {
+		delete(e.tokens, t)
 	}
-	delete(e.peers, p)
+	e.dropLone(p, -1)
+	e.dropFull(p)
 }

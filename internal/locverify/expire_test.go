@@ -48,7 +48,7 @@ func TestExpireInOrder(t *testing.T) {
 	}
 	e.expire(end.Add(time.Second))
 	// Nothing outstanding, nothing unverified: the peer's rare state is gone too.
-	if len(e.tokens) != 0 || len(e.order) != 0 || e.peers[p].rare != nil {
-		t.Fatalf("after every lifetime: %d tokens, %d in order, a peer's rare state %+v", len(e.tokens), len(e.order), e.peers[p].rare)
+	if st, _ := e.get(p); len(e.tokens) != 0 || len(e.order) != 0 || st.rare != nil {
+		t.Fatalf("after every lifetime: %d tokens, %d in order, a peer's rare state %+v", len(e.tokens), len(e.order), st.rare)
 	}
 }

@@ -128,14 +128,21 @@ func TestLayoutSeesOwnPair(t *testing.T) {
 	if before := layoutOf(spec); before == now {
 		t.Fatalf("layout %s the same without the session's own pair", now)
 	}
+	requireLayoutRefused(t, layoutOf(spec), "the layout before the session's own pair")
+}
+
+// requireLayoutRefused: maps pinned by an ilnpd that recorded the layout old are refused by
+// Load (ErrLayoutMismatch; the user runs ilnpd -flush then).
+func requireLayoutRefused(t *testing.T, old, what string) {
+	t.Helper()
 	nstest.RequireRoot(t)
 	dir := mountBPFFS(t)
 	d, err := Load(Options{PinDir: dir, KeepPinned: true})
 	must(t, err)
 	must(t, d.Close())
-	must(t, writeLayout(dir, layoutOf(spec))) // what the previous ilnpd recorded
+	must(t, writeLayout(dir, old)) // what the previous ilnpd recorded
 	if _, err := Load(Options{PinDir: dir, KeepPinned: true}); !errors.Is(err, ErrLayoutMismatch) {
-		t.Fatalf("maps pinned with the layout before the session's own pair: %v, want ErrLayoutMismatch", err)
+		t.Fatalf("maps pinned with %s: %v, want ErrLayoutMismatch", what, err)
 	}
 	must(t, FlushPinned(dir))
 }

@@ -1,14 +1,11 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"unsafe"
 
 	"github.com/cilium/ebpf/btf"
-
-	"ilnp/internal/nstest"
 )
 
 // htabElemHeader is the kernel's struct htab_elem before the key (6.18: hash node 16, LRU node
@@ -138,14 +135,5 @@ func TestLayoutSeesFieldOrder(t *testing.T) {
 	if old == now {
 		t.Fatalf("layout %s the same with the session's fields in the order before", now)
 	}
-	nstest.RequireRoot(t)
-	dir := mountBPFFS(t)
-	d, err := Load(Options{PinDir: dir, KeepPinned: true})
-	must(t, err)
-	must(t, d.Close())
-	must(t, writeLayout(dir, old)) // what the previous ilnpd recorded
-	if _, err := Load(Options{PinDir: dir, KeepPinned: true}); !errors.Is(err, ErrLayoutMismatch) {
-		t.Fatalf("maps pinned with the session's fields in the order before: %v, want ErrLayoutMismatch", err)
-	}
-	must(t, FlushPinned(dir))
+	requireLayoutRefused(t, old, "the session's fields in the order before")
 }

@@ -20,16 +20,7 @@ import (
 // datapath's nonces (issue 23 item 9).
 func TestReconcileLostSessionEvents(t *testing.T) {
 	const touch = 11 * time.Second // two of the daemon's touch intervals (5 s) and a margin
-	n := newTestNet(t, "soft")
-	if _, err := ping(n.CN, ilv(l2, mnNID), 2, 100*time.Millisecond, 2*time.Second); err != nil {
-		t.Fatalf("session CN -> MN: %v", err)
-	}
-	pins := bpffs.Locate(filepath.Join(n.cn.state, "bpf"), n.cn.state)
-	dp, err := datapath.OpenPinned(pins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
+	n, pins, dp := cnWithSession(t)
 	orphan := mustNID("0214:4fff:fe20:0a0a")
 	remote := mustL64("2001:db8:2::")
 	local, err := wire.NonceFromBytes([]byte{0x11, 0x22, 0x33, 0x44})
@@ -108,16 +99,7 @@ func TestReconcileLostSessionEvents(t *testing.T) {
 // meanwhile, and the session with the MN stays.
 func TestReconcileManyLostSessions(t *testing.T) {
 	const orphans = 20000
-	n := newTestNet(t, "soft")
-	if _, err := ping(n.CN, ilv(l2, mnNID), 2, 100*time.Millisecond, 2*time.Second); err != nil {
-		t.Fatalf("session CN -> MN: %v", err)
-	}
-	pins := bpffs.Locate(filepath.Join(n.cn.state, "bpf"), n.cn.state)
-	dp, err := datapath.OpenPinned(pins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
+	n, pins, dp := cnWithSession(t)
 	remote := mustL64("2001:db8:2::")
 	local, err := wire.NonceFromBytes([]byte{0x11, 0x22, 0x33, 0x44})
 	if err != nil {
@@ -173,4 +155,22 @@ func TestReconcileManyLostSessions(t *testing.T) {
 		t.Fatalf("the session with the MN after the catching up: %v", err)
 	}
 	_ = n.cn.session(t, mnNID)
+}
+
+// cnWithSession is the test net with a session CN -> MN and the CN's pinned datapath opened
+// (its directory, closed when the test ends), into which a test puts sessions behind the
+// daemon's back.
+func cnWithSession(t *testing.T) (*testNet, string, *datapath.Datapath) {
+	t.Helper()
+	n := newTestNet(t, "soft")
+	if _, err := ping(n.CN, ilv(l2, mnNID), 2, 100*time.Millisecond, 2*time.Second); err != nil {
+		t.Fatalf("session CN -> MN: %v", err)
+	}
+	pins := bpffs.Locate(filepath.Join(n.cn.state, "bpf"), n.cn.state)
+	dp, err := datapath.OpenPinned(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	return n, pins, dp
 }

@@ -289,8 +289,13 @@ func (n *testNet) runMove(t *testing.T, mode string, plain bool) *moveResult {
 		// Plain IPv6 beside the running ILNP session, before the move (its address is on mn1).
 		time.Sleep(300 * time.Millisecond)
 		res.plainErr = n.checkPlainIPv6()
-		if time.Since(start) > enterAt {
-			t.Errorf("plain IPv6 check took until %.1f s into the flows, past the move at %v", time.Since(start).Seconds(), enterAt)
+		// The move follows the check: at enterAt, or at once when the check (~2 s: a ping and
+		// a 1-s iperf3) ran past it on a loaded machine (3.2 s in a CI run beside a busy
+		// loop). Only a check that leaves the move less than 2 s before leaveAt spoils it.
+		if took := time.Since(start); took > leaveAt-2*time.Second {
+			t.Errorf("plain IPv6 check took until %.1f s into the flows, too close to leaving L2 at %v", took.Seconds(), leaveAt)
+		} else if took > enterAt {
+			t.Logf("plain IPv6 check took until %.1f s into the flows: the move follows it", took.Seconds())
 		}
 	}
 	sleepUntil(start.Add(enterAt))

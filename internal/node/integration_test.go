@@ -304,8 +304,15 @@ func (n *testNet) runMove(t *testing.T, mode string, plain bool) *moveResult {
 	ack := n.waitMNAck(t, res.enterMono, 5*time.Second)
 	if ack != nil && ack.Attempt != 1 {
 		// Nothing in this testbed loses packets: a retransmission means the LU or its ACK was
-		// dropped on the way (e.g. the new locator not yet reachable at the MN).
-		t.Errorf("LU on entering L3 acknowledged at attempt %d, want 1 (lossless testbed)", ack.Attempt)
+		// dropped on the way (e.g. the new locator not yet reachable at the MN). Unless the
+		// MN's own kernel was not yet delivering to the new address when the daemon gave up
+		// waiting for it (it says so in its log, and resends as designed): seen once in a CI
+		// run beside a busy loop.
+		if n.mn.logSays(addressNotReceivable) {
+			t.Logf("LU on entering L3 acknowledged at attempt %d: the MN's kernel was slow to deliver to L3 (%q in its log)", ack.Attempt, addressNotReceivable)
+		} else {
+			t.Errorf("LU on entering L3 acknowledged at attempt %d, want 1 (lossless testbed)", ack.Attempt)
+		}
 	}
 	if ack != nil {
 		rows, err := n.mn.locators()
@@ -923,4 +930,14 @@ func checkTCPAware(t *testing.T, r *moveResult) {
 			}
 		}
 	}
+}
+
+// addressNotReceivable is what ilnpd logs when the kernel does not deliver to a new locator's
+// address within its wait (node.go, addLocatorAddress).
+const addressNotReceivable = "locator address not yet receivable"
+
+// logSays reports whether the daemon's log holds text.
+func (d *daemon) logSays(text string) bool {
+	b, err := os.ReadFile(d.log)
+	return err == nil && strings.Contains(string(b), text)
 }

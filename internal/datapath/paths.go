@@ -81,6 +81,39 @@ func (d *Datapath) Paths() ([]PathStats, error) {
 	return out, nil
 }
 
+// LastRxFrom is when the session (local, remote) last received a packet from the peer's
+// locator remoteLoc on any of the pairs (l, remoteLoc), l in locals: CLOCK_MONOTONIC_COARSE
+// nanoseconds, 0 for never or no such session. It reads the session's entry and one paths
+// map entry per local locator, not the table (issue 28: no per-event pass over the sessions).
+func (d *Datapath) LastRxFrom(local, remote wire.NID, remoteLoc wire.L64, locals []wire.L64) (uint64, error) {
+	k := sessionKey(local, remote)
+	var v ilnpBPFIlnpSession
+	if err := d.objs.Sessions.Lookup(k, &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("datapath: session %v-%v: %w", local, remote, err)
+	}
+	var last uint64
+	if v.Pair.Local != 0 {
+		if own := ownPairStats(k, &v.Pair, MonotonicCoarseNow()); own.Key.Remote == remoteLoc {
+			last = own.LastRxNs
+		}
+	}
+	for _, l := range locals {
+		var st ilnpBPFIlnpPathStats
+		pk := pathKeyToBPF(PathKey{LocalNID: local, RemoteNID: remote, Local: l, Remote: remoteLoc})
+		switch err := d.objs.Paths.Lookup(pk, &st); {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+		case err != nil:
+			return 0, fmt.Errorf("datapath: pair %v-%v of %v-%v: %w", l, remoteLoc, local, remote, err)
+		default:
+			last = max(last, st.LastRxNs)
+		}
+	}
+	return last, nil
+}
+
 // pairTimeShift is bpf/lib/maps.h ILNP_PAIR_TIME_SHIFT: a session's own pair keeps its times
 // in units of 2^pairTimeShift ns, modulo 2^32.
 const pairTimeShift = 20

@@ -73,8 +73,31 @@ func TestPathAccounting(t *testing.T) {
 	if ret, _ := d.ingress(t, in); ret != verdictNext {
 		t.Fatalf("ingress verdict %d", ret)
 	}
-	if p := pathOf(t, d, PathKey{LocalNID: nidA, RemoteNID: nidB, Local: lA1, Remote: lB1}); p.RxPackets != 1 || p.TxPackets != 0 {
-		t.Fatalf("second pair: %+v", p)
+	second := pathOf(t, d, PathKey{LocalNID: nidA, RemoteNID: nidB, Local: lA1, Remote: lB1})
+	if second.RxPackets != 1 || second.TxPackets != 0 {
+		t.Fatalf("second pair: %+v", second)
+	}
+
+	// LastRxFrom reads the one session: its own pair and the others from the locator asked.
+	for _, c := range []struct {
+		name    string
+		remote  wire.L64
+		locals  []wire.L64
+		peer    wire.NID
+		want    uint64
+		wantAny bool
+	}{
+		{"own pair", lB2, []wire.L64{lA1, lA2}, nidB, p.LastRxNs, true},
+		{"another pair", lB1, []wire.L64{lA2, lA1}, nidB, second.LastRxNs, true},
+		{"another pair through a local locator not asked", lB1, []wire.L64{lA2}, nidB, 0, false},
+		{"a locator nothing came from", lA1, []wire.L64{lA1, lA2}, nidB, 0, false},
+		{"no such session", lB2, []wire.L64{lA1, lA2}, nidA, 0, false},
+	} {
+		got, err := d.LastRxFrom(nidA, c.peer, c.remote, c.locals)
+		must(t, err)
+		if (got != 0) != c.wantAny || (c.wantAny && got != c.want) {
+			t.Errorf("LastRxFrom %s: %d, want %d (from Paths)", c.name, got, c.want)
+		}
 	}
 }
 

@@ -211,10 +211,12 @@ const (
 )
 
 // probingPeer is a probing peer's state: a responder session for a challenge lifetime after
-// it proved itself (issue 28: every one of a server's sessions passes through it).
+// it proved itself (issue 28: every one of a server's sessions passes through it). Its
+// challenge went to its one locator.
 type probingPeer struct {
-	one  wire.L64
-	pend pending
+	one     wire.L64
+	token   Token
+	expires offset
 }
 
 type rarePeer struct {
@@ -417,8 +419,8 @@ type Engine struct {
 	lone  [loneKinds]map[wire.NID]wire.L64
 	peers map[wire.NID]peer
 	// probing holds the lone peers whose probe is out: a responder session for a challenge
-	// lifetime after it proved itself, 40 bytes where a full peer takes 56 and a map by token
-	// another 40 (issue 28).
+	// lifetime after it proved itself, 32 bytes where a full peer takes 56 and a map by token
+	// took another 40 (issue 28).
 	probing map[wire.NID]probingPeer
 	// lonePeak, peersPeak and probingPeak are the most entries each map held since it was
 	// made: a Go map keeps the room of its largest size, and the peers of a burst of new
@@ -477,7 +479,7 @@ func (st *peer) place() int {
 	case st.one == 0 || st.rare != nil:
 		return placeFull
 	case st.pend.token != (Token{}):
-		if st.probed && !st.answered {
+		if st.probed && !st.answered && st.pend.loc == st.one {
 			return placeProbing
 		}
 		return placeFull
@@ -497,7 +499,7 @@ func (e *Engine) get(p wire.NID) (st peer, ok bool) {
 		}
 	}
 	if pp, ok := e.probing[p]; ok {
-		return peer{one: pp.one, pend: pp.pend, probed: true, in: placeProbing + 1}, true
+		return peer{one: pp.one, pend: pending{token: pp.token, loc: pp.one, expires: pp.expires}, probed: true, in: placeProbing + 1}, true
 	}
 	if st, ok = e.peers[p]; ok {
 		st.in = placeFull + 1
@@ -516,7 +518,7 @@ func (e *Engine) put(p wire.NID, st peer) {
 		e.peers[p] = st
 		e.peersPeak = max(e.peersPeak, len(e.peers))
 	case placeProbing:
-		e.probing[p] = probingPeer{one: st.one, pend: st.pend}
+		e.probing[p] = probingPeer{one: st.one, token: st.pend.token, expires: st.pend.expires}
 		e.probingPeak = max(e.probingPeak, len(e.probing))
 	default:
 		e.lone[to][p] = st.one

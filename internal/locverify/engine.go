@@ -157,9 +157,17 @@ type Config struct {
 	Random func([]byte) error
 }
 
+// pending is one outstanding challenge, kept in its peer's state (issue 28: no map by token;
+// the echo names its peer, so Echoed looks the token up there).
 type pending struct {
-	peer    wire.NID
+	token   Token
 	loc     wire.L64
+	expires offset
+}
+
+// expiry is a challenge's place in the expiry queue: its peer and when it expires.
+type expiry struct {
+	peer    wire.NID
 	expires offset
 }
 
@@ -185,24 +193,38 @@ func (e *Engine) offsetOf(t time.Time) offset {
 type peer struct {
 	one  wire.L64 // the first verified locator (0: none)
 	rare *rarePeer
-	// tok is the first outstanding challenge (zero: none), rare.tokens the later ones: a
-	// session's probe needs no rare part.
-	tok      Token
+	// pend is the first outstanding challenge (zero token: none), rare.tokens the later ones:
+	// a session's probe needs no rare part.
+	pend     pending
 	answered bool // echoed a challenge in this session
 	probed   bool // Probe sent its challenge
-	// in is where get found it (in padding): its lone kind + 1, inFull, or 0 (not known),
-	// so that put looks up only the map it leaves.
+	// in is where get found it (in padding): its place + 1, or 0 (not known), so that put
+	// looks up only the map it leaves.
 	in int8
 }
 
-const inFull = loneKinds + 1
+// The places a peer is kept beyond the lone maps (whose places are their kinds): probing (a
+// lone peer whose one challenge, its probe, is out), full (the rest).
+const (
+	placeProbing = loneKinds + iota
+	placeFull
+)
+
+// probingPeer is a probing peer's state: a responder session for a challenge lifetime after
+// it proved itself (issue 28: every one of a server's sessions passes through it). Its
+// challenge went to its one locator.
+type probingPeer struct {
+	one     wire.L64
+	token   Token
+	expires offset
+}
 
 type rarePeer struct {
 	verified   locSet // the verified locators after one, in the order verified
 	unverified locSet
 	left       []leftLoc      // verified locators that left the set, and when
 	probation  []probationLoc // returned at full rate, their challenge outstanding
-	tokens     []Token        // after peer.tok
+	tokens     []pending      // after peer.pend
 }
 
 type leftLoc struct {
@@ -321,10 +343,10 @@ func (st *peer) endProbation(l wire.L64) {
 }
 
 // tokens is the outstanding challenges, oldest first, in buf if they fit.
-func (st *peer) tokens(buf []Token) []Token {
+func (st *peer) tokens(buf []pending) []pending {
 	out := buf[:0]
-	if st.tok != (Token{}) {
-		out = append(out, st.tok)
+	if st.pend.token != (Token{}) {
+		out = append(out, st.pend)
 	}
 	if st.rare != nil {
 		out = append(out, st.rare.tokens...)
@@ -333,14 +355,14 @@ func (st *peer) tokens(buf []Token) []Token {
 }
 
 // setTokens makes ts (oldest first) the outstanding challenges.
-func (st *peer) setTokens(ts []Token) {
-	st.tok = Token{}
+func (st *peer) setTokens(ts []pending) {
+	st.pend = pending{}
 	if st.rare != nil {
 		st.rare.tokens = nil
 	}
 	for i, t := range ts {
 		if i == 0 {
-			st.tok = t
+			st.pend = t
 			continue
 		}
 		r := st.more()
@@ -349,9 +371,40 @@ func (st *peer) setTokens(ts []Token) {
 	st.tidy()
 }
 
+// findToken is st's outstanding challenge t.
+func (st *peer) findToken(t Token) (pending, bool) {
+	if t == (Token{}) {
+		return pending{}, false
+	}
+	if st.pend.token == t {
+		return st.pend, true
+	}
+	if st.rare != nil {
+		for _, pd := range st.rare.tokens {
+			if pd.token == t {
+				return pd, true
+			}
+		}
+	}
+	return pending{}, false
+}
+
 func (st *peer) dropToken(t Token) {
-	var buf [maxPending]Token
-	st.setTokens(slices.DeleteFunc(st.tokens(buf[:]), func(x Token) bool { return x == t }))
+	var buf [maxPending]pending
+	st.setTokens(slices.DeleteFunc(st.tokens(buf[:]), func(x pending) bool { return x.token == t }))
+}
+
+// dropExpired drops the challenges that expired before now; it says whether there were any.
+func (st *peer) dropExpired(now offset) bool {
+	var buf [maxPending]pending
+	ts := st.tokens(buf[:])
+	n := len(ts)
+	ts = slices.DeleteFunc(ts, func(x pending) bool { return x.expires < now })
+	if len(ts) == n {
+		return false
+	}
+	st.setTokens(ts)
+	return true
 }
 
 // Engine tracks the verification state of every correspondent. Not safe for concurrent use
@@ -359,25 +412,30 @@ func (st *peer) dropToken(t Token) {
 type Engine struct {
 	cfg Config
 	// lone holds the correspondents in the steady states all a server's idle sessions come
-	// to, by their flags (loneKind): one verified locator and nothing under way; peers holds
+	// to, by their flags (place): one verified locator and nothing under way; peers holds
 	// the others (get and put move a peer between them). A lone one is an 8-byte value where
-	// a peer's takes 40 (issue 28: at 100,000 sessions a map slot of the one is some 24
-	// bytes, of the other 66).
+	// a peer's takes 56 (issue 28: at 100,000 sessions a map slot of the one is some 24
+	// bytes).
 	lone  [loneKinds]map[wire.NID]wire.L64
 	peers map[wire.NID]peer
-	// lonePeak and peersPeak are the most entries each map held since it was made: a Go map
-	// keeps the room of its largest size, and the peers of a burst of new sessions pass
-	// through peers to lone (shrink).
-	lonePeak  [loneKinds]int
-	peersPeak int
+	// probing holds the lone peers whose probe is out: a responder session for a challenge
+	// lifetime after it proved itself, 32 bytes where a full peer takes 56 and a map by token
+	// took another 40 (issue 28).
+	probing map[wire.NID]probingPeer
+	// lonePeak, peersPeak and probingPeak are the most entries each map held since it was
+	// made: a Go map keeps the room of its largest size, and the peers of a burst of new
+	// sessions pass through probing to lone (shrink).
+	lonePeak    [loneKinds]int
+	peersPeak   int
+	probingPeak int
 
-	tokens map[Token]pending
-	// order holds the tokens in the order they were sent, which is their order of expiry (one
-	// lifetime for all): expire pops the expired ones off its front instead of a pass over
-	// every outstanding challenge on every call (a mass move of 10,000 LUs a second made that
-	// O(LUs in the last lifetime) per LU; issue 28). Tokens answered or dropped since stay in it
-	// until they reach the front.
-	order []Token
+	// order holds the challenges' peers and expiries in the order they were sent, which is
+	// their order of expiry (one lifetime for all): expire pops the expired ones off its front
+	// instead of a pass over every outstanding challenge on every call (a mass move of 10,000
+	// LUs a second made that O(LUs in the last lifetime) per LU; issue 28). Entries of
+	// challenges answered or dropped since stay in it until they reach the front, where they
+	// find nothing expired at their peer.
+	order []expiry
 	// probation holds the returned locators' deadlines in the order they were set (one
 	// lifetime for all); entries whose locator was answered or left since are skipped.
 	probation []probationEntry
@@ -387,16 +445,9 @@ type Engine struct {
 	// small record (issue 28: after a mass move every session kept one for good). Entries
 	// whose locator came back or left again since are skipped.
 	left []leftEntry
-	// tokensPeak is the most challenges out since tokens was made: a Go map keeps the room
-	// of its largest size, and a server that challenged 100,000 correspondents at once kept
-	// some 9 MB for none (issue 28); expire makes tokens afresh once they are all gone.
-	tokensPeak int
 	// epoch is what the challenges' expiry offsets count from.
 	epoch time.Time
 }
-
-// tokensFresh is the peak above which an emptied tokens map is made afresh.
-const tokensFresh = 1024
 
 type leftEntry struct {
 	peer wire.NID
@@ -421,11 +472,17 @@ const (
 	loneKinds
 )
 
-// loneKind is the lone map st belongs in, or -1: it is more than a lone peer.
-func (st *peer) loneKind() int {
+// place is the map st belongs in: its lone kind when it is a lone peer, placeProbing or
+// placeFull.
+func (st *peer) place() int {
 	switch {
-	case st.one == 0 || st.rare != nil || st.tok != (Token{}):
-		return -1
+	case st.one == 0 || st.rare != nil:
+		return placeFull
+	case st.pend.token != (Token{}):
+		if st.probed && !st.answered && st.pend.loc == st.one {
+			return placeProbing
+		}
+		return placeFull
 	case st.answered:
 		return loneAnswered // probed or not: Probe asks no more
 	case st.probed:
@@ -441,51 +498,56 @@ func (e *Engine) get(p wire.NID) (st peer, ok bool) {
 			return peer{one: l, answered: k == loneAnswered, probed: k != loneOpened, in: int8(k + 1)}, true
 		}
 	}
+	if pp, ok := e.probing[p]; ok {
+		return peer{one: pp.one, pend: pending{token: pp.token, loc: pp.one, expires: pp.expires}, probed: true, in: placeProbing + 1}, true
+	}
 	if st, ok = e.peers[p]; ok {
-		st.in = inFull
+		st.in = placeFull + 1
 	}
 	return st, ok
 }
 
-// put stores st as p's state, in a lone map when that is all it is.
+// put stores st as p's state, in the smallest map that holds all it is.
 func (e *Engine) put(p wire.NID, st peer) {
-	k := st.loneKind()
-	switch in := int(st.in); {
-	case in == 0:
-		e.dropLone(p, k)
-		if k >= 0 {
-			e.dropFull(p)
-		}
-	case in == inFull:
-		if k >= 0 {
-			e.dropFull(p)
-		}
-	case in-1 != k:
-		e.dropLone(p, k)
+	to := st.place()
+	if from := int(st.in) - 1; from != to {
+		e.drop(p, from, to)
 	}
-	if k >= 0 {
-		e.lone[k][p] = st.one
-		e.lonePeak[k] = max(e.lonePeak[k], len(e.lone[k]))
-		return
+	switch to {
+	case placeFull:
+		e.peers[p] = st
+		e.peersPeak = max(e.peersPeak, len(e.peers))
+	case placeProbing:
+		e.probing[p] = probingPeer{one: st.one, token: st.pend.token, expires: st.pend.expires}
+		e.probingPeak = max(e.probingPeak, len(e.probing))
+	default:
+		e.lone[to][p] = st.one
+		e.lonePeak[to] = max(e.lonePeak[to], len(e.lone[to]))
 	}
-	e.peers[p] = st
-	e.peersPeak = max(e.peersPeak, len(e.peers))
 }
 
-// dropLone removes p from the lone maps but keep's.
-func (e *Engine) dropLone(p wire.NID, keep int) {
+// drop removes p from the map of place from (-1: from every map but keep's).
+func (e *Engine) drop(p wire.NID, from, keep int) {
 	for k, m := range e.lone {
-		if _, ok := m[p]; ok && k != keep {
+		if from >= 0 && from != k || k == keep {
+			continue
+		}
+		if _, ok := m[p]; ok {
 			delete(m, p)
 			e.lone[k], e.lonePeak[k] = shrink(m, e.lonePeak[k])
 		}
 	}
-}
-
-func (e *Engine) dropFull(p wire.NID) {
-	if _, ok := e.peers[p]; ok {
-		delete(e.peers, p)
-		e.peers, e.peersPeak = shrink(e.peers, e.peersPeak)
+	if (from < 0 || from == placeProbing) && keep != placeProbing {
+		if _, ok := e.probing[p]; ok {
+			delete(e.probing, p)
+			e.probing, e.probingPeak = shrink(e.probing, e.probingPeak)
+		}
+	}
+	if (from < 0 || from == placeFull) && keep != placeFull {
+		if _, ok := e.peers[p]; ok {
+			delete(e.peers, p)
+			e.peers, e.peersPeak = shrink(e.peers, e.peersPeak)
+		}
 	}
 }
 
@@ -516,7 +578,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Random == nil {
 		cfg.Random = func(b []byte) error { _, err := rand.Read(b); return err }
 	}
-	e := &Engine{cfg: cfg, peers: map[wire.NID]peer{}, tokens: map[Token]pending{}}
+	e := &Engine{cfg: cfg, peers: map[wire.NID]peer{}, probing: map[wire.NID]probingPeer{}}
 	for k := range e.lone {
 		e.lone[k] = map[wire.NID]wire.L64{}
 	}
@@ -708,14 +770,13 @@ func (e *Engine) added(p wire.NID, st *peer, locs []wire.L64, from wire.L64, luB
 // did not send to p (forged, late, or another daemon's): nothing changes then.
 func (e *Engine) Echoed(p wire.NID, token Token, now time.Time) (actions []Action, ok bool) {
 	e.expire(now)
-	pd, found := e.tokens[token]
-	if !found || pd.peer != p {
-		return nil, false
-	}
-	delete(e.tokens, token)
 	st, known := e.get(p)
 	if !known {
-		return nil, true
+		return nil, false
+	}
+	pd, found := st.findToken(token)
+	if !found {
+		return nil, false
 	}
 	st.answered = true
 	switch {
@@ -776,15 +837,24 @@ func (e *Engine) Tick(now time.Time) []Action {
 	if len(e.probation) == 0 {
 		e.probation = nil
 	}
-	e.forgetLeft(now)
+	e.expire(now)
 	return out
 }
+
+// expireSlack is how long after a challenge expires Tick may come to forget it: the echoes
+// that come check expiry themselves, so only memory waits, and the wakes come in batches.
+const expireSlack = time.Second
 
 // NextDeadline is when Tick has work next.
 func (e *Engine) NextDeadline() (time.Time, bool) {
 	var next time.Time
 	if len(e.probation) > 0 {
 		next = e.probation[0].deadline
+	}
+	if len(e.order) > 0 {
+		if d := e.epoch.Add(time.Duration(e.order[0].expires) + expireSlack); next.IsZero() || d.Before(next) {
+			next = d
+		}
 	}
 	if len(e.left) > 0 {
 		if d := e.left[0].at.Add(RecentlyVerified); next.IsZero() || d.Before(next) {
@@ -857,23 +927,21 @@ func (e *Engine) challenge(p wire.NID, st *peer, l wire.L64, now time.Time) (Act
 	if t == (Token{}) {
 		return Action{}, fmt.Errorf("challenge for %v at %v: the random source gave a zero token", p, l)
 	}
-	var buf [maxPending + 1]Token
+	var buf [maxPending + 1]pending
 	ts := st.tokens(buf[:])
 	if len(ts) >= maxPending {
-		delete(e.tokens, ts[0])
 		ts = ts[1:]
 	}
-	st.setTokens(append(ts, t))
-	e.tokens[t] = pending{peer: p, loc: l, expires: e.offsetOf(now.Add(e.cfg.ChallengeLifetime))}
-	e.tokensPeak = max(e.tokensPeak, len(e.tokens))
-	e.order = append(e.order, t)
+	exp := e.offsetOf(now.Add(e.cfg.ChallengeLifetime))
+	st.setTokens(append(ts, pending{token: t, loc: l, expires: exp}))
+	e.order = append(e.order, expiry{peer: p, expires: exp})
 	return Action{Kind: SendChallenge, Peer: p, Locator: l, Token: t}, nil
 }
 
 func (e *Engine) outstanding(st *peer, l wire.L64) bool {
-	var buf [maxPending]Token
-	for _, t := range st.tokens(buf[:]) {
-		if pd, ok := e.tokens[t]; ok && pd.loc == l {
+	var buf [maxPending]pending
+	for _, pd := range st.tokens(buf[:]) {
+		if pd.loc == l {
 			return true
 		}
 	}
@@ -881,37 +949,20 @@ func (e *Engine) outstanding(st *peer, l wire.L64) bool {
 }
 
 func (e *Engine) expire(now time.Time) {
-	for len(e.order) > 0 {
-		t := e.order[0]
-		pd, ok := e.tokens[t]
-		if ok && pd.expires >= e.offsetOf(now) {
-			break
-		}
+	at := e.offsetOf(now)
+	for len(e.order) > 0 && e.order[0].expires < at {
+		x := e.order[0]
 		e.order = e.order[1:]
-		if !ok {
-			continue // answered, or dropped (maxPending, forget)
-		}
-		delete(e.tokens, t)
-		if st, ok := e.get(pd.peer); ok {
-			st.dropToken(t)
-			e.put(pd.peer, st)
+		// The peer's challenges expire in the order sent: those before now go (none when
+		// this one was answered or dropped since: maxPending, forget).
+		if st, ok := e.get(x.peer); ok && st.dropExpired(at) {
+			e.put(x.peer, st)
 		}
 	}
 	if len(e.order) == 0 {
 		e.order = nil // let a burst's array go
 	}
 	e.forgetLeft(now)
-	if len(e.tokens) == 0 && e.tokensPeak > tokensFresh {
-		e.tokens, e.tokensPeak = map[Token]pending{}, 0
-	}
 }
 
-func (e *Engine) forget(p wire.NID) {
-	st, _ := e.get(p)
-	var buf [maxPending]Token
-	for _, t := range st.tokens(buf[:]) {
-		delete(e.tokens, t)
-	}
-	e.dropLone(p, -1)
-	e.dropFull(p)
-}
+func (e *Engine) forget(p wire.NID) { e.drop(p, -1, -1) }

@@ -36,8 +36,8 @@ func TestExpireInOrder(t *testing.T) {
 	}
 	end := at(n - 1)
 	// Sent in the last 50 ms: 5,001 (i = 5000 ... 9999, end - at(i) <= 50 ms).
-	if len(e.tokens) != 5001 || len(e.order) != 5001 {
-		t.Fatalf("%d challenges kept (%d in order), want the last lifetime's 5001", len(e.tokens), len(e.order))
+	if e.challengesOut() != 5001 || len(e.order) != 5001 {
+		t.Fatalf("%d challenges kept (%d in order), want the last lifetime's 5001", e.challengesOut(), len(e.order))
 	}
 	if _, ok := e.Echoed(wire.NID(0x0a00_0000_0000_0000+10), tokens[10], end); ok {
 		t.Fatal("an expired challenge's echo was taken")
@@ -48,7 +48,7 @@ func TestExpireInOrder(t *testing.T) {
 	}
 	e.expire(end.Add(time.Second))
 	// Nothing outstanding, nothing unverified: the peer's rare state is gone too.
-	if st, _ := e.get(p); len(e.tokens) != 0 || len(e.order) != 0 || st.rare != nil {
-		t.Fatalf("after every lifetime: %d tokens, %d in order, a peer's rare state %+v", len(e.tokens), len(e.order), st.rare)
+	if st, _ := e.get(p); e.challengesOut() != 0 || len(e.order) != 0 || st.rare != nil {
+		t.Fatalf("after every lifetime: %d tokens, %d in order, a peer's rare state %+v", e.challengesOut(), len(e.order), st.rare)
 	}
 }

@@ -98,29 +98,42 @@ func BenchmarkPeerMemoryUnanswered(b *testing.B) {
 	b.ReportMetric(unanswered, "B/peer-unanswered")
 }
 
-// A burst of challenges, answered and expired, leaves no map of its size behind.
-func TestTokensMapMadeAfresh(t *testing.T) {
+// A burst of probes passes through the probing map, which is made afresh once the answers
+// and expiries drained it, and the expiry queue lets its array go.
+func TestProbingMapMadeAfresh(t *testing.T) {
 	e, err := New(Config{Mode: Strict})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 2 * tokensFresh {
+	const n = 2 * mapsFresh
+	tokens := make([]Token, n)
+	for i := range n {
 		p, l := wire.NID(0x0a00_0000_0000_0000+i), wire.L64(0x2001_0db8_0000_0000+i<<16)
-		if _, err := e.Opened(p, []wire.L64{l}, l, true, now); err != nil {
-			t.Fatal(err)
+		acts, err := e.Opened(p, []wire.L64{l}, l, true, now)
+		if err != nil || len(acts) != 1 {
+			t.Fatalf("open: %+v %v", acts, err)
+		}
+		tokens[i] = acts[0].Token
+	}
+	if len(e.probing) != n || e.probingPeak != n || len(e.peers) != 0 || len(e.order) != n {
+		t.Fatalf("%d probing (peak %d), %d full, %d queued", len(e.probing), e.probingPeak, len(e.peers), len(e.order))
+	}
+	before := e.probing
+	for i := range n / 2 {
+		if _, ok := e.Echoed(wire.NID(0x0a00_0000_0000_0000+i), tokens[i], now); !ok {
+			t.Fatal("echo not taken")
 		}
 	}
-	if len(e.tokens) != 2*tokensFresh || e.tokensPeak != 2*tokensFresh {
-		t.Fatalf("%d challenges out, peak %d", len(e.tokens), e.tokensPeak)
-	}
-	before := e.tokens
 	e.expire(now.Add(DefaultChallengeLifetime + time.Second))
-	if len(e.tokens) != 0 || e.tokensPeak != 0 {
-		t.Fatalf("after expiry: %d challenges, peak %d", len(e.tokens), e.tokensPeak)
+	if len(e.probing) != 0 || e.probingPeak > mapsFresh || e.order != nil {
+		t.Fatalf("after expiry: %d probing, peak %d, queue %v", len(e.probing), e.probingPeak, e.order)
 	}
-	before[Token{1}] = pending{} // the old map is no longer the engine's
-	if len(e.tokens) != 0 {
+	if got := [...]int{len(e.lone[loneAnswered]), len(e.lone[loneProbed])}; got != [...]int{n / 2, n / 2} {
+		t.Fatalf("lone answered, probed: %v", got)
+	}
+	before[1] = probingPeer{} // the old map is no longer the engine's
+	if len(e.probing) != 0 {
 		t.Fatal("the burst's map is still in use")
 	}
 }
@@ -149,8 +162,13 @@ func TestLeftForgotten(t *testing.T) {
 	if st.rare == nil || len(st.rare.left) != 1 {
 		t.Fatalf("after the move: rare %+v", st.rare)
 	}
-	if d, ok := e.NextDeadline(); !ok || !d.Equal(now.Add(RecentlyVerified)) {
-		t.Fatalf("NextDeadline = %v %v, want the left record's end", d, ok)
+	// First the answered challenge's entry in the expiry queue goes, then the left record.
+	if d, ok := e.NextDeadline(); !ok || !d.Equal(now.Add(DefaultChallengeLifetime+expireSlack)) {
+		t.Fatalf("NextDeadline = %v %v, want the challenge's expiry", d, ok)
+	}
+	e.Tick(now.Add(DefaultChallengeLifetime + expireSlack))
+	if d, ok := e.NextDeadline(); !ok || !d.Equal(now.Add(RecentlyVerified)) || e.order != nil {
+		t.Fatalf("NextDeadline = %v %v (queue %v), want the left record's end", d, ok, e.order)
 	}
 	e.Tick(now.Add(RecentlyVerified - time.Millisecond))
 	if !st.recentlyLeft(l1, now.Add(RecentlyVerified-time.Millisecond)) {
@@ -186,7 +204,7 @@ func TestLonePeers(t *testing.T) {
 		}
 	}
 	lens := func() [loneKinds + 1]int {
-		return [...]int{len(e.lone[loneOpened]), len(e.lone[loneProbed]), len(e.lone[loneAnswered]), len(e.peers)}
+		return [...]int{len(e.lone[loneOpened]), len(e.lone[loneProbed]), len(e.lone[loneAnswered]), len(e.peers) + len(e.probing)}
 	}
 	if got := lens(); got != [...]int{n, 0, 0, 0} {
 		t.Fatalf("opened: lone opened, probed, answered, full %v", got)
@@ -208,8 +226,8 @@ func TestLonePeers(t *testing.T) {
 			t.Fatal("echo not taken")
 		}
 	}
-	if got := lens(); got != [...]int{0, 0, n - 1, 1} || e.peersPeak > mapsFresh {
-		t.Fatalf("answered: lone opened, probed, answered, full %v (full peak %d)", got, e.peersPeak)
+	if got := lens(); got != [...]int{0, 0, n - 1, 1} || e.probingPeak > mapsFresh || len(e.probing) != 1 {
+		t.Fatalf("answered: lone opened, probed, answered, full %v (probing peak %d)", got, e.probingPeak)
 	}
 	// The last one never answers: once its challenge expires it is a lone probed peer, not
 	// probed again.

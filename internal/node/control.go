@@ -72,21 +72,20 @@ func (n *Node) ShowLocators(ctx context.Context) (any, error) {
 }
 
 // ShowSessions lists the sessions (SessionRow) as a control.Streamer: the rows are encoded from
-// the ILCC a slice of sessions at a time and written out as they go, the datapath's and the LU
-// engine's figures kept by NID. A table of strings per session, a slice of rows and two
-// copies of their JSON were what one `show sessions` of 100,000 sessions added to the
-// daemon's memory (issue 28). Sessions that close while the listing is written are left out.
+// the ILCC a slice of sessions at a time and written out as they go, with the datapath's
+// counters of that slice's sessions read by key, and the LU engine's figures kept by NID. A
+// table of strings per session, a slice of rows, two copies of their JSON and the datapath's
+// counters of every session by NID were what one `show sessions` of 100,000 sessions added
+// to the daemon's memory (issue 28). Sessions that close while the listing is written are
+// left out.
 func (n *Node) ShowSessions(ctx context.Context) (any, error) {
-	t := &sessionTable{n: n, now: time.Now(), srtt: map[wire.NID]float64{}, dp: map[wire.NID]dpSession{}, e6: map[wire.NID][]string{}}
+	t := &sessionTable{n: n, now: time.Now(), srtt: map[wire.NID]float64{}, e6: map[wire.NID][]string{}}
 	if err := n.do(ctx, func() error {
 		n.engine.EachSRTT(func(nid wire.NID, ms float64) { t.srtt[nid] = ms })
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	_ = n.dp.EachSession(func(s datapath.Session) {
-		t.dp[s.RemoteNID] = dpSession{s.TxPackets, s.RxPackets, s.Flags&datapath.SessionIPv6Fallback != 0}
-	})
 	for _, p := range n.encap6Rows() {
 		if l := encap6Label(p); l != "" {
 			t.e6[p.Key.RemoteNID] = append(t.e6[p.Key.RemoteNID], fmt.Sprintf("%v->%v(%s)", p.Key.Local, p.Key.Remote, l))
@@ -108,8 +107,29 @@ type sessionTable struct {
 	now  time.Time
 	nids []wire.NID
 	srtt map[wire.NID]float64
-	dp   map[wire.NID]dpSession
 	e6   map[wire.NID][]string
+}
+
+// sessionKey is a session's key in the datapath's table.
+type sessionKey struct{ local, remote wire.NID }
+
+// dpChunk reads the datapath's counters of the sessions of nids (as the ILCC has them now)
+// into dp: the keys under the ILCC's lock, the table outside it. A session the table does
+// not hold (an embryo, or one gone since) has none.
+func (t *sessionTable) dpChunk(nids []wire.NID, keys []sessionKey, dp map[wire.NID]dpSession) []sessionKey {
+	keys = keys[:0]
+	t.n.cache.EachSessionOf(nids, func(s ilcc.SessionInfo) {
+		keys = append(keys, sessionKey{s.SessionLocal.NID, s.Peer})
+	})
+	clear(dp)
+	for _, k := range keys {
+		s, err := t.n.dp.GetSession(k.local, k.remote)
+		if err != nil || s.Flags&datapath.SessionEmbryonic != 0 {
+			continue
+		}
+		dp[k.remote] = dpSession{s.TxPackets, s.RxPackets, s.Flags&datapath.SessionIPv6Fallback != 0}
+	}
+	return keys
 }
 
 // sessionChunk is how many sessions the listing encodes per hold of the ILCC.
@@ -122,10 +142,14 @@ func (t *sessionTable) StreamJSON(w io.Writer) error {
 		err   error
 		locs  []string
 		first = true
+		keys  []sessionKey
+		dp    = make(map[wire.NID]dpSession, sessionChunk)
 	)
 	buf.WriteByte('[')
 	for i := 0; i < len(t.nids) || i == 0; i += sessionChunk {
-		t.n.cache.EachSessionOf(t.nids[i:min(i+sessionChunk, len(t.nids))], func(s ilcc.SessionInfo) {
+		chunk := t.nids[i:min(i+sessionChunk, len(t.nids))]
+		keys = t.dpChunk(chunk, keys, dp)
+		t.n.cache.EachSessionOf(chunk, func(s ilcc.SessionInfo) {
 			if err != nil {
 				return
 			}
@@ -133,7 +157,7 @@ func (t *sessionTable) StreamJSON(w io.Writer) error {
 			for _, r := range s.RemoteLocators {
 				locs = append(locs, fmt.Sprintf("%s(%s)", r.Locator, r.State))
 			}
-			dp := t.dp[s.Peer]
+			dp := dp[s.Peer]
 			row := SessionRow{
 				PeerNID:        s.Peer.String(),
 				SessionLocal:   s.SessionLocal.Addr().String(),

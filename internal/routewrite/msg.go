@@ -32,11 +32,13 @@ var (
 	errBadLink = errors.New("routewrite: no interface index")
 )
 
-func (r Route) check() error {
+// check refuses what is not an IPv6 host route; a delete may leave the interface out (any
+// route to Dst of protocol static).
+func (r Route) check(del bool) error {
 	if !r.Dst.Is6() || r.Dst.Is4In6() {
 		return errNotIPv6
 	}
-	if r.LinkIndex <= 0 {
+	if r.LinkIndex < 0 || (r.LinkIndex == 0 && !del) {
 		return errBadLink
 	}
 	return nil
@@ -94,7 +96,9 @@ func appendMessage(b []byte, del bool, seq uint32, flags uint16, r Route) []byte
 		}
 		ne.PutUint16(b[m:], uint16(len(b)-m))
 	}
-	b = appendAttr(b, unix.RTA_OIF, ne.AppendUint32(nil, uint32(r.LinkIndex)))
+	if r.LinkIndex > 0 {
+		b = appendAttr(b, unix.RTA_OIF, ne.AppendUint32(nil, uint32(r.LinkIndex)))
+	}
 	ne.PutUint32(b[start:], uint32(len(b)-start))
 	return b
 }

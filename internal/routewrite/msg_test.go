@@ -30,6 +30,9 @@ func TestAppendMessage(t *testing.T) {
 		{"delete", true, Route{Dst: dst, LinkIndex: 7},
 			hdr(16+12+20+8, unix.RTM_DELROUTE, unix.NLM_F_REQUEST, 5) +
 				"0a800000fe04ff000000000" + "0" + dstAttr + oif},
+		{"delete by destination", true, Route{Dst: dst},
+			hdr(16+12+20, unix.RTM_DELROUTE, unix.NLM_F_REQUEST, 5) +
+				"0a800000fe04ff000000000" + "0" + dstAttr},
 		{"everything", false, Route{Dst: dst, LinkIndex: 7, Gw: gw, Src: src, MTU: 1432, AdvMSS: 1372, MTULock: true},
 			hdr(16+12+20+20+20+(4+8+8+8)+8, unix.RTM_NEWROUTE, unix.NLM_F_REQUEST|unix.NLM_F_CREATE|unix.NLM_F_REPLACE, 5) +
 				"0a800000fe0400010000000" + "0" + dstAttr +
@@ -55,14 +58,21 @@ func TestCheck(t *testing.T) {
 		{Dst: netip.MustParseAddr("192.0.2.1"), LinkIndex: 1},
 		{Dst: netip.MustParseAddr("::ffff:192.0.2.1"), LinkIndex: 1},
 		{Dst: netip.MustParseAddr("2001:db8::1")},
+		{Dst: netip.MustParseAddr("2001:db8::1"), LinkIndex: -1},
 		{},
 	} {
-		if r.check() == nil {
+		if r.check(false) == nil {
 			t.Errorf("%+v accepted", r)
 		}
 	}
-	if err := (Route{Dst: netip.MustParseAddr("2001:db8::1"), LinkIndex: 1}).check(); err != nil {
+	if err := (Route{Dst: netip.MustParseAddr("2001:db8::1"), LinkIndex: 1}).check(false); err != nil {
 		t.Errorf("good route refused: %v", err)
+	}
+	if err := (Route{Dst: netip.MustParseAddr("2001:db8::1")}).check(true); err != nil {
+		t.Errorf("delete by destination refused: %v", err)
+	}
+	if (Route{Dst: netip.MustParseAddr("2001:db8::1"), LinkIndex: -1}).check(true) == nil {
+		t.Error("delete with a negative interface accepted")
 	}
 }
 

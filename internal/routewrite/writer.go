@@ -102,7 +102,7 @@ func (w *Writer) Replace(r Route, done Done) error { return w.queue(false, r, do
 func (w *Writer) Delete(r Route, done Done) error { return w.queue(true, r, done) }
 
 func (w *Writer) queue(del bool, r Route, done Done) error {
-	if err := r.check(); err != nil {
+	if err := r.check(del); err != nil {
 		return fmt.Errorf("route to %s: %w", r.Dst, err)
 	}
 	if len(w.ops) >= w.max {

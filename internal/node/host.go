@@ -33,6 +33,8 @@ type host struct {
 	// their next routePeer writes the route whatever the record says.
 	rw    *routewrite.Writer
 	stale map[netip.Addr]bool
+	// queuedAt is when the oldest write rw holds was queued (endTurn).
+	queuedAt time.Time
 	// reroute is a move's pass over every peer route, a share a loop turn (rerouteStep).
 	reroute reroutePass
 	log     *slog.Logger
@@ -199,6 +201,7 @@ func (h *host) writePeerRoute(peer netip.Addr, ifindex int, router netip.Addr, f
 	if err := h.rw.Replace(h.rwRoute(peer, pr), func(err error) { h.routeFailed(peer, pr, err) }); err != nil {
 		return fmt.Errorf("route to peer %s: %w", peer, err)
 	}
+	h.queued()
 	h.recordRoute(peer, pr)
 	delete(h.stale, peer)
 	return nil
@@ -216,6 +219,27 @@ func (h *host) routeFailed(peer netip.Addr, pr peerRoute, err error) {
 	if r := h.peerRoutes.get(peer); r != nil && *r == pr {
 		h.stale[peer] = true
 	}
+}
+
+// routeHold is how long endTurn holds queued route writes back while more events wait.
+const routeHold = 5 * time.Millisecond
+
+func (h *host) queued() {
+	if h.rw.Pending() == 1 {
+		h.queuedAt = time.Now()
+	}
+}
+
+// endTurn ends a loop turn: it flushes the queued peer routes unless more events are already
+// waiting (more) and the oldest write was queued less than routeHold ago. A correspondent
+// opening sessions as fast as the loop records them handles one datapath event a turn, and
+// a flush a turn would write their routes one at a time again (issue 28); held, they go out
+// a full batch (rw flushes itself then) or routeHold's worth at once.
+func (h *host) endTurn(more bool) {
+	if h.rw == nil || h.rw.Pending() == 0 || (more && time.Since(h.queuedAt) < routeHold) {
+		return
+	}
+	h.flushRoutes()
 }
 
 // flushRoutes writes the queued peer route changes (errors go to routeFailed and
@@ -425,6 +449,7 @@ func (h *host) unroutePeer(nid wire.NID) error {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
 			continue
 		}
+		h.queued()
 		h.peerRoutes.del(peer)
 		delete(h.stale, peer)
 	}

@@ -229,3 +229,38 @@ func TestReroutePeersInSteps(t *testing.T) {
 		t.Fatalf("record: %d routes, closed peer present %v", h.peerRoutes.len(), h.peerRoutes.get(gone.Addr()) != nil)
 	}
 }
+
+// The end of a loop turn holds queued peer routes back while more events wait, for at most
+// routeHold, and writes them once none waits.
+func TestEndTurnHoldsWhileEventsWait(t *testing.T) {
+	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
+	nstest.Link(t, a, "ha", b, "hb")
+	var h *host
+	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer h.nl.Close()
+	defer h.closeRoutes()
+	idx := a.Ifindex("ha")
+	peer := func(i int) netip.Addr { return wire.ILV{Locator: 0x2001_0db8_0061_0000, NID: wire.NID(i)}.Addr() }
+	h.routePeer(peer(1), idx, netip.Addr{})
+	h.endTurn(true)
+	h.routePeer(peer(2), idx, netip.Addr{})
+	h.endTurn(true)
+	if n := h.rw.Pending(); n != 2 {
+		t.Fatalf("%d routes queued while events wait, want 2", n)
+	}
+	h.endTurn(false)
+	if n := h.rw.Pending(); n != 0 {
+		t.Fatalf("%d routes queued after a turn with no event waiting", n)
+	}
+	h.routePeer(peer(3), idx, netip.Addr{})
+	h.queuedAt = h.queuedAt.Add(-routeHold) // held as long as it may be
+	h.endTurn(true)
+	if n := h.rw.Pending(); n != 0 {
+		t.Fatalf("%d routes held past routeHold", n)
+	}
+	if c := strings.Count(a.Run("ip", "-6", "route", "show", "dev", "ha"), "proto static"); c != 3 {
+		t.Fatalf("%d routes in the kernel, want 3", c)
+	}
+}

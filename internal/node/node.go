@@ -281,7 +281,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	touch := time.NewTicker(touchInterval)
 	defer touch.Stop()
 	for {
-		n.host.flushRoutes() // the peer routes the last turn queued, in one batch (issue 28)
+		n.host.endTurn(len(dpEvents) > 0) // the peer routes queued, in one batch (issue 28)
 		n.persist()
 		n.armTimer(timer)
 		select {

@@ -352,7 +352,9 @@ func (h *host) routesUp() bool {
 
 // clampPeer gives peer's route the locked MTU mtu (0: the clamp ends, the usual MTU again).
 // owned is false when the daemon keeps no route to peer: the caller installs its own then
-// (internal/pmtu). force rewrites the route even if the record says it is in place.
+// (internal/pmtu). force rewrites the route even if the record says it is in place. The
+// route is written at once, not at the end of the turn: every packet sent to the peer
+// before it is another Packet Too Big.
 func (h *host) clampPeer(peer netip.Addr, mtu int, force bool) (owned bool, err error) {
 	r := h.peerRoutes.get(peer)
 	if r == nil {
@@ -363,7 +365,9 @@ func (h *host) clampPeer(peer netip.Addr, mtu int, force bool) (owned bool, err 
 	} else {
 		h.clamps[peer] = mtu
 	}
-	return true, h.writePeerRoute(peer, r.link, r.gw, force)
+	err = h.writePeerRoute(peer, r.link, r.gw, force)
+	h.flushRoutes()
+	return true, err
 }
 
 // setEncap6 gives the routes of a correspondent's session-view addresses the MTU for
@@ -384,6 +388,7 @@ func (h *host) setEncap6(nid wire.NID, on bool) error {
 			errs = append(errs, h.routePeer(peer, r.link, r.gw))
 		}
 	}
+	h.flushRoutes() // at once, as clampPeer
 	return errors.Join(errs...)
 }
 

@@ -127,7 +127,7 @@ func (w *Writer) Flush() error {
 	}
 	ops := w.ops
 	err := w.exchange()
-	w.buf, w.ops = w.buf[:0], ops[:0:0]
+	w.buf, w.ops = w.buf[:0], nil // a Done may queue again
 	for i := range ops {
 		o := &ops[i]
 		if o.done == nil {
@@ -142,6 +142,10 @@ func (w *Writer) Flush() error {
 		} else {
 			o.done(nil)
 		}
+	}
+	if w.ops == nil {
+		clear(ops)
+		w.ops = ops[:0]
 	}
 	return err
 }

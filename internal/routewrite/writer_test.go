@@ -253,3 +253,24 @@ func benchRouteWrite(b *testing.B, n int, modes []string) {
 func netipNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)}
 }
+
+// A Done may queue another route: it goes out with the next flush.
+func TestDoneQueuesAgain(t *testing.T) {
+	ns, link := testNS(t)
+	w := openIn(t, ns, 0)
+	w.Replace(Route{Dst: peer(1), LinkIndex: link}, func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		w.Replace(Route{Dst: peer(2), LinkIndex: link}, nil)
+	})
+	w.Replace(Route{Dst: peer(3), LinkIndex: link}, nil)
+	w.Flush()
+	if w.Pending() != 1 {
+		t.Fatalf("%d pending after a Done queued one, want 1", w.Pending())
+	}
+	w.Flush()
+	if got := routes(t, ns); len(got) != 3 {
+		t.Fatalf("%d routes, want 3", len(got))
+	}
+}

@@ -264,3 +264,35 @@ func TestEndTurnHoldsWhileEventsWait(t *testing.T) {
 		t.Fatalf("%d routes in the kernel, want 3", c)
 	}
 }
+
+// BenchmarkRerouteStep: one loop turn of a move's reroute pass over 100,000 peer routes
+// (rerouteShare of them written and flushed, and in the move's own turn the list of peers
+// first); ns/op is the turn.
+func BenchmarkRerouteStep(b *testing.B) {
+	a, c := nstest.New(b, "ilnp-host"), nstest.New(b, "ilnp-host")
+	nstest.Link(b, a, "ha", c, "hb")
+	nstest.Link(b, a, "hc", c, "hd")
+	var h *host
+	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
+		b.Fatal(err)
+	}
+	defer h.nl.Close()
+	defer h.closeRoutes()
+	links := []int{a.Ifindex("ha"), a.Ifindex("hc")}
+	const n = 100000
+	for i := 1; i <= n; i++ {
+		h.routePeer(wire.ILV{Locator: 0x2001_0db8_0061_0000, NID: wire.NID(i)}.Addr(), links[0], netip.Addr{})
+	}
+	h.flushRoutes()
+	b.ResetTimer()
+	move := 0
+	for i := 0; i < b.N; i++ {
+		if !h.rerouting() {
+			move++ // the move's own turn: the list of peers and the first share
+			h.reroutePeers(links[move%2], netip.Addr{})
+			continue
+		}
+		h.rerouteStep()
+	}
+	b.ReportMetric(float64(b.N)/float64(move), "turns/move")
+}

@@ -22,6 +22,7 @@ import (
 	"ilnp/internal/datapath"
 	"ilnp/internal/encap"
 	"ilnp/internal/ilcc"
+	"ilnp/internal/routewrite"
 	"ilnp/internal/state"
 	"ilnp/internal/timeline"
 	"ilnp/internal/wire"
@@ -505,6 +506,9 @@ func (n *Node) keep() error {
 	if n.chsock != nil {
 		errs = append(errs, n.chsock.Close())
 	}
+	if n.host != nil {
+		n.host.closeRoutes() // what shutdown queued, before the state file lists it
+	}
 	n.writeState()
 	if n.dp != nil {
 		errs = append(errs, n.dp.Close()) // KeepPinned: maps and links stay
@@ -568,13 +572,16 @@ func FlushStopped(cfg config.Config) error {
 	if h, err := newHost(cfg.MTUHeadroom); err != nil {
 		errs = append(errs, err)
 	} else {
-		for _, a := range st.PeerRoutes {
-			r := &netlink.Route{Dst: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)},
-				Protocol: netlink.RouteProtocol(unix.RTPROT_STATIC)}
-			if err := h.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
+		for _, a := range st.PeerRoutes { // batched: 100,000 took a request each
+			if err := h.rw.Delete(routewrite.Route{Dst: a}, func(err error) {
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}); err != nil {
 				errs = append(errs, fmt.Errorf("remove route to %s: %w", a, err))
 			}
 		}
+		h.closeRoutes()
 		for _, a := range st.Identities {
 			h.identities[a] = true
 			errs = append(errs, h.removeIdentity(a))

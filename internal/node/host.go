@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"ilnp/internal/routewrite"
 	"ilnp/internal/wire"
 )
 
@@ -22,8 +24,20 @@ type host struct {
 	lo         netlink.Link
 	identities map[netip.Addr]bool
 	// peerRoutes is kept by NID: unroutePeer runs for every session that closes, and a pass
-	// over every route there made a flood's expiry O(sessions^2) (issue 28).
+	// over every route there made a flood's expiry O(sessions^2) (issue 28). It is the
+	// routes as written: a write is queued on rw and recorded at once, and one the kernel
+	// then refuses is marked stale (routeFailed).
 	peerRoutes routeTable
+	// rw writes the peer routes in batches, flushed at the end of each loop turn
+	// (flushRoutes; issue 28). stale are the peers whose last write the kernel refused:
+	// their next routePeer writes the route whatever the record says.
+	rw    *routewrite.Writer
+	stale map[netip.Addr]bool
+	// queuedAt is when the oldest write rw holds was queued (endTurn).
+	queuedAt time.Time
+	// reroute is a move's pass over every peer route, a share a loop turn (rerouteStep).
+	reroute reroutePass
+	log     *slog.Logger
 	// lastRoute is the peerRoute recorded last, which peers with an equal route share (most
 	// routes are alike: a pointer each instead of 72 bytes each; issue 28). Records are never
 	// changed in place.
@@ -67,8 +81,16 @@ func newHost(headroom int) (*host, error) {
 		nl.Close()
 		return nil, fmt.Errorf("loopback: %w", err)
 	}
+	rw, err := routewrite.Open(0)
+	if err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("peer routes: %w", err)
+	}
 	return &host{
 		nl:          nl,
+		rw:          rw,
+		stale:       map[netip.Addr]bool{},
+		log:         slog.New(slog.DiscardHandler),
 		lo:          lo,
 		identities:  map[netip.Addr]bool{},
 		peerRoutes:  newRouteTable(),
@@ -126,6 +148,7 @@ func (h *host) removeIdentity(addr netip.Addr) error {
 	if !h.identities[addr] {
 		return nil
 	}
+	h.flushRoutes() // routes queued with it as their source first, as they were asked for
 	delete(h.identities, addr)
 	a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(128, 128)}}
 	if err := h.nl.AddrDel(h.lo, a); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
@@ -165,20 +188,75 @@ func (h *host) writePeerRoute(peer netip.Addr, ifindex int, router netip.Addr, f
 		pr.src = wire.ILV{Locator: h.active, NID: nid}.Addr()
 	}
 	old := h.peerRoutes.get(peer)
-	if !force && old != nil && *old == pr {
+	if !force && old != nil && *old == pr && !h.stale[peer] {
 		return nil
 	}
-	r := h.route(peer, pr)
-	if k := h.existing[peer]; old == nil && k != nil && k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) &&
-		k.Src.Equal(r.Src) && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS {
-		h.recordRoute(peer, pr)
-		return nil
+	if k := h.existing[peer]; old == nil && k != nil {
+		r := h.route(peer, pr)
+		if k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) && k.Src.Equal(r.Src) && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS {
+			h.recordRoute(peer, pr)
+			return nil
+		}
 	}
-	if err := h.nl.RouteReplace(r); err != nil {
+	if err := h.rw.Replace(h.rwRoute(peer, pr), func(err error) { h.routeFailed(peer, pr, err) }); err != nil {
 		return fmt.Errorf("route to peer %s: %w", peer, err)
 	}
+	h.queued()
 	h.recordRoute(peer, pr)
+	delete(h.stale, peer)
 	return nil
+}
+
+// routeFailed is told what became of a queued write of pr to peer. The record already says
+// pr (the loop goes on without waiting for the kernel): a refused write marks it stale, so
+// that the peer's next routePeer (a session, a move, a clamp) writes it again, as the record
+// of a refused synchronous write used to stay different from what was asked for.
+func (h *host) routeFailed(peer netip.Addr, pr peerRoute, err error) {
+	if err == nil {
+		return
+	}
+	h.log.Warn("peer route", "peer", peer, "err", err)
+	if r := h.peerRoutes.get(peer); r != nil && *r == pr {
+		h.stale[peer] = true
+	}
+}
+
+// routeHold is how long endTurn holds queued route writes back while more events wait.
+const routeHold = 5 * time.Millisecond
+
+func (h *host) queued() {
+	if h.rw.Pending() == 1 {
+		h.queuedAt = time.Now()
+	}
+}
+
+// endTurn ends a loop turn: it flushes the queued peer routes unless more events are already
+// waiting (more) and the oldest write was queued less than routeHold ago. A correspondent
+// opening sessions as fast as the loop records them handles one datapath event a turn, and
+// a flush a turn would write their routes one at a time again (issue 28); held, they go out
+// a full batch (rw flushes itself then) or routeHold's worth at once.
+func (h *host) endTurn(more bool) {
+	if h.rw == nil || h.rw.Pending() == 0 || (more && time.Since(h.queuedAt) < routeHold) {
+		return
+	}
+	h.flushRoutes()
+}
+
+// flushRoutes writes the queued peer route changes (errors go to routeFailed and
+// unrouteFailed, route by route).
+func (h *host) flushRoutes() {
+	if h.rw == nil {
+		return
+	}
+	if err := h.rw.Flush(); err != nil {
+		h.log.Debug("peer routes", "err", err)
+	}
+}
+
+// rwRoute is route for the batched writer.
+func (h *host) rwRoute(peer netip.Addr, pr peerRoute) routewrite.Route {
+	return routewrite.Route{Dst: peer, LinkIndex: pr.link, Gw: pr.gw, Src: pr.src, MTU: pr.mtu, AdvMSS: pr.mtu - 60,
+		MTULock: pr.lock}
 }
 
 // peerRoute is what the daemon keeps of a peer route: the rest is the same for every one
@@ -274,7 +352,9 @@ func (h *host) routesUp() bool {
 
 // clampPeer gives peer's route the locked MTU mtu (0: the clamp ends, the usual MTU again).
 // owned is false when the daemon keeps no route to peer: the caller installs its own then
-// (internal/pmtu). force rewrites the route even if the record says it is in place.
+// (internal/pmtu). force rewrites the route even if the record says it is in place. The
+// route is written at once, not at the end of the turn: every packet sent to the peer
+// before it is another Packet Too Big.
 func (h *host) clampPeer(peer netip.Addr, mtu int, force bool) (owned bool, err error) {
 	r := h.peerRoutes.get(peer)
 	if r == nil {
@@ -285,7 +365,9 @@ func (h *host) clampPeer(peer netip.Addr, mtu int, force bool) (owned bool, err 
 	} else {
 		h.clamps[peer] = mtu
 	}
-	return true, h.writePeerRoute(peer, r.link, r.gw, force)
+	err = h.writePeerRoute(peer, r.link, r.gw, force)
+	h.flushRoutes()
+	return true, err
 }
 
 // setEncap6 gives the routes of a correspondent's session-view addresses the MTU for
@@ -306,39 +388,115 @@ func (h *host) setEncap6(nid wire.NID, on bool) error {
 			errs = append(errs, h.routePeer(peer, r.link, r.gw))
 		}
 	}
+	h.flushRoutes() // at once, as clampPeer
 	return errors.Join(errs...)
 }
 
-// reroutePeers moves every peer route to a new active interface.
+// rerouteShare is how many peer routes a move rewrites in one turn of the loop: one batch
+// pass over 100,000 took the loop ~0.4 s (BenchmarkRouteWrite, ./internal/routewrite, at
+// ~250,000 routes a second), a share of 2,000 some 8 ms.
+const rerouteShare = 2000
+
+// reroutePass is a move's pass over the peer routes: the peers routed when it began, the
+// next one to rewrite, and where to.
+type reroutePass struct {
+	peers  []netip.Addr
+	next   int
+	link   int
+	router netip.Addr
+}
+
+// reroutePeers moves every peer route to a new active interface: the first share now (all of
+// them for up to rerouteShare peers, then flushed), the rest a share a loop turn
+// (rerouteStep). A move during a pass starts it again towards the new interface. A peer
+// routed since the pass began is routed through the new interface already.
 func (h *host) reroutePeers(ifindex int, router netip.Addr) error {
-	var errs []error
-	h.peerRoutes.each(func(peer netip.Addr, _ *peerRoute) {
-		errs = append(errs, h.routePeer(peer, ifindex, router))
-	})
-	return errors.Join(errs...)
+	p := &h.reroute
+	p.peers, p.next, p.link, p.router = p.peers[:0], 0, ifindex, router
+	h.peerRoutes.each(func(peer netip.Addr, _ *peerRoute) { p.peers = append(p.peers, peer) })
+	h.rerouteStep()
+	return nil
 }
 
-// unroutePeer removes the host routes of every session-view address with this NID.
+// rerouting says whether a move's pass over the peer routes has a share left.
+func (h *host) rerouting() bool { return h.reroute.next < len(h.reroute.peers) }
+
+// rerouteStep rewrites the pass's next share of peer routes and flushes them.
+func (h *host) rerouteStep() {
+	p := &h.reroute
+	end := min(p.next+rerouteShare, len(p.peers))
+	for _, peer := range p.peers[p.next:end] {
+		if r := h.peerRoutes.get(peer); r != nil {
+			if err := h.routePeer(peer, p.link, p.router); err != nil {
+				h.log.Warn("peer route", "peer", peer, "err", err)
+			}
+		}
+	}
+	p.next = end
+	if !h.rerouting() {
+		p.peers, p.next = p.peers[:0], 0
+		if cap(p.peers) > 4*rerouteShare {
+			p.peers = nil // 16 bytes a peer held until the next move otherwise
+		}
+	}
+	h.flushRoutes()
+}
+
+// unroutePeer removes the host routes of every session-view address with this NID. The
+// deletes are queued (flushRoutes); one the kernel refuses puts the record back, so that
+// close or the next unroutePeer tries again.
 func (h *host) unroutePeer(nid wire.NID) error {
 	var errs []error
 	for _, peer := range h.peerRoutes.of(nid) {
 		r := h.peerRoutes.get(peer)
-		if err := h.nl.RouteDel(h.route(peer, *r)); err != nil && !errors.Is(err, syscall.ESRCH) {
+		pr := *r
+		if err := h.rw.Delete(h.rwRoute(peer, pr), func(err error) { h.unrouteFailed(peer, pr, err) }); err != nil {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
 			continue
 		}
+		h.queued()
 		h.peerRoutes.del(peer)
+		delete(h.stale, peer)
 	}
 	return errors.Join(errs...)
 }
 
+// unrouteFailed is told what became of a queued delete of pr (ESRCH, no such route, is no
+// error): a refused one is recorded again unless a write to the peer was queued since.
+func (h *host) unrouteFailed(peer netip.Addr, pr peerRoute, err error) {
+	if err == nil {
+		return
+	}
+	h.log.Warn("peer route", "peer", peer, "err", err)
+	if h.peerRoutes.get(peer) == nil {
+		h.recordRoute(peer, pr)
+	}
+}
+
+// closeRoutes writes what is queued and closes the route writer (the routes stay).
+func (h *host) closeRoutes() {
+	if h.rw == nil {
+		return
+	}
+	if err := h.rw.Close(); err != nil {
+		h.log.Debug("peer routes", "err", err)
+	}
+}
+
 func (h *host) close() error {
 	var errs []error
+	h.flushRoutes()
 	h.peerRoutes.each(func(peer netip.Addr, r *peerRoute) {
-		if err := h.nl.RouteDel(h.route(peer, *r)); err != nil && !errors.Is(err, syscall.ESRCH) {
+		err := h.rw.Delete(h.rwRoute(peer, *r), func(err error) {
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("remove route to %s: %w", peer, err))
 		}
 	})
+	h.closeRoutes()
 	for addr := range h.identities {
 		errs = append(errs, h.removeIdentity(addr))
 	}
@@ -393,6 +551,7 @@ func (h *host) staticLocators(ifindex int) ([]staticLocator, error) {
 
 // removeAddress deletes a /64 address from an interface.
 func (h *host) removeAddress(ifindex int, addr netip.Addr) error {
+	h.flushRoutes() // routes queued with it as their source first, as they were asked for
 	link, err := h.nl.LinkByIndex(ifindex)
 	if err != nil {
 		return fmt.Errorf("interface %d: %w", ifindex, err)

@@ -748,7 +748,14 @@ func checkShutdown(t *testing.T, n *testNet) {
 		if out := d.ns.Run("ip", "-6", "addr", "show", "dev", "lo", "scope", "global"); strings.TrimSpace(out) == "" {
 			t.Errorf("ilnpd %s: SIGTERM removed the identity addresses on lo", d.name)
 		}
+		if out := d.ns.Run("ip", "-6", "route", "show", "proto", "static"); strings.TrimSpace(out) == "" {
+			t.Errorf("ilnpd %s: SIGTERM removed the peer routes", d.name)
+		}
 		d.checkFlush(t)
+		// The state file listed them; -flush deletes them (in batches: internal/routewrite).
+		if out := d.ns.Run("ip", "-6", "route", "show", "proto", "static"); strings.TrimSpace(out) != "" {
+			t.Errorf("ilnpd %s: peer routes left after -flush:\n%s", d.name, out)
+		}
 	}
 }
 

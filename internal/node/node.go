@@ -281,6 +281,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	touch := time.NewTicker(touchInterval)
 	defer touch.Stop()
 	for {
+		n.host.endTurn(len(dpEvents) > 0) // the peer routes queued, in one batch (issue 28)
 		n.persist()
 		n.armTimer(timer)
 		select {
@@ -332,6 +333,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			// A turn for the ILCC's next share of deadlines (armTimer asks NextDeadline), which
 			// changes nothing the state file holds.
 			n.continuity.stepTurn = true
+		case <-n.rerouteReady():
+			n.host.rerouteStep()
 		}
 	}
 }
@@ -344,6 +347,7 @@ func (n *Node) setup() error {
 	}
 	n.host = h
 	h.viewOf = n.sessionViewOf
+	h.log = n.log
 	if err := n.mountPins(); err != nil {
 		return err
 	}
@@ -422,7 +426,11 @@ func (n *Node) shutdown() error {
 func (n *Node) do(ctx context.Context, fn func() error) error {
 	done := make(chan error, 1)
 	select {
-	case n.cmds <- func() { done <- fn() }:
+	case n.cmds <- func() {
+		err := fn()
+		n.host.flushRoutes() // the caller sees the peer routes it asked for in place
+		done <- err
+	}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -460,6 +468,15 @@ func (n *Node) armTimer(t *time.Timer) {
 		}
 	}
 	t.Reset(max(time.Until(next), 0))
+}
+
+// rerouteReady is ready while a move's pass over the peer routes has a share left
+// (host.rerouteStep; issue 28), nil otherwise.
+func (n *Node) rerouteReady() <-chan struct{} {
+	if n.host.rerouting() {
+		return sweepReadyCh
+	}
+	return nil
 }
 
 // rescanReady is ready while the ILCC queues its peers' deadlines a share per NextDeadline

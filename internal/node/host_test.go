@@ -13,14 +13,7 @@ import (
 // unroutePeer removes exactly the routes of one NID's session views, found by NID
 // (no pass over every route: issue 28), and forgets them; the other NIDs' routes stay.
 func TestUnroutePeerByNID(t *testing.T) {
-	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
-	nstest.Link(t, a, "ha", b, "hb")
-	var h *host
-	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer h.nl.Close()
-	defer h.closeRoutes()
+	a, h := hostWithLinks(t, 1)
 	idx := a.Ifindex("ha")
 	addr := func(loc, nid uint64) netip.Addr { return wire.ILV{Locator: wire.L64(loc), NID: wire.NID(nid)}.Addr() }
 	const x, y = 0x0a00_0000_0000_0001, 0x0a00_0000_0000_0002
@@ -123,14 +116,7 @@ func TestAdoptedRoutesNotRewritten(t *testing.T) {
 // again at the peer's next routePeer even though the record already says so; the routes
 // queued beside it land.
 func TestPeerRouteRefusedIsForcedLater(t *testing.T) {
-	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
-	nstest.Link(t, a, "ha", b, "hb")
-	var h *host
-	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer h.nl.Close()
-	defer h.closeRoutes()
+	a, h := hostWithLinks(t, 1)
 	var logged strings.Builder
 	h.log = slog.New(slog.NewTextHandler(&logged, nil))
 	idx := a.Ifindex("ha")
@@ -173,15 +159,7 @@ func TestPeerRouteRefusedIsForcedLater(t *testing.T) {
 // others a share a step, every route on the new interface at the end, and none missed that
 // was removed or added in between.
 func TestReroutePeersInSteps(t *testing.T) {
-	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
-	nstest.Link(t, a, "ha", b, "hb")
-	nstest.Link(t, a, "hc", b, "hd")
-	var h *host
-	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer h.nl.Close()
-	defer h.closeRoutes()
+	a, h := hostWithLinks(t, 2)
 	from, to := a.Ifindex("ha"), a.Ifindex("hc")
 	n := 2*rerouteShare + 500
 	peer := func(i int) netip.Addr {
@@ -233,14 +211,7 @@ func TestReroutePeersInSteps(t *testing.T) {
 // The end of a loop turn holds queued peer routes back while more events wait, for at most
 // routeHold, and writes them once none waits.
 func TestEndTurnHoldsWhileEventsWait(t *testing.T) {
-	a, b := nstest.New(t, "ilnp-host"), nstest.New(t, "ilnp-host")
-	nstest.Link(t, a, "ha", b, "hb")
-	var h *host
-	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer h.nl.Close()
-	defer h.closeRoutes()
+	a, h := hostWithLinks(t, 1)
 	idx := a.Ifindex("ha")
 	peer := func(i int) netip.Addr { return wire.ILV{Locator: 0x2001_0db8_0061_0000, NID: wire.NID(i)}.Addr() }
 	h.routePeer(peer(1), idx, netip.Addr{})
@@ -269,15 +240,7 @@ func TestEndTurnHoldsWhileEventsWait(t *testing.T) {
 // (rerouteShare of them written and flushed, and in the move's own turn the list of peers
 // first); ns/op is the turn.
 func BenchmarkRerouteStep(b *testing.B) {
-	a, c := nstest.New(b, "ilnp-host"), nstest.New(b, "ilnp-host")
-	nstest.Link(b, a, "ha", c, "hb")
-	nstest.Link(b, a, "hc", c, "hd")
-	var h *host
-	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
-		b.Fatal(err)
-	}
-	defer h.nl.Close()
-	defer h.closeRoutes()
+	a, h := hostWithLinks(b, 2)
 	links := []int{a.Ifindex("ha"), a.Ifindex("hc")}
 	const n = 100000
 	for i := 1; i <= n; i++ {
@@ -295,4 +258,24 @@ func BenchmarkRerouteStep(b *testing.B) {
 		h.rerouteStep()
 	}
 	b.ReportMetric(float64(b.N)/float64(move), "turns/move")
+}
+
+// hostWithLinks is a host made in a namespace of its own, linked to another by "ha" (and
+// "hc" when links is 2), closed when the test ends.
+func hostWithLinks(tb testing.TB, links int) (*nstest.NS, *host) {
+	tb.Helper()
+	a, b := nstest.New(tb, "ilnp-host"), nstest.New(tb, "ilnp-host")
+	nstest.Link(tb, a, "ha", b, "hb")
+	if links > 1 {
+		nstest.Link(tb, a, "hc", b, "hd")
+	}
+	var h *host
+	if err := a.Do(func() (err error) { h, err = newHost(8); return err }); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		h.closeRoutes()
+		h.nl.Close()
+	})
+	return a, h
 }

@@ -191,14 +191,12 @@ func (h *host) writePeerRoute(peer netip.Addr, ifindex int, router netip.Addr, f
 	if !force && old != nil && *old == pr && !h.stale[peer] {
 		return nil
 	}
-	if k := h.existing[peer]; old == nil && k != nil {
-		r := h.route(peer, pr)
-		if k.LinkIndex == r.LinkIndex && k.Gw.Equal(r.Gw) && k.Src.Equal(r.Src) && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS {
-			h.recordRoute(peer, pr)
-			return nil
-		}
+	r := h.rwRoute(peer, pr)
+	if k := h.existing[peer]; old == nil && k != nil && sameRoute(k, r) {
+		h.recordRoute(peer, pr)
+		return nil
 	}
-	if err := h.rw.Replace(h.rwRoute(peer, pr), func(err error) { h.routeFailed(peer, pr, err) }); err != nil {
+	if err := h.rw.Replace(r, func(err error) { h.routeFailed(peer, pr, err) }); err != nil {
 		return fmt.Errorf("route to peer %s: %w", peer, err)
 	}
 	h.queued()
@@ -253,7 +251,7 @@ func (h *host) flushRoutes() {
 	}
 }
 
-// rwRoute is route for the batched writer.
+// rwRoute is the kernel route to peer that pr describes, as the batched writer takes it.
 func (h *host) rwRoute(peer netip.Addr, pr peerRoute) routewrite.Route {
 	return routewrite.Route{Dst: peer, LinkIndex: pr.link, Gw: pr.gw, Src: pr.src, MTU: pr.mtu, AdvMSS: pr.mtu - 60,
 		MTULock: pr.lock}
@@ -269,23 +267,11 @@ type peerRoute struct {
 	gw, src netip.Addr // zero: none
 }
 
-// route is the kernel route to peer that pr describes.
-func (h *host) route(peer netip.Addr, pr peerRoute) *netlink.Route {
-	r := &netlink.Route{
-		LinkIndex: pr.link,
-		Dst:       &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(128, 128)},
-		MTU:       pr.mtu,
-		MTULock:   pr.lock,
-		AdvMSS:    pr.mtu - 60,
-		Protocol:  netlink.RouteProtocol(unix.RTPROT_STATIC),
-	}
-	if pr.gw.IsValid() {
-		r.Gw = pr.gw.AsSlice()
-	}
-	if pr.src.IsValid() {
-		r.Src = pr.src.AsSlice()
-	}
-	return r
+// sameRoute says whether the kernel's route k (a previous daemon's, loadRoutes) is r as
+// routePeer would write it: interface, gateway, source, MTU and advertised MSS.
+func sameRoute(k *netlink.Route, r routewrite.Route) bool {
+	ip := func(b net.IP) netip.Addr { a, _ := netip.AddrFromSlice(b); return a }
+	return k.LinkIndex == r.LinkIndex && ip(k.Gw) == r.Gw && ip(k.Src) == r.Src && k.MTU == r.MTU && k.AdvMSS == r.AdvMSS
 }
 
 // sessionView is this node's view of the session whose correspondent's view is peer.

@@ -91,6 +91,8 @@ type pathMonitor struct {
 	kick chan struct{} // a step now (pathsAbandoned)
 
 	encap6 *encap6Monitor // paths that drop Destination Options (encap6.go); nil: off
+
+	late pollLateness // how late the polls ran (a verdict's event says)
 }
 
 // markDown records h down or up in both indexes.
@@ -340,6 +342,7 @@ func (n *Node) runPaths(ctx context.Context) {
 						if next.IsZero() || next.After(now.Add(pathPollInterval)) {
 							next = now.Add(pathPollInterval)
 						}
+						m.late.want(next)
 						next = nextPathPoll(began, poll.cost, next)
 						notBefore = nextPathPoll(began, poll.cost, began)
 					}
@@ -400,6 +403,7 @@ func (n *Node) pollStep(m *pathMonitor, poll *pathPoll) (now time.Time, done boo
 	at := func(ns uint64) time.Time { return m.at(ns, now) }
 	if !poll.begun {
 		poll.begun = true
+		m.late.ran(now)
 		m.tracker.BeginPass()
 		if m.encap6 != nil {
 			m.encap6.stage.BeginPass()
@@ -522,8 +526,13 @@ func (n *Node) pollPeers(m *pathMonitor, poll *pathPoll, peers []peerStats, now 
 		mono = timeline.Now()
 	}
 	for _, c := range res.Changes {
+		var late time.Duration
+		if c.SinceProof > 0 {
+			late = m.late.since(now.Add(-c.SinceProof))
+		}
 		n.emit(timeline.Event{MonoNS: mono, Kind: paths.EventKind, Peer: c.Key.Peer.String(), Locator: c.Key.Local.String(),
-			Detail: fmt.Sprintf("%v->%v %s -> %s", c.Key.Local, c.Key.Remote, c.From, c.To), Duration: c.SinceProof.Nanoseconds()})
+			Detail: fmt.Sprintf("%v->%v %s -> %s", c.Key.Local, c.Key.Remote, c.From, c.To), Duration: c.SinceProof.Nanoseconds(),
+			Late: late.Nanoseconds()})
 	}
 	if len(res.Changes) > 0 {
 		n.applyPathHealth(m, peers, cands, locals, now)

@@ -60,6 +60,9 @@ type Event struct {
 	Seq      uint32 `json:"seq,omitempty"`
 	Detail   string `json:"detail,omitempty"`
 	Duration int64  `json:"duration_ns,omitempty"`
+	// Late: how much of Duration the host added by running the daemon's work late (a path
+	// verdict: its polls behind the times the tracker wanted them).
+	Late int64 `json:"late_ns,omitempty"`
 }
 
 // Now is CLOCK_MONOTONIC in nanoseconds (Go's time.Now carries a monotonic reading but does
